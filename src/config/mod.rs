@@ -1,0 +1,1 @@
+//! The MetalLB-style bgp-config: raw serde structs -> validated Config.

@@ -1,0 +1,1 @@
+//! Where prefixes come from: Kubernetes watchers and the standalone file source.
