@@ -494,12 +494,14 @@ fn watch_error<F: Clone + PartialEq>(
             status.last_error = Some(error.to_string());
             return store.mark_absent();
         }
-        // One object that does not deserialize; the watch goes on.
-        watcher::Error::WatchFailed(kube::Error::SerdeError(e)) => {
-            status.errors += 1;
-            status.last_error = Some(error.to_string());
-            warn!(resource = %resource, error = %e, "undecodable object skipped");
-            return false;
+        // One event that does not decode; the watch goes on. kube-rs reports such a
+        // line as a SerdeError, or, when the line is any JSON object, as an Api error
+        // of a Status with code 0 (every Status field is optional).
+        watcher::Error::WatchFailed(kube::Error::SerdeError(_)) => {
+            return undecodable(resource, status, error)
+        }
+        watcher::Error::WatchFailed(kube::Error::Api(s)) if s.code == 0 => {
+            return undecodable(resource, status, error)
         }
         _ => {}
     }
@@ -507,6 +509,13 @@ fn watch_error<F: Clone + PartialEq>(
     status.errors += 1;
     status.last_error = Some(error.to_string());
     warn!(resource = %resource, error = %error, "watch error, keeping the last known state");
+    false
+}
+
+fn undecodable(resource: Resource, status: &mut ResourceStatus, error: &watcher::Error) -> bool {
+    status.errors += 1;
+    status.last_error = Some(format!("undecodable watch event: {error}"));
+    warn!(resource = %resource, error = %error, "undecodable watch event skipped");
     false
 }
 
