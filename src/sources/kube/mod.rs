@@ -19,6 +19,7 @@
 pub mod events;
 pub mod store;
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -26,6 +27,7 @@ use std::time::{Duration, SystemTime};
 
 use futures::stream::{self, BoxStream};
 use futures::StreamExt;
+use ipnet::IpNet;
 use k8s_openapi::api::core::v1::{ConfigMap, Node};
 use kube::runtime::utils::Backoff;
 use kube::runtime::watcher::{self, DefaultBackoff, Event};
@@ -40,7 +42,6 @@ use super::{
     snapshot_and_report, Closed, EventSink, ReportTracker, Resource, ResourceStatus, SourceSender,
     SourceUpdate,
 };
-use ipnet::IpNet;
 use store::Store;
 
 /// Which Nodes and CiliumNodes to watch.
@@ -173,7 +174,7 @@ pub async fn run(
             out.send(update).await?;
         }
         // After the update is queued, so whoever sees the status also sees the update.
-        let status = fold.status(resource).clone();
+        let status = fold.status(resource);
         out.status(resource, |s| *s = status);
         if out.is_closed() {
             return Err(Closed);
@@ -199,15 +200,15 @@ fn inputs(client: &Client, config: &KubeSourceConfig) -> Vec<BoxStream<'static, 
     };
     let retry = config.retry;
     let mut inputs = vec![
-        watcher(Api::<Node>::all(client.clone()), nodes.clone())
+        watcher::watcher(Api::<Node>::all(client.clone()), nodes.clone())
             .backoff(RetryBackoff::new(retry))
             .map(|item| Input::Node(Box::new(item)))
             .boxed(),
-        watcher(Api::<CiliumNode>::all(client.clone()), nodes)
+        watcher::watcher(Api::<CiliumNode>::all(client.clone()), nodes)
             .backoff(RetryBackoff::new(retry))
             .map(Input::CiliumNode)
             .boxed(),
-        watcher(
+        watcher::watcher(
             Api::<ConfigMap>::namespaced(client.clone(), &config.cilium_config.namespace),
             by_name(&config.cilium_config.name),
         )
@@ -217,7 +218,7 @@ fn inputs(client: &Client, config: &KubeSourceConfig) -> Vec<BoxStream<'static, 
     ];
     if let Some(bgp) = &config.bgp_config {
         inputs.push(
-            watcher(
+            watcher::watcher(
                 Api::<ConfigMap>::namespaced(client.clone(), &bgp.namespace),
                 by_name(&bgp.name),
             )
@@ -229,16 +230,6 @@ fn inputs(client: &Client, config: &KubeSourceConfig) -> Vec<BoxStream<'static, 
     inputs
 }
 
-fn watcher<K>(
-    api: Api<K>,
-    config: watcher::Config,
-) -> impl futures::Stream<Item = watcher::Result<Event<K>>> + Send
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + fmt::Debug + Send + 'static,
-{
-    watcher::watcher(api, config)
-}
-
 /// The watchers' state: one store per resource, what was last sent, the status.
 struct Fold {
     ipam: IpamOverride,
@@ -248,20 +239,13 @@ struct Fold {
     cilium_nodes: Store<Vec<IpNet>>,
     cilium_config: Store<CiliumConfig>,
     bgp_text: Store<Option<String>>,
-    status: [ResourceStatus; 4],
+    status: BTreeMap<Resource, ResourceStatus>,
     cluster_dirty: bool,
     last_cluster: Option<ClusterState>,
     /// `None` until the first bgp-config text was sent.
     last_bgp_text: Option<Option<String>>,
     tracker: ReportTracker,
 }
-
-const RESOURCES: [Resource; 4] = [
-    Resource::Nodes,
-    Resource::CiliumNodes,
-    Resource::CiliumConfig,
-    Resource::BgpConfigMap,
-];
 
 impl Fold {
     fn new(config: &KubeSourceConfig) -> Self {
@@ -273,7 +257,7 @@ impl Fold {
             cilium_nodes: Store::new(),
             cilium_config: Store::new(),
             bgp_text: Store::new(),
-            status: Default::default(),
+            status: BTreeMap::new(),
             cluster_dirty: false,
             last_cluster: None,
             last_bgp_text: None,
@@ -282,13 +266,19 @@ impl Fold {
     }
 
     fn resources(&self) -> Vec<Resource> {
-        let n = if self.bgp_config.is_some() { 4 } else { 3 };
-        RESOURCES[..n].to_vec()
+        let mut resources = vec![
+            Resource::Nodes,
+            Resource::CiliumNodes,
+            Resource::CiliumConfig,
+        ];
+        if self.bgp_config.is_some() {
+            resources.push(Resource::BgpConfigMap);
+        }
+        resources
     }
 
-    fn status(&self, resource: Resource) -> &ResourceStatus {
-        let i = RESOURCES.iter().position(|r| *r == resource).unwrap_or(0);
-        &self.status[i]
+    fn status(&self, resource: Resource) -> ResourceStatus {
+        self.status.get(&resource).cloned().unwrap_or_default()
     }
 
     /// Applies one watcher event; returns the resource it was for.
@@ -298,7 +288,7 @@ impl Fold {
                 let changed = step(
                     Resource::Nodes,
                     &mut self.nodes,
-                    &mut self.status[0],
+                    self.status.entry(Resource::Nodes).or_default(),
                     *item,
                     now,
                     |n| objects::node_facts(n).map(|(_, facts)| facts),
@@ -310,7 +300,7 @@ impl Fold {
                 let changed = step(
                     Resource::CiliumNodes,
                     &mut self.cilium_nodes,
-                    &mut self.status[1],
+                    self.status.entry(Resource::CiliumNodes).or_default(),
                     item,
                     now,
                     |n| objects::cilium_node_cidrs(n).map(|(_, cidrs)| cidrs),
@@ -322,7 +312,7 @@ impl Fold {
                 let changed = step(
                     Resource::CiliumConfig,
                     &mut self.cilium_config,
-                    &mut self.status[2],
+                    self.status.entry(Resource::CiliumConfig).or_default(),
                     item,
                     now,
                     objects::cilium_config,
@@ -339,7 +329,7 @@ impl Fold {
                 step(
                     Resource::BgpConfigMap,
                     &mut self.bgp_text,
-                    &mut self.status[3],
+                    self.status.entry(Resource::BgpConfigMap).or_default(),
                     item,
                     now,
                     |cm| Ok(objects::config_map_text(cm, &key)),
