@@ -726,3 +726,31 @@ async fn kube_events_posts_a_drift_event_on_the_node() {
     })
     .await;
 }
+
+/// The source task ends once the daemon drops its receiver, even with no API traffic.
+#[tokio::test]
+async fn source_ends_when_the_receiver_is_dropped() {
+    bounded(async {
+        let (client, mut api) = MockApi::start();
+        let (tx, rx) = channel(1);
+        let config = KubeSourceConfig {
+            scope: WatchScope::Cluster,
+            cilium_config: ConfigMapRef::cilium_config(),
+            bgp_config: None,
+            ipam: IpamOverride::Auto,
+            retry: Retry::Fixed(Duration::from_millis(20)),
+        };
+        let task = tokio::spawn(kube_source::run(
+            client,
+            config,
+            tx,
+            Arc::new(RecordingSink::default()),
+        ));
+        // The watchers are waiting on their lists when the daemon goes away.
+        let _pending = api.next(Route::Nodes).await;
+        drop(rx);
+        let ended = tokio::time::timeout(WAIT, task).await.expect("task ended");
+        assert!(ended.expect("no panic").is_err(), "ends with Closed");
+    })
+    .await;
+}

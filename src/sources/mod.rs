@@ -12,6 +12,37 @@
 //!
 //! Sources know nothing about BGP. API trouble never clears state: the daemon only ever
 //! sees a complete, consistent snapshot, and an unchanged relist or reload sends nothing.
+//!
+//! Wiring (the daemon's side):
+//!
+//! ```no_run
+//! # async fn wire(client: kube::Client) {
+//! use std::sync::Arc;
+//! use podcidr_speaker::sources::{self, kube::*, IpamOverride, SourceUpdate};
+//!
+//! let (tx, mut rx) = sources::channel(16);
+//! let (events, _publisher) = events::KubeEvents::spawn(client.clone(), Some("node-a".into()));
+//! let config = KubeSourceConfig {
+//!     scope: WatchScope::Local { node: "node-a".into() },
+//!     cilium_config: ConfigMapRef::cilium_config(),
+//!     bgp_config: Some(BgpConfigMapRef::default()),
+//!     ipam: IpamOverride::Auto,
+//!     retry: Retry::KubeDefault,
+//! };
+//! tokio::spawn(run(client, config, tx, Arc::new(events)));
+//! while let Some(update) = rx.updates.recv().await {
+//!     match update {
+//!         SourceUpdate::Cluster(snapshot) => { /* plan from snapshot.view */ }
+//!         SourceUpdate::BgpConfigText(text) => { /* parse and validate */ }
+//!     }
+//!     let _ready = rx.status.borrow().ready(); // for /readyz
+//! }
+//! # }
+//! ```
+//!
+//! Standalone: `file::run` for `--cluster-state PATH` and `file::watch_text_file` for
+//! `--bgp-config FILE` share one [`channel`] (clone the sender); `plan` calls
+//! `file::load` once.
 
 pub mod error;
 pub mod file;
@@ -180,6 +211,11 @@ impl SourceSender {
     /// The daemon dropped its receiver.
     pub fn is_closed(&self) -> bool {
         self.updates.is_closed()
+    }
+
+    /// Completes when the daemon drops its receiver.
+    pub async fn closed(&self) {
+        self.updates.closed().await
     }
 }
 

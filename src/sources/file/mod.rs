@@ -46,6 +46,7 @@ pub fn load(path: &Path) -> Result<ClusterState, SourceError> {
 }
 
 /// Follows `config.path` until the receiver is dropped.
+#[tracing::instrument(name = "file_source", skip_all, fields(path = %config.path.display(), ipam = %config.ipam))]
 pub async fn run(config: FileSourceConfig, out: SourceSender) -> Result<(), Closed> {
     let resource = Resource::ClusterStateFile;
     out.register(resource);
@@ -105,6 +106,7 @@ pub async fn run(config: FileSourceConfig, out: SourceSender) -> Result<(), Clos
 ///
 /// A file that cannot be read keeps the last text (an editor's delete-and-recreate must
 /// not look like a deleted configuration); `BgpConfigText(None)` is never sent.
+#[tracing::instrument(name = "bgp_config_file", skip_all, fields(path = %path.display()))]
 pub async fn watch_text_file(
     path: PathBuf,
     poll: Duration,

@@ -154,6 +154,7 @@ pub struct KubeSourceConfig {
 
 /// Watches the cluster until the receiver is dropped. Never returns an error for API
 /// trouble: it retries forever and keeps the last known state meanwhile.
+#[tracing::instrument(name = "kube_source", skip_all, fields(scope = ?config.scope, ipam = %config.ipam))]
 pub async fn run(
     client: Client,
     config: KubeSourceConfig,
@@ -165,7 +166,13 @@ pub async fn run(
         out.register(resource);
     }
     let mut inputs = stream::select_all(inputs(&client, &config));
-    while let Some(input) = inputs.next().await {
+    loop {
+        let input = tokio::select! {
+            input = inputs.next() => input,
+            () = out.closed() => return Err(Closed),
+        };
+        // The watchers never end; if they did there would be nothing left to follow.
+        let Some(input) = input else { return Ok(()) };
         let resource = fold.handle(input, SystemTime::now());
         if let Some(update) = fold.cluster_update(events.as_ref()) {
             out.send(update).await?;
@@ -176,11 +183,7 @@ pub async fn run(
         // After the update is queued, so whoever sees the status also sees the update.
         let status = fold.status(resource);
         out.status(resource, |s| *s = status);
-        if out.is_closed() {
-            return Err(Closed);
-        }
     }
-    Ok(())
 }
 
 /// One watcher event, tagged with the resource it is for.
