@@ -240,6 +240,42 @@ fn image_check_rejects_unpinned_images() {
 }
 
 #[test]
+fn dockerfile_images_are_pinned_and_runtime_is_non_root() {
+    let path = crate_root().join("Dockerfile");
+    let text = std::fs::read_to_string(&path).expect("Dockerfile at the crate root");
+    assert_eq!(dockerfile_problems(&text), Vec::<String>::new());
+    let stages = dockerfile_stages(&text);
+    assert_eq!(
+        stages.last().map(|s| s.name.as_str()),
+        Some("runtime"),
+        "a plain `docker build` must produce the runtime stage"
+    );
+    assert!(
+        stages.iter().any(|s| s.name == "runtime-listen"),
+        "the listen-179 overlay needs the runtime-listen target"
+    );
+
+    let bad = [
+        ("FROM rust AS build\nFROM gcr.io/distroless/cc-debian12:nonroot AS runtime\nUSER 65532\n", "no tag"),
+        ("FROM rust:latest AS build\nFROM gcr.io/distroless/cc-debian12:nonroot AS runtime\nUSER 65532\n", "latest"),
+        ("FROM rust:1.95-bookworm AS build\nFROM gcr.io/distroless/cc-debian12:nonroot AS runtime\n", "USER"),
+        ("FROM rust:1.95-bookworm AS build\nFROM gcr.io/distroless/cc-debian12:nonroot AS runtime\nUSER nonroot\n", "USER"),
+        ("FROM rust:1.95-bookworm AS build\nFROM gcr.io/distroless/cc-debian12:nonroot AS runtime\nUSER 0:0\n", "USER"),
+        ("FROM rust:1.95-bookworm AS build\nFROM debian:12 AS base\nUSER 65532\nFROM base AS runtime\nUSER root\n", "USER"),
+    ];
+    for (dockerfile, why) in bad {
+        let problems = dockerfile_problems(dockerfile);
+        assert!(
+            problems.iter().any(|p| p.contains(why)),
+            "{dockerfile:?} must be rejected for {why:?}, got {problems:?}"
+        );
+    }
+    // USER is inherited from an earlier stage of the same Dockerfile.
+    let inherited = "FROM debian:12 AS base\nUSER 65532:65532\nFROM base AS runtime\nCOPY x /x\n";
+    assert_eq!(dockerfile_problems(inherited), Vec::<String>::new());
+}
+
+#[test]
 fn rbac_is_exactly_the_minimum_in_every_install() {
     let Some(renders) = render_all() else { return };
     for (install, objects) in renders {
@@ -591,6 +627,85 @@ fn kustomize_image_problems(doc: &Value) -> Vec<String> {
             }
             (None, None) => problems.push(format!("images[{name}]: neither newTag nor digest")),
             _ => {}
+        }
+    }
+    problems
+}
+
+struct Stage {
+    name: String,
+    /// The image this stage starts from, or None when it starts from an earlier stage.
+    image: Option<String>,
+    /// The effective USER at the end of the stage (inherited from an earlier stage).
+    user: Option<String>,
+}
+
+/// The stages of a Dockerfile, in order, with continuation lines joined.
+fn dockerfile_stages(text: &str) -> Vec<Stage> {
+    let joined = text.replace("\\\n", " ");
+    let mut stages: Vec<Stage> = Vec::new();
+    for line in joined.lines().map(str::trim) {
+        let mut words = line.split_whitespace();
+        let Some(instruction) = words.next() else {
+            continue;
+        };
+        match instruction.to_ascii_uppercase().as_str() {
+            "FROM" => {
+                let words: Vec<&str> = words.filter(|w| !w.starts_with("--")).collect();
+                let from = words.first().copied().unwrap_or("").to_string();
+                let name = match words.as_slice() {
+                    [_, as_kw, name, ..] if as_kw.eq_ignore_ascii_case("as") => name.to_string(),
+                    _ => stages.len().to_string(),
+                };
+                let parent = stages.iter().find(|s| s.name == from);
+                stages.push(Stage {
+                    name,
+                    user: parent.and_then(|p| p.user.clone()),
+                    image: parent.is_none().then_some(from),
+                });
+            }
+            "USER" => {
+                if let Some(stage) = stages.last_mut() {
+                    stage.user = words.next().map(str::to_string);
+                }
+            }
+            _ => {}
+        }
+    }
+    stages
+}
+
+/// Every base image tagged (not latest); the final stage and every `runtime*` stage run
+/// as a numeric non-root USER (numeric so the kubelet can check runAsNonRoot).
+fn dockerfile_problems(text: &str) -> Vec<String> {
+    let stages = dockerfile_stages(text);
+    let mut problems = Vec::new();
+    if stages.is_empty() {
+        problems.push("no FROM".to_string());
+    }
+    for (i, stage) in stages.iter().enumerate() {
+        if let Some(image) = &stage.image {
+            match image_tag(image) {
+                None => problems.push(format!("stage {}: FROM {image}: no tag", stage.name)),
+                Some(tag) if tag.eq_ignore_ascii_case("latest") => {
+                    problems.push(format!("stage {}: FROM {image}: latest", stage.name));
+                }
+                Some(_) => {}
+            }
+        }
+        let runs_the_speaker = i + 1 == stages.len() || stage.name.starts_with("runtime");
+        if runs_the_speaker {
+            let uid = stage
+                .user
+                .as_deref()
+                .and_then(|u| u.split(':').next())
+                .and_then(|uid| uid.parse::<u32>().ok());
+            if uid.is_none_or(|uid| uid == 0) {
+                problems.push(format!(
+                    "stage {}: USER must be a numeric non-root uid, is {:?}",
+                    stage.name, stage.user
+                ));
+            }
         }
     }
     problems
