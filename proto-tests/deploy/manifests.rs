@@ -313,7 +313,7 @@ fn rbac_check_rejects_extra_missing_and_widened_rules() {
     assert_eq!(speaker_grants(&good), Ok(expected.clone()));
 
     type Mutation = fn(&mut Vec<Value>);
-    let mutations: [(&str, Mutation); 9] = [
+    let mutations: [(&str, Mutation); 10] = [
         ("an extra verb on nodes", |docs| {
             push_str(at_mut(&mut docs[0], &["rules", "0", "verbs"]), "update");
         }),
@@ -330,8 +330,17 @@ fn rbac_check_rejects_extra_missing_and_widened_rules() {
             *at_mut(&mut docs[0], &["rules", "1", "verbs"]) = yaml("[\"*\"]");
         }),
         ("a missing rule (events)", |docs| {
-            let rules = at_mut(&mut docs[0], &["rules"]);
-            rules.as_sequence_mut().expect("rules list").remove(2);
+            let rules = at_mut(&mut docs[5], &["rules"]);
+            rules.as_sequence_mut().expect("rules list").remove(0);
+        }),
+        ("events granted cluster-wide", |docs| {
+            let rule =
+                yaml("{apiGroups: [events.k8s.io], resources: [events], verbs: [create, patch]}");
+            at_mut(&mut docs[0], &["rules"])
+                .as_sequence_mut()
+                .expect("rules list")
+                .push(rule);
+            docs.truncate(5);
         }),
         ("a binding to another subject", |docs| {
             let subject = yaml(
@@ -733,7 +742,7 @@ fn grant(scope: &str, group: &str, resource: &str, name: &str, verb: &str) -> Gr
 }
 
 /// The minimum of issue #8: read nodes and CiliumNodes, read exactly cilium-config and the
-/// bgp-config ConfigMap, create and patch events. Nothing else.
+/// bgp-config ConfigMap, create and patch events about Nodes. Nothing else.
 fn expected_grants(config_map: (&str, &str)) -> BTreeSet<Grant> {
     let mut expected = BTreeSet::new();
     for verb in ["get", "list", "watch"] {
@@ -748,8 +757,10 @@ fn expected_grants(config_map: (&str, &str)) -> BTreeSet<Grant> {
         ));
         expected.insert(grant(config_map.0, "", "configmaps", config_map.1, verb));
     }
+    // Events about Nodes: kube-rs's Recorder stores those of cluster-scoped objects in
+    // "default".
     for verb in ["create", "patch"] {
-        expected.insert(grant("cluster", "events.k8s.io", "events", "*", verb));
+        expected.insert(grant("default", "events.k8s.io", "events", "*", verb));
     }
     expected
 }
@@ -1412,7 +1423,8 @@ fn container_doc(image: &str, policy: Option<&str>) -> Value {
 }
 
 /// The base RBAC in the shape of the manifests (Cilium convention), for the negative tests:
-/// [0] ClusterRole, [1] ClusterRoleBinding, [2] Role, [3] RoleBinding, [4] ServiceAccount.
+/// [0] ClusterRole, [1] ClusterRoleBinding, [2] Role, [3] RoleBinding, [4] ServiceAccount,
+/// [5] Role for events, [6] its RoleBinding.
 const GOOD_RBAC: &str = r#"
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
@@ -1420,7 +1432,6 @@ metadata: {name: podcidr-speaker}
 rules:
   - {apiGroups: [""], resources: [nodes], verbs: [get, list, watch]}
   - {apiGroups: [cilium.io], resources: [ciliumnodes], verbs: [get, list, watch]}
-  - {apiGroups: [events.k8s.io], resources: [events], verbs: [create, patch]}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding
@@ -1443,4 +1454,16 @@ subjects: [{kind: ServiceAccount, name: podcidr-speaker, namespace: kube-system}
 apiVersion: v1
 kind: ServiceAccount
 metadata: {name: podcidr-speaker, namespace: kube-system}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: podcidr-speaker-events, namespace: default}
+rules:
+  - {apiGroups: [events.k8s.io], resources: [events], verbs: [create, patch]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: podcidr-speaker-events, namespace: default}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: podcidr-speaker-events}
+subjects: [{kind: ServiceAccount, name: podcidr-speaker, namespace: kube-system}]
 "#;
