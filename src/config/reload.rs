@@ -43,7 +43,7 @@ pub struct ReloadPlan {
 }
 
 /// The action for one session.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum SessionAction {
     Keep,
     Retune,

@@ -313,8 +313,12 @@ impl Validator {
             _ => {
                 let mut reason =
                     "is not an origin (expected \"igp\" or \"incomplete\")".to_string();
-                if let Some(s) = suggest(&o.value, &["igp", "incomplete"]) {
-                    reason.push_str(&format!(", did you mean {}?", quote(&s)));
+                // Only a case slip gets a hint: "egp" is a real origin, not a typo of "igp".
+                if let Some(s) = ["igp", "incomplete"]
+                    .iter()
+                    .find(|s| s.eq_ignore_ascii_case(&o.value))
+                {
+                    reason.push_str(&format!(", did you mean {}?", quote(s)));
                 }
                 self.invalid(o, shown(o), reason);
                 None
