@@ -327,6 +327,26 @@ fn duplicate_peers() {
         errors(&two(&p("10.0.0.1", &sel("a")), &p("10.0.0.1", &sel("a")))),
         vec!["peers[1]: same router 10.0.0.1:179 as peers[0], for the same nodes: a node can hold only one session per peer-address and peer-port"]
     );
+    // Indexes are file positions, even after an entry that is not a mapping.
+    let text = format!("peers:\n- 1\n{}{}", p("10.0.0.1", ""), p("10.0.0.1", ""));
+    assert_eq!(
+        errors(&text),
+        vec![
+            "peers[0]: integer 1 must be a mapping",
+            "peers[2]: same router 10.0.0.1:179 as peers[1], for every node: a node can hold only one session per peer-address and peer-port",
+        ]
+    );
+    let text = format!("peers:\n- 1\n{}", p("10.0.0.1", ""));
+    assert_eq!(podcidr_speaker::config::parse(&text).unwrap_err().len(), 1);
+    let ok_text = format!("peers:\n{}{}", p("10.0.0.1", ""), p("10.0.0.2", ""));
+    assert_eq!(
+        ok(&ok_text)
+            .peers
+            .iter()
+            .map(|p| p.index)
+            .collect::<Vec<_>>(),
+        [0, 1]
+    );
     // Per-rack routers sharing an address, or another port: fine.
     ok(&two(&p("10.0.0.1", &sel("a")), &p("10.0.0.1", &sel("b"))));
     ok(&two(

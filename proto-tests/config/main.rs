@@ -6,6 +6,7 @@ mod compat;
 mod fields;
 mod pools;
 mod reload;
+mod robust;
 mod samples;
 mod selectors;
 mod state;

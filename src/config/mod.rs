@@ -91,7 +91,7 @@ pub fn parse_configmap_data(data: &BTreeMap<String, String>) -> Result<Config, C
     let key = configmap_key(data.keys().map(String::as_str)).map_err(|m| {
         ConfigErrors::single(ConfigError::new("data", None, ConfigErrorKind::Other(m)))
     })?;
-    parse_raw(&data[key])
+    parse_raw(data.get(key).map_or("", String::as_str))
 }
 
 /// Which data key holds the config, or why none does.

@@ -106,6 +106,8 @@ pub(crate) struct RawConfig {
 
 #[derive(Debug)]
 pub(crate) struct RawPeer {
+    /// Position in the file's `peers` list (entries that are not mappings count too).
+    pub index: usize,
     pub path: String,
     pub at: Location,
     pub peer_address: Option<Text>,
@@ -484,7 +486,7 @@ impl Walker<'_> {
             .iter()
             .enumerate()
         {
-            if let Some(p) = self.peer(node, index(&path, i)) {
+            if let Some(p) = self.peer(node, i, index(&path, i)) {
                 raw.peers.push(p);
             }
         }
@@ -519,7 +521,7 @@ impl Walker<'_> {
         raw
     }
 
-    fn peer(&mut self, node: &Node, path: String) -> Option<RawPeer> {
+    fn peer(&mut self, node: &Node, position: usize, path: String) -> Option<RawPeer> {
         const KEYS: &[&str] = &[
             "peer-address",
             "peer-asn",
@@ -558,6 +560,7 @@ impl Walker<'_> {
             }
         }
         Some(RawPeer {
+            index: position,
             at: f.at,
             peer_address: self.text(f.get("peer-address")),
             peer_asn: self.int(f.get("peer-asn")),

@@ -212,8 +212,8 @@ impl Validator {
             ttl_security: defaults.ttl_security.as_ref().is_some_and(|t| t.0),
         };
         let mut peers = Vec::new();
-        for (i, rp) in raw.peers.iter().enumerate() {
-            if let Some(p) = self.peer(i, rp, &speaker, &communities, &bfd_profiles) {
+        for rp in &raw.peers {
+            if let Some(p) = self.peer(rp.index, rp, &speaker, &communities, &bfd_profiles) {
                 peers.push(p);
             }
         }
@@ -705,7 +705,9 @@ impl Validator {
                 .iter()
                 .find(|a| a.key() == b.key() && a.node_selectors == b.node_selectors)
             {
-                let r = &raw[b.index];
+                let Some(r) = raw.iter().find(|r| r.index == b.index) else {
+                    continue;
+                };
                 let scope = if b.node_selectors.is_empty() {
                     "every node"
                 } else {
