@@ -223,6 +223,8 @@ fn invalid_peer_values() {
         (vec![("keepalive-time", "0s")], vec![r#"peers[0].keepalive-time: "0s" must be at least 1s when hold-time is not 0"#]),
         (vec![("keepalive-time", "-1s")], vec![r#"peers[0].keepalive-time: "-1s" must not be negative"#]),
         (vec![("keepalive-time", "30")], vec![r#"peers[0].keepalive-time: "30" has no unit (e.g. "90s"; units are ns, us, ms, s, m, h)"#]),
+        // Both timers are checked even when the hold time is wrong.
+        (vec![("hold-time", "2s"), ("keepalive-time", "-1s")], vec![r#"peers[0].hold-time: "2s" must be 0 or at least 3s"#, r#"peers[0].keepalive-time: "-1s" must not be negative"#]),
         (vec![("router-id", "2001:db8::1")], vec![r#"peers[0].router-id: "2001:db8::1" must be an IPv4 address (the BGP Identifier is 4 octets, RFC 4271 section 4.2)"#]),
         (vec![("router-id", "0.0.0.0")], vec![r#"peers[0].router-id: "0.0.0.0" must not be 0.0.0.0 (the BGP Identifier is non-zero, RFC 6286)"#]),
         (vec![("router-id", "node1")], vec![r#"peers[0].router-id: "node1" is not an IPv4 address"#]),

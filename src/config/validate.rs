@@ -213,7 +213,7 @@ impl Validator {
         };
         let mut peers = Vec::new();
         for rp in &raw.peers {
-            if let Some(p) = self.peer(rp.index, rp, &speaker, &communities, &bfd_profiles) {
+            if let Some(p) = self.peer(rp, &speaker, &communities, &bfd_profiles) {
                 peers.push(p);
             }
         }
@@ -388,7 +388,6 @@ impl Validator {
 
     fn peer(
         &mut self,
-        index: usize,
         r: &RawPeer,
         speaker: &SpeakerOptions,
         communities: &BTreeMap<String, CommunityValue>,
@@ -422,26 +421,11 @@ impl Validator {
             None => Some(DEFAULT_HOLD_TIME),
             Some(t) => self.hold_time(t),
         };
-        let keepalive_time =
-            hold_time.and_then(|hold| self.keepalive_time(r.keepalive_time.as_ref(), hold));
-        let router_id = r.router_id.as_ref().and_then(|f| match IpAddr::from_str(f.value.trim()).map(|ip| ip.to_canonical()) {
-            Ok(IpAddr::V4(id)) if id == Ipv4Addr::UNSPECIFIED => {
-                self.invalid(f, shown(f), "must not be 0.0.0.0 (the BGP Identifier is non-zero, RFC 6286)");
-                None
-            }
-            Ok(IpAddr::V4(id)) => Some(Some(id)),
-            Ok(IpAddr::V6(_)) => {
-                self.invalid(f, shown(f), "must be an IPv4 address (the BGP Identifier is 4 octets, RFC 4271 section 4.2)");
-                None
-            }
-            Err(_) => {
-                self.invalid(f, shown(f), "is not an IPv4 address");
-                None
-            }
-        });
-        let router_id = match (&r.router_id, router_id) {
-            (None, _) => Some(None),
-            (Some(_), id) => id,
+        let keepalive_time = self.keepalive_time(r.keepalive_time.as_ref(), hold_time);
+        // Some(None): not set; None: set but invalid (already reported).
+        let router_id = match &r.router_id {
+            None => Some(None),
+            Some(f) => self.router_id(f).map(Some),
         };
         let source_address = match &r.source_address {
             None => Some(None),
@@ -535,7 +519,7 @@ impl Validator {
             )
         });
         Some(Peer {
-            index,
+            index: r.index,
             address: address?,
             port: port?,
             peer_asn: peer_asn?,
@@ -574,6 +558,27 @@ impl Validator {
         })
     }
 
+    /// A BGP Identifier: 4 octets (RFC 4271 section 4.2), non-zero (RFC 6286).
+    fn router_id(&mut self, f: &Text) -> Option<Ipv4Addr> {
+        match IpAddr::from_str(f.value.trim()).map(|ip| ip.to_canonical()) {
+            Ok(IpAddr::V4(id)) if id == Ipv4Addr::UNSPECIFIED => {
+                let reason = "must not be 0.0.0.0 (the BGP Identifier is non-zero, RFC 6286)";
+                self.invalid(f, shown(f), reason);
+                None
+            }
+            Ok(IpAddr::V4(id)) => Some(id),
+            Ok(IpAddr::V6(_)) => {
+                let reason = "must be an IPv4 address (the BGP Identifier is 4 octets, RFC 4271 section 4.2)";
+                self.invalid(f, shown(f), reason);
+                None
+            }
+            Err(_) => {
+                self.invalid(f, shown(f), "is not an IPv4 address");
+                None
+            }
+        }
+    }
+
     /// MetalLB: whole seconds (truncated), 0 or at least 3s. Also at most 65535s, the
     /// field's width in OPEN.
     fn hold_time(&mut self, t: &Text) -> Option<Duration> {
@@ -597,15 +602,17 @@ impl Validator {
 
     /// MetalLB: default hold/3; not above the hold time. Also: not zero while the hold
     /// time is not (the session would expire), compared before truncation as MetalLB.
-    fn keepalive_time(&mut self, t: Option<&Text>, hold: Duration) -> Option<Duration> {
+    /// Checked on its own when the hold time is invalid, so both errors show.
+    fn keepalive_time(&mut self, t: Option<&Text>, hold: Option<Duration>) -> Option<Duration> {
         let Some(t) = t else {
-            return Some(Duration::from_secs(hold.as_secs() / 3));
+            return hold.map(|h| Duration::from_secs(h.as_secs() / 3));
         };
         let d = self.go_duration(t)?;
         let Some(exact) = d.to_std() else {
             self.invalid(t, shown(t), "must not be negative");
             return None;
         };
+        let hold = hold?;
         if exact > hold {
             self.invalid(
                 t,
