@@ -403,8 +403,14 @@ pub(crate) fn encode(
     let value_start = out.len();
     put_value(attr, ctx, out)?;
     let len = out.len() - value_start;
-    let forced_long =
-        matches!(attr, PathAttribute::Unknown(u) if u.flags & attr_flags::EXTENDED_LENGTH != 0);
+    // MP_* always get the two-octet length, as FRR and ExaBGP write them (their size is
+    // rarely known before the NLRI are in); unknown attributes keep the flag they came
+    // with.
+    let forced_long = match attr {
+        PathAttribute::MpReach(_) | PathAttribute::MpUnreach(_) => true,
+        PathAttribute::Unknown(u) => u.flags & attr_flags::EXTENDED_LENGTH != 0,
+        _ => false,
+    };
     if len > 255 || forced_long {
         let len16 = u16::try_from(len).map_err(|_| EncodeError::FieldTooLong {
             field: "path attribute",
@@ -728,7 +734,7 @@ mod tests {
 
     #[test]
     fn mp_reach_ipv6_with_link_local() {
-        let mut wire = vec![0x80, 0x0e, 0x2c, 0x00, 0x02, 0x01, 0x20];
+        let mut wire = vec![0x90, 0x0e, 0x00, 0x2c, 0x00, 0x02, 0x01, 0x20];
         wire.extend_from_slice(&"2001:db8::1".parse::<Ipv6Addr>().unwrap().octets());
         wire.extend_from_slice(&"fe80::1".parse::<Ipv6Addr>().unwrap().octets());
         wire.extend_from_slice(&[0x00, 0x30, 0x20, 0x01, 0x0d, 0xb8, 0x00, 0x01]);

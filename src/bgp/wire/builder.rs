@@ -242,8 +242,7 @@ impl UpdateBuilder {
             let mut rest = v6;
             while let Some((n, bytes)) = plan(&rest, add_path, budget)? {
                 let content = 2 + 1 + attribute::next_hop_len(&nh) + 1 + bytes;
-                let header = if content > 255 { LONG_ATTR_HEADER } else { 3 };
-                let attrs_len = header + content + self.mp_attrs.len();
+                let attrs_len = LONG_ATTR_HEADER + content + self.mp_attrs.len();
                 let msg = start_message(out, UPDATE_FIXED + attrs_len);
                 out.put_u16(0);
                 // bounded by the message budget, below 65535
@@ -282,10 +281,9 @@ impl UpdateBuilder {
         let mut rest = family_iter(prefixes, false);
         while let Some((n, bytes)) = plan(&rest, add_path, self.v6_withdraw_budget())? {
             let content = 3 + bytes;
-            let header = if content > 255 { LONG_ATTR_HEADER } else { 3 };
-            let msg = start_message(out, UPDATE_FIXED + header + content);
+            let msg = start_message(out, UPDATE_FIXED + LONG_ATTR_HEADER + content);
             out.put_u16(0);
-            out.put_u16((header + content) as u16);
+            out.put_u16((LONG_ATTR_HEADER + content) as u16);
             put_mp_header(out, t::MP_UNREACH_NLRI, content);
             out.put_u16(AfiSafi::IPV6_UNICAST.afi.0);
             out.put_u8(AfiSafi::IPV6_UNICAST.safi.0);
@@ -343,17 +341,13 @@ fn mp_reach_fixed(nh: &MpNextHop) -> usize {
     LONG_ATTR_HEADER + 2 + 1 + attribute::next_hop_len(nh) + 1
 }
 
+/// MP_* attributes always carry the two-octet length, as `attribute::encode` writes them.
 fn put_mp_header(out: &mut BytesMut, type_code: u8, content: usize) {
     use super::types::attr_flags::{EXTENDED_LENGTH, OPTIONAL};
-    if content > 255 {
-        out.put_u8(OPTIONAL | EXTENDED_LENGTH);
-        out.put_u8(type_code);
-        out.put_u16(content as u16);
-    } else {
-        out.put_u8(OPTIONAL);
-        out.put_u8(type_code);
-        out.put_u8(content as u8);
-    }
+    out.put_u8(OPTIONAL | EXTENDED_LENGTH);
+    out.put_u8(type_code);
+    // bounded by the message budget
+    out.put_u16(content as u16);
 }
 
 /// The prefixes of one family, in input order.

@@ -536,7 +536,7 @@ mod tests {
         encode(&v6, &ctx2(), &mut out).unwrap();
         assert_eq!(
             &out[..],
-            &[0x00, 0x00, 0x00, 0x06, 0x80, 0x0f, 0x03, 0x00, 0x02, 0x01]
+            &[0x00, 0x00, 0x00, 0x07, 0x90, 0x0f, 0x00, 0x03, 0x00, 0x02, 0x01]
         );
         let back = decode(&out, &ctx2(), Src::copying()).unwrap();
         assert_eq!(back.end_of_rib_family(), Some(AfiSafi::IPV6_UNICAST));
