@@ -395,6 +395,11 @@ pub enum EncodeError {
     /// A value outside what its field can carry.
     #[error("{field}: value {value} out of range")]
     OutOfRange { field: &'static str, value: u64 },
+    /// The value has no encoding under this context (e.g. an AS_PATH with 4-octet AS
+    /// numbers and confederation segments after the first plain segment, for a 2-octet
+    /// AS session: AS4_PATH cannot say where those segments were, RFC 6793 section 3).
+    #[error("cannot be encoded for this session: {0}")]
+    Unrepresentable(&'static str),
     /// The UPDATE builder's input is inconsistent (e.g. MP_REACH in the attribute set,
     /// or IPv4 prefixes with no NEXT_HOP).
     #[error("update builder: {0}")]

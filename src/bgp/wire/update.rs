@@ -321,7 +321,13 @@ pub(crate) fn encode(u: &Update, ctx: &Context, out: &mut BytesMut) -> Result<()
         attribute::encode(a, ctx, out)?;
     }
     if !ctx.four_octet_as {
-        for extra in as4_attributes(&u.attributes) {
+        let extras = as4_attributes(&u.attributes);
+        for extra in &extras {
+            if let PathAttribute::As4Path(_) = extra {
+                check_confed_leading(&u.attributes)?;
+            }
+        }
+        for extra in extras {
             attribute::encode(&extra, ctx, out)?;
         }
     }
@@ -338,6 +344,30 @@ pub(crate) fn encode(u: &Update, ctx: &Context, out: &mut BytesMut) -> Result<()
         AfiSafi::IPV4_UNICAST,
         ctx.add_path_ipv4_unicast,
     )
+}
+
+/// With AS4_PATH, a 2-octet session can only carry confederation segments in front of
+/// the path (where RFC 5065 puts them): the receiver rebuilds the path as those segments
+/// followed by AS4_PATH.
+fn check_confed_leading(attrs: &[PathAttribute]) -> Result<(), EncodeError> {
+    for a in attrs {
+        if let PathAttribute::AsPath(p) = a {
+            let confed = |s: &AsSegment| {
+                matches!(s.kind, SegmentType::ConfedSequence | SegmentType::ConfedSet)
+            };
+            let first_plain = p
+                .segments
+                .iter()
+                .position(|s| !confed(s))
+                .unwrap_or(p.segments.len());
+            if p.segments[first_plain..].iter().any(confed) {
+                return Err(EncodeError::Unrepresentable(
+                    "confederation segment after a plain segment in an AS_PATH that needs AS4_PATH",
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The AS4_PATH / AS4_AGGREGATOR a 2-octet AS session needs for these attributes
@@ -453,6 +483,33 @@ mod tests {
         assert!(out.windows(2).any(|w| w == [0xc0, 0x11]));
         assert!(out.windows(2).any(|w| w == [0xc0, 0x12]));
         assert_eq!(decode(&out, &ctx2(), Src::copying()).unwrap(), u);
+    }
+
+    #[test]
+    fn trailing_confed_segment_cannot_travel_with_as4_path() {
+        let path = AsPath {
+            segments: vec![
+                seq(&[4_200_000_000]),
+                AsSegment {
+                    kind: SegmentType::ConfedSequence,
+                    asns: vec![65000],
+                },
+            ],
+        };
+        let u = Update {
+            attributes: base_attrs(path.clone()),
+            ..Update::default()
+        };
+        let mut out = BytesMut::new();
+        assert!(matches!(
+            encode(&u, &ctx2(), &mut out),
+            Err(EncodeError::Unrepresentable(_))
+        ));
+        let four = Context {
+            four_octet_as: true,
+            ..ctx2()
+        };
+        assert_eq!(round(&u, &four).attributes[1], PathAttribute::AsPath(path));
     }
 
     #[test]
