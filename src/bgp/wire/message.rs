@@ -114,10 +114,10 @@ fn decode_from(msg: &[u8], ctx: &Context, src: Src<'_>) -> Result<Message, Decod
         1 => Message::Open(open::decode(body, src)?),
         2 => Message::Update(update::decode(body, ctx, src)?),
         3 => {
-            let data = src.bytes(&body[2..]);
-            let n = notification::decode_body(body, data)
-                .ok_or(DecodeError::BadMessageLength { length: len as u16 })?;
-            Message::Notification(n)
+            // check_header guaranteed the code and subcode octets
+            let bad_length = DecodeError::BadMessageLength { length: len as u16 };
+            let data = src.bytes(body.get(2..).ok_or(bad_length.clone())?);
+            Message::Notification(notification::decode_body(body, data).ok_or(bad_length)?)
         }
         4 => Message::Keepalive,
         5 => Message::RouteRefresh(route_refresh(body, msg, src)?),

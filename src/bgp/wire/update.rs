@@ -133,7 +133,9 @@ pub(crate) fn decode(body: &[u8], ctx: &Context, src: Src<'_>) -> Result<Update,
     nlri::parse_v4(nlri_field, ctx.add_path_ipv4_unicast, &mut update.nlri).map_err(invalid)?;
 
     let mut seen = TypeSet::default();
-    update.attributes.reserve(8);
+    if !attrs.is_empty() {
+        update.attributes.reserve(8);
+    }
     while !attrs.is_empty() {
         let Ok((rest, raw)) = attribute::split(attrs) else {
             // RFC 7606 section 4: stop here; the NLRI field was located by the Total
