@@ -303,6 +303,7 @@ fn every_exabgp_raw_message_decodes() {
     assert_eq!(msgs.len(), 166);
     let mut per_type: BTreeMap<&str, usize> = BTreeMap::new();
     let mut refused = Vec::new();
+    let mut sniffed = 0;
     for m in &msgs {
         let ctx = ci_context(&m.file);
         assert_eq!(
@@ -325,6 +326,20 @@ fn every_exabgp_raw_message_decodes() {
                 *per_type.entry(kind).or_default() += 1;
                 if let Message::Update(u) = &msg {
                     assert!(u.errors.is_empty(), "{}:{}: {:?}", m.file, m.line, u.errors);
+                    let non_empty_path = u
+                        .attributes
+                        .iter()
+                        .any(|a| matches!(a, PathAttribute::AsPath(p) if !p.segments.is_empty()));
+                    if non_empty_path {
+                        assert_eq!(
+                            sniff_four_octet_as(&m.bytes),
+                            Some(ctx.four_octet_as),
+                            "{}:{}",
+                            m.file,
+                            m.line
+                        );
+                        sniffed += 1;
+                    }
                 }
                 // decode(encode(decode(x))) == decode(x) for every message
                 let again = encode(&msg, &ctx);
@@ -340,6 +355,7 @@ fn every_exabgp_raw_message_decodes() {
         }
     }
     println!("exabgp messages by type: {per_type:?}");
+    assert_eq!(sniffed, 8, "as path width sniffed on {sniffed} updates");
     // Three messages are refused, each with the NOTIFICATION RFC 4271 section 6.3 names:
     // conf-generic-attribute.ci sends attribute 0x99 with the Optional bit clear, an
     // unrecognized well-known attribute (3/2, data = the attribute); extended-nexthop.ci

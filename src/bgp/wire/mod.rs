@@ -28,7 +28,7 @@ pub use message::{check_header, decode_message, decode_message_bytes, encode_mes
 pub use notification::MAX_SHUTDOWN_MESSAGE_LEN;
 pub use open::{validate_open, PARAM_CAPABILITIES};
 pub use types::*;
-pub use update::{announced, end_of_rib, withdrawn};
+pub use update::{announced, end_of_rib, sniff_four_octet_as, withdrawn};
 
 /// The minimum and maximum message sizes (RFC 4271 section 4.1, RFC 8654).
 pub const HEADER_LEN: usize = 19;

@@ -405,6 +405,28 @@ pub(crate) fn as4_attributes(attrs: &[PathAttribute]) -> Vec<PathAttribute> {
     extra
 }
 
+/// Which AS number width the AS_PATH of a whole UPDATE message (header included) was
+/// written with: `Some(true)` for four octets, `Some(false)` for two, `None` when there
+/// is no AS_PATH, it is empty, or both or neither width parse. For readers of captures
+/// (MRT, pcap) that do not know what the session negotiated: the MRT subtype does not
+/// tell (RFC 6396 section 4.4.2 records the peer AS width, not the AS_PATH's).
+pub fn sniff_four_octet_as(msg: &[u8]) -> Option<bool> {
+    let (_, (_, mut attrs)) = fields(msg.get(super::HEADER_LEN..)?).ok()?;
+    while !attrs.is_empty() {
+        let (rest, raw) = attribute::split(attrs).ok()?;
+        if raw.type_code == t::AS_PATH {
+            if raw.value.is_empty() {
+                return None;
+            }
+            let two = attribute::as_path(raw.value, false).is_ok();
+            let four = attribute::as_path(raw.value, true).is_ok();
+            return (two != four).then_some(four);
+        }
+        attrs = rest;
+    }
+    None
+}
+
 /// Every prefix this UPDATE announces, IPv4 field and MP_REACH_NLRI together, with the
 /// family each belongs to.
 pub fn announced(update: &Update) -> impl Iterator<Item = (AfiSafi, &Nlri)> {
@@ -582,6 +604,34 @@ mod tests {
         let back = round(&u, &ctx2());
         assert_eq!(back, u);
         assert!(back.errors.is_empty());
+    }
+
+    #[test]
+    fn sniffs_the_as_path_width() {
+        let path = AsPath {
+            segments: vec![seq(&[65001, 65002, 65003])],
+        };
+        let u = Update {
+            attributes: base_attrs(path),
+            ..Update::default()
+        };
+        for four in [false, true] {
+            let ctx = Context {
+                four_octet_as: four,
+                ..ctx2()
+            };
+            let mut msg = BytesMut::from(&[0xff; 19][..]);
+            encode(&u, &ctx, &mut msg).unwrap();
+            assert_eq!(sniff_four_octet_as(&msg), Some(four));
+        }
+        let empty = Update {
+            attributes: base_attrs(AsPath::default()),
+            ..Update::default()
+        };
+        let mut msg = BytesMut::from(&[0xff; 19][..]);
+        encode(&empty, &ctx2(), &mut msg).unwrap();
+        assert_eq!(sniff_four_octet_as(&msg), None);
+        assert_eq!(sniff_four_octet_as(&[0xff; 10]), None);
     }
 
     #[test]
