@@ -713,3 +713,132 @@ fn exabgp_updates_reencode_byte_for_byte() {
     println!("{identical} of {total} exabgp updates re-encode byte for byte as captured, all up to length fields");
     assert_eq!(total, 159);
 }
+
+// ---------------------------------------------------------------------------------
+// Real UPDATE streams (mrt/): the codec must find exactly the prefixes SOURCES.md
+// counted with two independent decoders. A minimal BGP4MP walker (RFC 6396 section
+// 4.4) stands in for the MRT reader, which is not part of the codec.
+
+/// The BGP messages of BGP4MP / BGP4MP_ET MESSAGE records, with whether the record's
+/// subtype had 4-octet AS numbers.
+fn bgp4mp_messages(mrt: &[u8]) -> Vec<(bool, &[u8])> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at + 12 <= mrt.len() {
+        let h = &mrt[at..at + 12];
+        let (mrt_type, subtype) = (
+            u16::from_be_bytes([h[4], h[5]]),
+            u16::from_be_bytes([h[6], h[7]]),
+        );
+        let len = u32::from_be_bytes([h[8], h[9], h[10], h[11]]) as usize;
+        let mut body = &mrt[at + 12..at + 12 + len];
+        at += 12 + len;
+        if mrt_type == 17 {
+            body = &body[4..]; // microseconds
+        }
+        let as4 = match (mrt_type, subtype) {
+            (16 | 17, 1) => false,
+            (16 | 17, 4) => true,
+            _ => continue,
+        };
+        let asn = if as4 { 8 } else { 4 };
+        let afi = u16::from_be_bytes([body[asn + 2], body[asn + 3]]);
+        let ips = if afi == 2 { 32 } else { 8 };
+        out.push((as4, &body[asn + 4 + ips..]));
+    }
+    out
+}
+
+fn gunzip(rel: &str) -> Option<Vec<u8>> {
+    let raw = read(rel)?;
+    let mut out = Vec::new();
+    std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&raw[..]), &mut out).unwrap();
+    Some(out)
+}
+
+#[test]
+fn real_update_streams_yield_the_counted_prefixes() {
+    // (file, UPDATEs, announced IPv4 field + MP_REACH, withdrawn IPv4 field + MP_UNREACH)
+    let cases = [
+        (
+            "mrt/large/bgpdump-updates.et-header.2015.gz",
+            89_679,
+            (577_737, 0),
+            (3, 0),
+        ),
+        (
+            "mrt/large/bgp-rs-updates.20190101.0000.gz",
+            54_107,
+            (150_389, 9_559),
+            (2_173, 453),
+        ),
+        (
+            "mrt/updates/bgpdump-updates.20071015.1505.gz",
+            4_222,
+            (10_064, 47),
+            (385, 0),
+        ),
+        (
+            "mrt/updates/bgpdump-updates.20100722.2015.gz",
+            1_822,
+            (5_037, 30),
+            (539, 8),
+        ),
+        (
+            "mrt/updates/bgpdump-updates.20070211.0141.gz",
+            23_394,
+            (46_816, 4_513),
+            (1_920, 408),
+        ),
+        (
+            "mrt/updates/bgpdump-updates.20160811.1600.gz",
+            17_216,
+            (32_710, 6_546),
+            (1_616, 340),
+        ),
+    ];
+    for (file, updates, (ann4, ann_mp), (wd4, wd_mp)) in cases {
+        let Some(mrt) = gunzip(file) else { return };
+        let (mut n, mut a4, mut amp, mut w4, mut wmp, mut identical) = (0, 0, 0, 0, 0, 0);
+        for (as4, msg) in bgp4mp_messages(&mrt) {
+            let ctx = Context {
+                four_octet_as: sniff_four_octet_as(msg).unwrap_or(as4),
+                ..Context::default()
+            };
+            let decoded = decode_message_bytes(Bytes::copy_from_slice(msg), &ctx);
+            let Ok(Message::Update(u)) = decoded else {
+                assert!(
+                    matches!(
+                        decoded,
+                        Ok(Message::Keepalive | Message::Open(_) | Message::Notification(_))
+                    ),
+                    "{file}: {decoded:?}"
+                );
+                continue;
+            };
+            assert!(u.errors.is_empty(), "{file}: {:?}", u.errors);
+            let msg_value = Message::Update(u);
+            let again = encode(&msg_value, &ctx);
+            identical += usize::from(again == msg);
+            assert_eq!(
+                decode_message(&again, &ctx).as_ref(),
+                Ok(&msg_value),
+                "{file}"
+            );
+            let Message::Update(u) = msg_value else {
+                unreachable!()
+            };
+            n += 1;
+            a4 += u.nlri.len();
+            w4 += u.withdrawn.len();
+            amp += u.mp_reach().map_or(0, |r| r.nlri.len());
+            wmp += u.mp_unreach().map_or(0, |r| r.withdrawn.len());
+        }
+        assert_eq!(
+            (n, a4, amp, w4, wmp),
+            (updates, ann4, ann_mp, wd4, wd_mp),
+            "{file}"
+        );
+        println!("{file}: {n} updates, {identical} re-encode byte for byte, all to the same value");
+    }
+}
