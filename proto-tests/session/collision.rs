@@ -204,6 +204,30 @@ fn no_decision_before_an_open_is_seen() {
 }
 
 #[test]
+fn inbound_session_holds_the_connection_and_has_sent_its_open() {
+    // From our active config: the candidate must still never dial.
+    let mut s = Session::inbound(config(), std::time::Instant::now()).unwrap();
+    assert!(s.config().passive);
+    assert_eq!(s.state(), State::OpenSent);
+    assert_eq!(s.connection_inbound(), Some(true));
+    let a: Vec<Action> = std::iter::from_fn(|| s.poll_action()).collect();
+    assert_eq!(
+        a,
+        vec![
+            Action::StateChange {
+                from: State::Idle,
+                to: State::Active
+            },
+            Action::Send(Message::Open(s.local_open().clone())),
+            Action::StateChange {
+                from: State::Active,
+                to: State::OpenSent
+            },
+        ]
+    );
+}
+
+#[test]
 fn collision_loser_sends_cease_7_and_stays_down() {
     let mut s = in_openconfirm(config(), false);
     let now = std::time::Instant::now();

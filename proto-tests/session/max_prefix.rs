@@ -58,6 +58,18 @@ fn treat_as_withdraw_counts_as_a_withdrawal() {
         s.session.stats().received_prefixes[&AfiSafi::IPV4_UNICAST].count,
         1
     );
+    assert_eq!(s.session.stats().treated_as_withdraw, 1);
+    // A missing mandatory attribute (no NEXT_HOP with IPv4 NLRI) is the same reaction.
+    let mut no_next_hop = announce_v4(&["10.0.1.0/24"]);
+    no_next_hop
+        .attributes
+        .retain(|a| !matches!(a, podcidr_speaker::bgp::wire::PathAttribute::NextHop(_)));
+    s.message(Message::Update(no_next_hop));
+    assert_eq!(s.session.stats().treated_as_withdraw, 2);
+    assert_eq!(
+        s.session.stats().received_prefixes[&AfiSafi::IPV4_UNICAST].count,
+        0
+    );
 }
 
 #[test]

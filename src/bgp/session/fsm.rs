@@ -86,6 +86,19 @@ impl Session {
         })
     }
 
+    /// A session for a connection the peer opened while the long-lived session is past
+    /// Active (a collision candidate, see [`super::detect_collision`]): passive, started,
+    /// and already holding the connection; its first actions (the OPEN) are queued.
+    pub fn inbound(cfg: SessionConfig, now: Instant) -> Result<Self, SessionError> {
+        let mut session = Session::new(SessionConfig {
+            passive: true,
+            ..cfg
+        })?;
+        session.handle(now, Input::Start);
+        session.handle(now, Input::TcpConnected { inbound: true });
+        Ok(session)
+    }
+
     pub fn state(&self) -> State {
         self.state
     }
@@ -385,6 +398,10 @@ impl Session {
             if !self.stats.peer_end_of_rib.contains(&f) {
                 self.stats.peer_end_of_rib.push(f);
             }
+        }
+        if applied.treated_as_withdraw {
+            debug!("update treated as withdraw (rfc 7606)");
+            self.stats.treated_as_withdraw = self.stats.treated_as_withdraw.saturating_add(1);
         }
         if applied.ignored > 0 {
             debug!(

@@ -21,9 +21,9 @@
 //!   own connection (after flushing a NOTIFICATION when `notify`).
 //! * Collisions (section 6.8): one `Session` per connection. When a connection arrives
 //!   while the long-lived session is past Active, the driver starts a second session on
-//!   it (`Start`, then `TcpConnected { inbound: true }` with a passive config clone) and,
-//!   after each `handle` on either, asks [`detect_collision`] which one to stop. If the
-//!   newer one wins, it becomes the long-lived session ([`Session::inherit_history`]).
+//!   it ([`Session::inbound`]) and, after each `handle` on either, asks
+//!   [`detect_collision`] which one to stop. If the newer one wins, it becomes the
+//!   long-lived session ([`Session::inherit_history`]).
 //! * Routes. The session does not hold the Adj-RIB-Out. On Established it emits
 //!   [`Action::Established`] and one [`Action::SendTable`] per negotiated family; the
 //!   driver answers with the table as [`Input::Updates`] followed by
@@ -39,10 +39,12 @@
 //!   75-100%; a dial that hangs is abandoned by the ConnectRetry timer with the same
 //!   backoff. A passive session never dials and listens again at once.
 //!
-//! Simplifications of the RFC 4271 FSM, all invisible on the wire: an active session never
-//! waits in Active (a failed dial goes to Idle and the backoff), a passive one never
-//! dials; DelayOpen answers an early OPEN at once and refuses any other message with FSM
-//! error 5/0 (RFC 6608).
+//! Choices within RFC 4271 section 8 (the FSM there is conceptual; these keep the
+//! externally visible behaviour): every failure goes to Idle and the backoff, so an
+//! active session never waits in Active and a passive one never dials; with DelayOpen
+//! running, an early OPEN is answered at once, any other message is refused with FSM
+//! error 5/0 (RFC 6608), and an error is reported with a NOTIFICATION even though our
+//! OPEN has not gone out (the optional SendNOTIFICATIONwithoutOPEN behaviour).
 
 mod collision;
 mod config;

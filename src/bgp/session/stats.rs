@@ -27,6 +27,11 @@ pub struct Stats {
     /// UPDATEs given to the session that it could not send: not Established, or a family
     /// not negotiated.
     pub updates_dropped: u64,
+    /// Received UPDATEs whose announcements were treated as withdrawals (RFC 7606): the
+    /// codec flagged them, or a well-known mandatory attribute was missing. RFC 7606
+    /// section 3 asks for the error to be logged: the driver logs the codec's
+    /// `Update::errors` itself and watches this counter for the rest.
+    pub treated_as_withdraw: u64,
 }
 
 /// Messages per type (RFC 4271 section 4.1, RFC 2918).
