@@ -790,3 +790,88 @@ fn the_model_rejects_a_keepalive_before_open() {
     );
     assert_eq!(err, Err("NOTIFICATION not followed by a close".to_string()));
 }
+
+// ---------------------------------------------------------------------------------------
+// Liveness: two of our sessions recover from any disturbance.
+
+#[allow(dead_code)]
+#[path = "../session/harness.rs"]
+mod harness;
+
+#[derive(Debug, Clone)]
+enum Disturbance {
+    /// The TCP connection is reset under both ends.
+    Reset,
+    /// Session `i`'s messages are lost for a while (a peer gone silent, a black hole).
+    Silence(usize, Duration),
+    /// An operator resets session `i` (Cease/Administrative Reset, then it comes back).
+    AdminReset(usize),
+    /// Session `i`'s driver hit a fatal decode error.
+    DecodeError(usize),
+    Wait(Duration),
+}
+
+fn disturbance() -> impl Strategy<Value = Disturbance> {
+    prop_oneof![
+        2 => Just(Disturbance::Reset),
+        2 => (0usize..2, (1u64..400).prop_map(Duration::from_secs))
+            .prop_map(|(i, d)| Disturbance::Silence(i, d)),
+        1 => (0usize..2).prop_map(Disturbance::AdminReset),
+        1 => (0usize..2).prop_map(Disturbance::DecodeError),
+        3 => (0u64..200).prop_map(|s| Disturbance::Wait(Duration::from_secs(s))),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 128,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn two_sessions_always_get_back_to_established(
+        seeds in (any::<u64>(), any::<u64>()),
+        gr in any::<bool>(),
+        disturbances in prop::collection::vec(disturbance(), 0..12),
+    ) {
+        let gr = gr.then_some(GrConfig { restart_time: 120, forwarding_preserved: true });
+        let ours = SessionConfig { jitter_seed: seeds.0, graceful_restart: gr, ..harness::config() };
+        let theirs = SessionConfig { jitter_seed: seeds.1, graceful_restart: gr, ..harness::peer_config() };
+        let mut net = harness::Net::pair(ours, theirs);
+        net.start_all();
+        prop_assert_eq!(net.state(0), State::Established);
+        for d in disturbances {
+            match d {
+                Disturbance::Reset => {
+                    if let Some(peer) = net.link[0] {
+                        net.link[0] = None;
+                        net.link[peer] = None;
+                        net.input(0, Input::TcpClosed);
+                        net.input(peer, Input::TcpClosed);
+                    }
+                }
+                Disturbance::Silence(i, d) => {
+                    net.mute[i] = true;
+                    net.run_until(net.elapsed() + d);
+                    net.mute[i] = false;
+                }
+                Disturbance::AdminReset(i) => net.input(
+                    i,
+                    Input::Stop { reason: StopReason::AdminReset("test".into()) },
+                ),
+                Disturbance::DecodeError(i) => net.input(
+                    i,
+                    Input::DecodeError(Notification { code: 1, subcode: 2, data: Bytes::new() }),
+                ),
+                Disturbance::Wait(d) => net.run_until(net.elapsed() + d),
+            }
+        }
+        // Quiet from here on: within the longest backoff plus the OpenSent hold time of a
+        // connection left half open, both are back.
+        net.run_until(net.elapsed() + Duration::from_secs(20 * 60));
+        prop_assert_eq!(net.state(0), State::Established, "ours: {:?}", net.sessions[0].stats().last_error);
+        prop_assert_eq!(net.state(1), State::Established, "theirs: {:?}", net.sessions[1].stats().last_error);
+        prop_assert_eq!(net.link[0], Some(1));
+    }
+}
