@@ -204,10 +204,8 @@ fn no_decision_before_an_open_is_seen() {
 }
 
 #[test]
-fn inbound_session_holds_the_connection_and_has_sent_its_open() {
-    // From our active config: the candidate must still never dial.
+fn inbound_session_holds_the_connection_and_later_dials_like_any_session() {
     let mut s = Session::inbound(config(), std::time::Instant::now()).unwrap();
-    assert!(s.config().passive);
     assert_eq!(s.state(), State::OpenSent);
     assert_eq!(s.connection_inbound(), Some(true));
     let a: Vec<Action> = std::iter::from_fn(|| s.poll_action()).collect();
@@ -223,8 +221,17 @@ fn inbound_session_holds_the_connection_and_has_sent_its_open() {
                 from: State::Active,
                 to: State::OpenSent
             },
-        ]
+        ],
+        "no dial for a connection that is already there"
     );
+    // Promoted to the long-lived session, it reconnects on its own after a failure.
+    let now = std::time::Instant::now();
+    s.handle(now, Input::TcpClosed);
+    let restart = s.deadline(podcidr_speaker::bgp::session::Timer::IdleHold);
+    assert!(restart.is_some());
+    s.handle(restart.unwrap(), Input::Timeout);
+    let a: Vec<Action> = std::iter::from_fn(|| s.poll_action()).collect();
+    assert!(a.contains(&Action::Connect), "{a:?}");
 }
 
 #[test]

@@ -125,3 +125,14 @@ fn stop_in_idle_cancels_the_pending_restart() {
     assert_eq!(s.run_until(Duration::from_secs(600)), vec![]);
     assert_eq!(s.session.state(), State::Idle);
 }
+
+#[test]
+fn admin_reset_does_not_start_a_stopped_session() {
+    let mut s = Script::new(config());
+    let a = s.input(Input::Stop {
+        reason: StopReason::AdminReset("reload".into()),
+    });
+    assert_eq!(a, vec![]);
+    assert_eq!(s.session.poll_timeout(), None);
+    assert_eq!(s.session.state(), State::Idle);
+}

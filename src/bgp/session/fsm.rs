@@ -87,15 +87,15 @@ impl Session {
     }
 
     /// A session for a connection the peer opened while the long-lived session is past
-    /// Active (a collision candidate, see [`super::detect_collision`]): passive, started,
-    /// and already holding the connection; its first actions (the OPEN) are queued.
+    /// Active (a collision candidate, see [`super::detect_collision`]): started, in Active
+    /// without dialing, and already holding the connection; its first actions (the OPEN)
+    /// are queued. Should it win and outlive the other, it behaves as `cfg` says
+    /// afterwards (dialing after a failure unless passive).
     pub fn inbound(cfg: SessionConfig, now: Instant) -> Result<Self, SessionError> {
-        let mut session = Session::new(SessionConfig {
-            passive: true,
-            ..cfg
-        })?;
-        session.handle(now, Input::Start);
-        session.handle(now, Input::TcpConnected { inbound: true });
+        let mut session = Session::new(cfg)?;
+        session.auto_restart = true;
+        session.transition(State::Active);
+        session.on_connected(now, true);
         Ok(session)
     }
 
@@ -243,7 +243,8 @@ impl Session {
             ),
             StopReason::PeerRestarted => (None, false),
         };
-        self.auto_restart = restart;
+        // A reset brings back a session that was running, never one that was stopped.
+        self.auto_restart = restart && self.auto_restart;
         self.teardown(now, SessionError::Stopped(reason), notification, false);
     }
 
