@@ -8,5 +8,8 @@
 pub mod bgp;
 pub mod config;
 pub mod decode;
+pub mod doctor;
+pub mod metrics;
 pub mod routes;
 pub mod sources;
+pub mod status;
