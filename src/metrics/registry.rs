@@ -23,8 +23,8 @@ use super::board::{
     ViewReport,
 };
 use super::labels::{self, Direction, AFIS, MESSAGE_TYPES};
-use crate::bgp::session::{describe, State};
-use crate::bgp::wire::{Afi, MessageType};
+use crate::bgp::session::State;
+use crate::bgp::wire::{Afi, ErrorKind, MessageType};
 use crate::config::state::{ConfigStatus, Update};
 use crate::config::PeerKey;
 use crate::doctor::overlaps;
@@ -365,8 +365,8 @@ impl Metrics {
             ])
             .inc();
         let mut error = format!(
-            "{dir} notification {code}/{subcode} ({})",
-            describe(code, subcode)
+            "{dir} notification {}",
+            ErrorKind::from_codes(code, subcode)
         );
         if let Some(text) = text.filter(|t| !t.is_empty()) {
             error.push_str(&format!(": {text:?}"));
