@@ -10,6 +10,7 @@ pub mod config;
 pub mod decode;
 pub mod doctor;
 pub mod metrics;
+pub mod peer;
 pub mod routes;
 pub mod sources;
 pub mod status;
