@@ -7,6 +7,7 @@
 
 pub mod bgp;
 pub mod config;
+pub mod daemon;
 pub mod decode;
 pub mod routes;
 pub mod sources;
