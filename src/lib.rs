@@ -8,5 +8,6 @@
 pub mod bgp;
 pub mod config;
 pub mod decode;
+pub mod plan;
 pub mod routes;
 pub mod sources;
