@@ -7,7 +7,9 @@ use std::sync::LazyLock;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use podcidr_speaker::daemon::{AnnounceMode, ClusterSource, ConfigSource, Settings};
+use podcidr_speaker::daemon::{ClusterSource, ConfigSource, Settings};
+use podcidr_speaker::routes::report::Format;
+use podcidr_speaker::routes::AnnounceMode;
 use podcidr_speaker::sources::kube::BgpConfigMapRef;
 use podcidr_speaker::sources::IpamOverride;
 
@@ -34,6 +36,11 @@ pub enum Command {
     /// Validate bgp-config files (the raw config.yaml or a whole ConfigMap manifest):
     /// print "ok" and one line per peer, or every error; exit 1 if any file is invalid.
     Check(CheckArgs),
+    /// Show, offline, which peers a node would open and the exact routes with
+    /// attributes for each, from a bgp-config file and a cluster-state file or
+    /// directory; drift, refused prefixes and conflicts are shown as warnings.
+    /// Passwords are never printed.
+    Plan(PlanArgs),
 }
 
 #[derive(Debug, Args)]
@@ -184,4 +191,41 @@ impl RunArgs {
             listen_addr: self.listen_addr,
         }
     }
+}
+
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// The bgp-config: the raw config YAML or a whole ConfigMap manifest.
+    #[arg(long, value_name = "FILE")]
+    pub bgp_config: PathBuf,
+    /// Nodes, CiliumNodes and cilium-config as YAML or JSON: a file, or a directory of
+    /// *.yaml, *.yml, *.json files.
+    #[arg(long, value_name = "PATH")]
+    pub cluster_state: PathBuf,
+    /// The node to plan for.
+    #[arg(long, value_name = "NAME")]
+    pub node: String,
+    /// `local`: this node's pod CIDRs (the DaemonSet); `cluster`: every node's, each
+    /// with its InternalIP as next hop.
+    #[arg(long, value_name = "local|cluster", default_value = "local")]
+    pub announce: AnnounceMode,
+    /// Which object's pod CIDRs are in force: `auto` follows cilium-config's `ipam`.
+    #[arg(
+        long,
+        value_name = "auto|kubernetes|cluster-pool",
+        default_value = "auto"
+    )]
+    pub ipam: IpamOverride,
+    /// The address sessions bind when their peer sets no source-address, as `run`
+    /// takes it; shown as the next hop of routes of its family.
+    #[arg(long, value_name = "IP")]
+    pub source_address: Option<IpAddr>,
+    /// Output format.
+    #[arg(
+        short = 'o',
+        long = "output",
+        value_name = "table|json",
+        default_value = "table"
+    )]
+    pub output: Format,
 }

@@ -14,10 +14,11 @@ use tokio::signal::unix::{signal, SignalKind};
 use tokio::task::JoinSet;
 use tracing::{info, warn};
 
-pub use settings::{dry_run, AnnounceMode, ClusterSource, ConfigSource, DryRun, Settings};
+pub use settings::{dry_run, ClusterSource, ConfigSource, DryRun, Settings};
 
 use crate::config::state::ConfigState;
 use crate::config::ConfigErrors;
+use crate::routes::AnnounceMode;
 use crate::sources::kube::{self as kube_source, KubeSourceConfig, Retry, WatchScope};
 use crate::sources::{self, ClusterSnapshot, IpamError, SourceError, SourceSender, SourceUpdate};
 

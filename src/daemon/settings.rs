@@ -10,29 +10,11 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 
 use crate::config::{self, Config};
+use crate::routes::AnnounceMode;
 use crate::sources::kube::BgpConfigMapRef;
 use crate::sources::{self, IpamOverride, NodeView};
 
 use super::DaemonError;
-
-/// What `--announce` selects (issue #6): this node's pod CIDRs, or every node's.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum AnnounceMode {
-    /// The DaemonSet: this node's pod CIDRs, next hop the session's local address.
-    Local,
-    /// One speaker for the whole cluster: every node's pod CIDRs, each with that node's
-    /// InternalIP as next hop.
-    Cluster,
-}
-
-impl fmt::Display for AnnounceMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Local => "local",
-            Self::Cluster => "cluster",
-        })
-    }
-}
 
 /// Where the bgp-config text comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
