@@ -9,6 +9,7 @@ pub mod bgp;
 pub mod config;
 pub mod daemon;
 pub mod decode;
+pub mod peer;
 pub mod plan;
 pub mod routes;
 pub mod sources;
