@@ -75,6 +75,32 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 }
             }
         }
+        Command::Status(args) => Ok(ExitCode::from(podcidr_speaker::status::command(
+            &args.addr,
+            args.json,
+            &mut std::io::stdout(),
+            &mut std::io::stderr(),
+        ))),
+        Command::Doctor(args) => {
+            let code = match &args.cluster_state {
+                Some(path) => podcidr_speaker::doctor::command_file(
+                    path,
+                    args.ipam,
+                    &mut std::io::stdout(),
+                    &mut std::io::stderr(),
+                ),
+                None => tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()?
+                    .block_on(podcidr_speaker::doctor::command_in_cluster(
+                        &args.cilium_config,
+                        args.ipam,
+                        &mut std::io::stdout(),
+                        &mut std::io::stderr(),
+                    )),
+            };
+            Ok(ExitCode::from(code))
+        }
     }
 }
 
