@@ -107,13 +107,14 @@ pub struct RunArgs {
     #[arg(long, env = "PODCIDR_ANNOUNCE", value_enum, default_value_t = AnnounceArg::Local)]
     pub announce: AnnounceArg,
 
-    /// The local address of every session (and the next hop of local routes), instead
-    /// of the kernel's choice; e.g. the host IP from the downward API.
+    /// The local address of sessions whose peer sets no source-address (and the next
+    /// hop of their routes), instead of the kernel's choice; e.g. the host IP from the
+    /// downward API.
     #[arg(long, env = "PODCIDR_SOURCE_ADDRESS", value_name = "IP")]
     pub source_address: Option<IpAddr>,
 
-    /// The BGP Identifier for every session, instead of the config's router-id or the
-    /// node's IPv4 address.
+    /// The BGP Identifier of sessions whose peer sets no router-id (default: the node's
+    /// IPv4 InternalIP, else an IPv4 --source-address).
     #[arg(long, env = "PODCIDR_ROUTER_ID", value_name = "IPV4")]
     pub router_id: Option<Ipv4Addr>,
 

@@ -144,11 +144,11 @@ fn dry_run_standalone_validates_the_files_and_shows_this_nodes_prefixes_and_peer
     );
     assert!(text.contains("node prefixes:  10.244.2.0/24"), "{text}");
     assert!(
-        text.contains("peers[0] 100.64.0.2:179 AS 65000 (my AS 65001): selected for this node"),
+        text.contains("peers[0] 100.64.0.2:179 AS 65000 (my AS 65001): selected, 1 routes"),
         "{text}"
     );
     assert!(
-        text.contains("peers[1] 100.64.0.3:179 AS 65001 (my AS 65001): selected for this node"),
+        text.contains("peers[1] 100.64.0.3:179 AS 65001 (my AS 65001): selected, 1 routes"),
         "{text}"
     );
 
@@ -170,6 +170,30 @@ fn dry_run_standalone_validates_the_files_and_shows_this_nodes_prefixes_and_peer
         stdout(&out).contains("peers[1] 100.64.0.3:179 AS 65001 (my AS 65001): not selected"),
         "{}",
         stdout(&out)
+    );
+
+    // A node the cluster state does not have: valid, but it would open nothing.
+    let out = speaker(
+        &[
+            "run",
+            "--dry-run",
+            "--node=ghost",
+            "--bgp-config",
+            &config,
+            "--cluster-state",
+            &cluster,
+        ],
+        &[],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("node ghost is not in the cluster state: it announces nothing"),
+        "{text}"
+    );
+    assert!(
+        text.contains("no peer is selected: the node's labels are unknown"),
+        "{text}"
     );
 }
 

@@ -5,16 +5,19 @@
 //! Phases: start; delete a node (exactly its prefix is withdrawn, in one withdrawal, the
 //! other routes keep their "last changed" time); change a node's CIDR; take the
 //! selecting label off n1 and put it back (the FRR session closes and opens with every
-//! route); SIGTERM (exit 0).
+//! route); SIGTERM (exit 0). Along the way the speaker's own endpoint must tell the
+//! same story: sessions up, prefixes per peer, latencies observed, a de-configured
+//! peer's series gone.
 
 use std::collections::BTreeMap;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use crate::harness::bird::Bird;
 use crate::harness::frr::Frr;
 use crate::harness::{v4, wait_for, BgpDaemon, Neighbor, Origin, PeerOpts, Route};
 use crate::isolated;
+use crate::scrape::{get, mentions_peer, value, wait_metrics};
 use crate::speaker::{net, node_ip, Inputs, NodeSpec, Speaker};
 use crate::tor::{
     bird_imports, bird_notifications_received, bird_route_times, frr_route_times,
@@ -136,6 +139,34 @@ fn one_cluster_speaker_announces_every_node_with_its_own_next_hop() {
         .unwrap_or_else(|e| panic!("FRR: {e}\n{}", speaker.log_tail(30)));
     wait_exact(&bird, &want(&routes, bird_route), "start");
     wait_exact(&frr, &want(&routes, frr_route), "start");
+
+    // The endpoint shows the same: both sessions up, four prefixes each, a latency
+    // observed per peer for its initial table.
+    let endpoint = SocketAddr::new(speaker_addr, 9477);
+    let (bird_peer, frr_peer) = (format!("{}:179", v4(2)), format!("{}:179", v4(3)));
+    let announced = |m: &str, peer: &str| {
+        value(
+            m,
+            "podcidr_speaker_announced_prefixes",
+            &[("peer", peer), ("afi", "ipv4")],
+        )
+    };
+    let up = |m: &str, peer: &str| value(m, "podcidr_speaker_session_up", &[("peer", peer)]);
+    let latencies = |m: &str| value(m, "podcidr_speaker_event_to_update_seconds_count", &[]);
+    let m = wait_metrics(endpoint, "both sessions up with 4 prefixes", |m| {
+        [&bird_peer, &frr_peer]
+            .iter()
+            .all(|p| up(m, p) == Some(1.0) && announced(m, p) == Some(4.0))
+            && value(m, "podcidr_speaker_view_nodes", &[]) == Some(4.0)
+            && latencies(m) >= Some(2.0)
+    });
+    let latencies_at_start = latencies(&m).unwrap_or_default();
+    assert_eq!(
+        get(endpoint, "/readyz").0,
+        200,
+        "ready once config and cluster are in"
+    );
+    assert_eq!(get(endpoint, "/healthz").0, 200);
     settle();
 
     // Delete n3: one withdrawal, nothing re-sent.
@@ -173,6 +204,11 @@ fn one_cluster_speaker_announces_every_node_with_its_own_next_hop() {
         kept_frr,
         "n3 deleted: FRR route times"
     );
+    wait_metrics(endpoint, "3 prefixes per peer, the withdrawal timed", |m| {
+        announced(m, &bird_peer) == Some(3.0)
+            && announced(m, &frr_peer) == Some(3.0)
+            && latencies(m) >= Some(latencies_at_start + 2.0)
+    });
 
     // n2's CIDR changes: withdraw the old, announce the new, touch nothing else.
     let bird_before = bird_imports(&bird, speaker_addr).expect("BIRD session up");
@@ -219,6 +255,9 @@ fn one_cluster_speaker_announces_every_node_with_its_own_next_hop() {
         }
     })
     .unwrap_or_else(|e| panic!("{e}\n{}", speaker.log_tail(30)));
+    wait_metrics(endpoint, "the de-configured peer's series removed", |m| {
+        !mentions_peer(m, &frr_peer) && up(m, &bird_peer) == Some(1.0)
+    });
     nodes[0] = nodes[0].clone().label("tor2", "yes");
     inputs.write_node(&nodes[0]);
     frr.wait_established(speaker_addr, WAIT)
@@ -229,6 +268,9 @@ fn one_cluster_speaker_announces_every_node_with_its_own_next_hop() {
             )
         });
     wait_exact(&frr, &want(&routes, frr_route), "label back");
+    wait_metrics(endpoint, "the peer back with its prefixes", |m| {
+        up(m, &frr_peer) == Some(1.0) && announced(m, &frr_peer) == Some(3.0)
+    });
     settle();
     assert_eq!(
         bird_imports(&bird, speaker_addr),

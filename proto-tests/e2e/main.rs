@@ -3,6 +3,8 @@
 //! - [`cli`]: `run --dry-run` and `--version`, no network at all.
 //! - [`local`]: `--announce local`, one speaker process per node.
 //! - [`cluster`]: `--announce cluster`, one speaker for every node.
+//! - [`reload`]: bgp-config edits under a running speaker.
+//! - [`restart`]: SIGTERM with graceful restart, and a new process taking over.
 //!
 //! The tests with real peers run each in a network namespace of its own through the
 //! interop harness (`isolated!`: the test re-executes itself under `unshare -rn`), BIRD
@@ -16,6 +18,9 @@ mod harness;
 mod cli;
 mod cluster;
 mod local;
+mod reload;
+mod restart;
+mod scrape;
 mod speaker;
 mod tor;
 

@@ -305,3 +305,78 @@ fn needs_reset(old: &Peer, old_spec: &PeerSpec, new: &Peer, new_spec: &PeerSpec)
         || old_spec.next_hop_v4 != new_spec.next_hop_v4
         || old_spec.next_hop_v6 != new_spec.next_hop_v6
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::Ipv4Addr;
+
+    fn peer(extra: &str) -> Peer {
+        let text = format!(
+            "peers:\n  - peer-address: 192.0.2.1\n    peer-asn: 65000\n    my-asn: 65001\n{extra}"
+        );
+        let config = crate::config::parse(&text).unwrap();
+        config.peers[0].clone()
+    }
+
+    fn spec(peer: &Peer, router_id: [u8; 4], source: Option<&str>) -> PeerSpec {
+        let run = RunOverrides {
+            router_id: Some(Ipv4Addr::from(router_id)),
+            source_address: source.map(|s| s.parse().unwrap()),
+            ..RunOverrides::default()
+        };
+        PeerSpec::from_config(peer, &run).unwrap()
+    }
+
+    fn reset(old: &Peer, new: &Peer) -> bool {
+        let id = [192, 0, 2, 10];
+        needs_reset(old, &spec(old, id, None), new, &spec(new, id, None))
+    }
+
+    #[test]
+    fn session_parameters_reset_and_route_attributes_do_not() {
+        let base = peer("");
+        assert!(!reset(&base, &base));
+        assert!(reset(&base, &peer("    hold-time: 30s\n")));
+        assert!(reset(&base, &peer("    password: secret\n")));
+        assert!(reset(&base, &peer("    graceful-restart: true\n")));
+        // Attributes are re-sent on the running session.
+        assert!(!reset(
+            &base,
+            &peer("    pod-cidr-communities: [\"65001:7\"]\n")
+        ));
+        assert!(!reset(&base, &peer("    origin: igp\n")));
+        // Live settings wait for the next reconnect rather than cut the session.
+        assert!(!reset(&base, &peer("    connect-retry-time: 5s\n")));
+        assert!(!reset(
+            &base,
+            &peer("    max-prefix: {limit: 10, action: warn}\n")
+        ));
+    }
+
+    #[test]
+    fn run_time_identity_changes_reset() {
+        let p = peer("");
+        let old = spec(&p, [192, 0, 2, 10], Some("192.0.2.10"));
+        // The node's address (the default router id) changed.
+        assert!(needs_reset(
+            &p,
+            &old,
+            &p,
+            &spec(&p, [192, 0, 2, 11], Some("192.0.2.10"))
+        ));
+        // The source address changed.
+        assert!(needs_reset(
+            &p,
+            &old,
+            &p,
+            &spec(&p, [192, 0, 2, 10], Some("192.0.2.12"))
+        ));
+        assert!(!needs_reset(
+            &p,
+            &old,
+            &p,
+            &spec(&p, [192, 0, 2, 10], Some("192.0.2.10"))
+        ));
+    }
+}

@@ -10,7 +10,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 
 use crate::config::{self, Config};
-use crate::routes::AnnounceMode;
+use crate::routes::{self, AnnounceMode, LocalNode, Overrides, Plan};
 use crate::sources::kube::BgpConfigMapRef;
 use crate::sources::{self, IpamOverride, NodeView};
 
@@ -94,6 +94,8 @@ pub struct DryRun {
     pub config: Option<Config>,
     /// The node view, when the cluster state is a file.
     pub view: Option<NodeView>,
+    /// What `run` would start with, when both are files.
+    pub plan: Option<Plan>,
 }
 
 /// `run --dry-run`: validates the settings, and parses and validates the standalone
@@ -121,10 +123,23 @@ pub fn dry_run(settings: &Settings) -> Result<DryRun, DaemonError> {
         }
         ClusterSource::Kubernetes => None,
     };
+    let plan = match (&config, &view) {
+        (Some(config), Some(view)) => Some(routes::plan(
+            view,
+            config,
+            &LocalNode::new(settings.node_name()),
+            settings.announce,
+            &Overrides {
+                source_address: settings.source_address,
+            },
+        )),
+        _ => None,
+    };
     Ok(DryRun {
         settings: settings.clone(),
         config,
         view,
+        plan,
     })
 }
 
@@ -162,10 +177,10 @@ impl fmt::Display for DryRun {
             )?,
         }
         match s.router_id {
-            Some(id) => writeln!(f, "router-id:      {id}")?,
+            Some(id) => writeln!(f, "router-id:      {id} (where the config sets none)")?,
             None => writeln!(
                 f,
-                "router-id:      (the config's, else the node's IPv4 address)"
+                "router-id:      (the config's, else the node's IPv4 address, else the IPv4 source address)"
             )?,
         }
         writeln!(f, "metrics-addr:   {}", s.metrics_addr)?;
@@ -203,27 +218,46 @@ impl fmt::Display for DryRun {
             }
         }
         if let Some(config) = &self.config {
-            let labels = self
-                .view
-                .as_ref()
-                .zip(s.node.as_deref())
-                .and_then(|(v, n)| v.nodes.get(n))
-                .map(|e| e.labels.clone());
             writeln!(f, "peers:          {} configured", config.peers.len())?;
-            for peer in &config.peers {
-                let selected = match &labels {
-                    Some(l) if peer.selects(l) => "selected for this node",
-                    Some(_) => "not selected for this node",
-                    None => "selection decided by the node's labels at run time",
-                };
-                writeln!(
-                    f,
-                    "  peers[{}] {} AS {} (my AS {}): {selected}",
-                    peer.index,
-                    peer.key(),
-                    peer.peer_asn,
-                    peer.my_asn
-                )?;
+            match &self.plan {
+                Some(plan) => {
+                    for (key, peer) in &plan.peers {
+                        writeln!(
+                            f,
+                            "  peers[{}] {key} AS {} (my AS {}): selected, {} routes",
+                            peer.peer.index,
+                            peer.peer.peer_asn,
+                            peer.peer.my_asn,
+                            peer.routes.len()
+                        )?;
+                    }
+                    for index in &plan.unselected {
+                        if let Some(peer) = config.peers.get(*index) {
+                            writeln!(
+                                f,
+                                "  peers[{index}] {} AS {} (my AS {}): not selected for this node",
+                                peer.key(),
+                                peer.peer_asn,
+                                peer.my_asn
+                            )?;
+                        }
+                    }
+                    if !plan.node_present {
+                        writeln!(f, "  (no peer is selected: the node's labels are unknown)")?;
+                    }
+                }
+                None => {
+                    for peer in &config.peers {
+                        writeln!(
+                            f,
+                            "  peers[{}] {} AS {} (my AS {}): selection decided by the node's labels at run time",
+                            peer.index,
+                            peer.key(),
+                            peer.peer_asn,
+                            peer.my_asn
+                        )?;
+                    }
+                }
             }
         }
         Ok(())
@@ -284,7 +318,7 @@ mod tests {
     #[test]
     fn in_cluster_dry_run_reads_nothing_and_shows_the_node() {
         let dry = dry_run(&settings()).unwrap();
-        assert!(dry.config.is_none() && dry.view.is_none());
+        assert!(dry.config.is_none() && dry.view.is_none() && dry.plan.is_none());
         let text = dry.to_string();
         assert!(text.contains("node:           worker1"), "{text}");
         assert!(
