@@ -2,6 +2,7 @@
 //!
 //! - [`cli`]: `run --dry-run` and `--version`, no network at all.
 //! - [`local`]: `--announce local`, one speaker process per node.
+//! - [`listen`]: `--listen-addr` with a passive peer, and JSON logs.
 //! - [`cluster`]: `--announce cluster`, one speaker for every node.
 //! - [`reload`]: bgp-config edits under a running speaker.
 //! - [`restart`]: SIGTERM with graceful restart, and a new process taking over.
@@ -17,6 +18,7 @@ mod harness;
 
 mod cli;
 mod cluster;
+mod listen;
 mod local;
 mod reload;
 mod restart;
