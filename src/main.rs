@@ -1,16 +1,50 @@
-//! podcidr-speaker command line entry point: parses arguments and runs a subcommand.
+//! podcidr-speaker command line entry point: parses arguments, initialises logging and
+//! runs a subcommand.
 
 mod cli;
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
+use tracing_subscriber::EnvFilter;
 
-use cli::{Cli, Command};
+use cli::{Cli, Command, LogFormat};
 
-fn main() -> anyhow::Result<ExitCode> {
-    let cli = Cli::parse();
+fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
+        Command::Run(args) => {
+            let settings = args.settings();
+            if args.dry_run {
+                let report = podcidr_speaker::daemon::dry_run(&settings)?;
+                print!("{report}");
+                println!("log-format:     {}", args.log_format);
+                return Ok(ExitCode::SUCCESS);
+            }
+            init_tracing(args.log_format);
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .thread_name("podcidr-speaker")
+                .build()?;
+            match runtime.block_on(podcidr_speaker::daemon::run(settings)) {
+                Ok(()) => Ok(ExitCode::SUCCESS),
+                Err(e) => {
+                    // Logging is up: the error goes where every other line went.
+                    tracing::error!(error = %e, "podcidr-speaker stopped");
+                    Ok(ExitCode::FAILURE)
+                }
+            }
+        }
         Command::Check(args) => {
             let report = podcidr_speaker::config::check::check_files(&args.files);
             print!("{report}");
@@ -19,6 +53,27 @@ fn main() -> anyhow::Result<ExitCode> {
             } else {
                 ExitCode::FAILURE
             })
+        }
+        Command::Plan(args) => {
+            let request = podcidr_speaker::plan::PlanRequest {
+                bgp_config: args.bgp_config,
+                cluster_state: args.cluster_state,
+                node: args.node,
+                announce: args.announce,
+                ipam: args.ipam,
+                source_address: args.source_address,
+                format: args.output,
+            };
+            match podcidr_speaker::plan::run(&request) {
+                Ok(output) => {
+                    print!("{output}");
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    Ok(ExitCode::FAILURE)
+                }
+            }
         }
         Command::Status(args) => Ok(ExitCode::from(podcidr_speaker::status::command(
             &args.addr,
@@ -46,5 +101,20 @@ fn main() -> anyhow::Result<ExitCode> {
             };
             Ok(ExitCode::from(code))
         }
+    }
+}
+
+/// Logs go to stderr, filtered by RUST_LOG (default `info`); an unreadable RUST_LOG
+/// falls back to `info` rather than silencing the speaker.
+fn init_tracing(format: LogFormat) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        // Colour codes only for a person at a terminal, never into a log collector.
+        .with_ansi(std::io::stderr().is_terminal());
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().flatten_event(true).init(),
     }
 }
