@@ -2,9 +2,10 @@
 //! and the alerting rules parse, cover what issue #7 asks for, and every metric and
 //! label they query exists in a scrape.
 //!
-//! "A scrape" is, until the daemon exists, the exposition of a registry after recording
-//! one of every event ([`full_scrape`]); a test below proves it holds a sample of every
-//! registered family, so a name missing from it is missing from the speaker.
+//! "A scrape" here is the exposition of a registry after recording one of every event
+//! ([`full_scrape`]); a test below proves it holds a sample of every registered family,
+//! so a name missing from it is missing from the speaker. `live.rs` runs the same checks
+//! against the scrapes of a running speaker with real peers.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
