@@ -69,6 +69,10 @@ impl Which {
 struct Link {
     session: Session,
     conn: Option<Conn>,
+    /// Actions about the Adj-RIB-Out (Established, SendTable, Down) of a collision
+    /// candidate: the Adj-RIB-Out follows the long-lived session only, so they wait
+    /// until the candidate wins (and are dropped if it loses).
+    deferred: Vec<Action>,
 }
 
 struct Conn {
@@ -187,6 +191,7 @@ impl Task {
             main: Link {
                 session,
                 conn: None,
+                deferred: Vec::new(),
             },
             candidate: None,
             dial: None,
@@ -374,6 +379,17 @@ impl Task {
 
     /// Carries out one action of a link's session.
     async fn act(&mut self, w: Which, now: Instant, action: Action) {
+        if w == Which::Candidate
+            && matches!(
+                action,
+                Action::Established(_) | Action::SendTable { .. } | Action::Down { .. }
+            )
+        {
+            if let Some(c) = self.candidate.as_mut() {
+                c.deferred.push(action);
+            }
+            return;
+        }
         match action {
             Action::Connect => {
                 if w == Which::Main {
@@ -690,6 +706,7 @@ impl Task {
                     self.candidate = Some(Link {
                         session,
                         conn: Some(conn),
+                        deferred: Vec::new(),
                     });
                     self.drain(Which::Candidate, now).await;
                     self.settle_collision(now).await;
@@ -731,7 +748,11 @@ impl Task {
                 if let Some(mut new) = self.candidate.take() {
                     new.session.inherit_history(&self.main.session);
                     self.dial = None;
+                    let deferred = std::mem::take(&mut new.deferred);
                     self.main = new;
+                    for action in deferred {
+                        self.act(Which::Main, now, action).await;
+                    }
                 }
             }
         }
