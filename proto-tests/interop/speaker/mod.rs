@@ -525,6 +525,24 @@ impl Tor {
         }
     }
 
+    /// Makes the daemon send ROUTE-REFRESH to `neighbor`: BIRD for every channel, FRR
+    /// for IPv4 unicast.
+    pub fn request_refresh(&mut self, neighbor: IpAddr) {
+        let r = match self {
+            Tor::Bird(b) => b
+                .control(&format!(
+                    "reload in {}",
+                    crate::harness::bird::proto_name(neighbor)
+                ))
+                .map(drop),
+            Tor::Frr(f) => f
+                .vtysh(&[&format!("clear bgp ipv4 unicast {neighbor} soft in")])
+                .map(drop),
+            Tor::Gobgp(_) | Tor::Exabgp(_) => panic!("{:?} sends no route refresh", self.kind()),
+        };
+        r.unwrap_or_else(|e| panic!("route refresh: {e}"));
+    }
+
     pub fn established(&self, neighbor: IpAddr) {
         self.d()
             .wait_established(neighbor, WAIT)
