@@ -2,12 +2,33 @@
 //! session negotiated. The only place nom appears. Never panics on input; every
 //! malformation is a typed error that maps, in one place (`error.rs`), to the protocol
 //! reaction RFC 4271 section 6 and RFC 7606 require.
+//!
+//! Layout: `message` (header, framing, dispatch, KEEPALIVE, ROUTE-REFRESH), `open` and
+//! `capability`, `update` (cross-attribute checks, AS4 reconciliation, End-of-RIB),
+//! `attribute` (one attribute), `nlri` (prefix lists), `notification`, `builder` (packing
+//! prefixes into UPDATEs), `error` (errors and the reaction table), `types` (the
+//! message values). Must not touch sockets, clocks or configuration.
 
+mod attribute;
+mod builder;
+mod capability;
 mod error;
+mod input;
+mod message;
+mod nlri;
+mod notification;
+mod open;
 mod types;
+mod update;
 
+pub use builder::{build_update_messages, build_updates, UpdateBuilder};
+pub use capability::{code as capability_code, decode_capabilities, unsupported_capabilities};
 pub use error::*;
+pub use message::{check_header, decode_message, decode_message_bytes, encode_message, MARKER};
+pub use notification::MAX_SHUTDOWN_MESSAGE_LEN;
+pub use open::{validate_open, PARAM_CAPABILITIES};
 pub use types::*;
+pub use update::{announced, end_of_rib, sniff_four_octet_as, withdrawn};
 
 /// The minimum and maximum message sizes (RFC 4271 section 4.1, RFC 8654).
 pub const HEADER_LEN: usize = 19;

@@ -35,8 +35,14 @@ pub struct AfiSafi {
 }
 
 impl AfiSafi {
-    pub const IPV4_UNICAST: AfiSafi = AfiSafi { afi: Afi::IPV4, safi: Safi::UNICAST };
-    pub const IPV6_UNICAST: AfiSafi = AfiSafi { afi: Afi::IPV6, safi: Safi::UNICAST };
+    pub const IPV4_UNICAST: AfiSafi = AfiSafi {
+        afi: Afi::IPV4,
+        safi: Safi::UNICAST,
+    };
+    pub const IPV6_UNICAST: AfiSafi = AfiSafi {
+        afi: Afi::IPV6,
+        safi: Safi::UNICAST,
+    };
 }
 
 /// A decoded BGP message (RFC 4271 section 4.1 message types).
@@ -159,7 +165,10 @@ pub struct Nlri {
 
 impl From<IpNet> for Nlri {
     fn from(prefix: IpNet) -> Self {
-        Nlri { path_id: None, prefix }
+        Nlri {
+            path_id: None,
+            prefix,
+        }
     }
 }
 
@@ -228,7 +237,10 @@ pub struct LargeCommunity {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum MpNextHop {
     V4(Ipv4Addr),
-    V6 { global: Ipv6Addr, link_local: Option<Ipv6Addr> },
+    V6 {
+        global: Ipv6Addr,
+        link_local: Option<Ipv6Addr>,
+    },
     /// Any other length or family: kept as bytes.
     Other(Bytes),
 }

@@ -1,0 +1,803 @@
+//! Path attributes (RFC 4271 sections 4.3 and 5, RFC 4760, RFC 6793, RFC 1997, RFC 4360,
+//! RFC 4456, RFC 8092): splitting the attribute field into attributes, decoding one
+//! attribute value, and writing one attribute. Detects malformations and names them as
+//! [`UpdateFault`]s; must not decide what they cost (that is `UpdateFault::reaction`)
+//! nor look across attributes (that is `update.rs`).
+
+use bytes::{BufMut, BytesMut};
+use nom::number::complete::{be_u16, be_u8};
+use nom::Parser;
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use super::error::{attr_type as t, AttrProblem, EncodeError, UpdateFault};
+use super::input::{PResult, Src};
+use super::nlri;
+use super::types::{
+    attr_flags, Afi, AfiSafi, Aggregator, AsPath, AsSegment, LargeCommunity, MpNextHop, MpReach,
+    MpUnreach, Origin, PathAttribute, Safi, SegmentType, UnknownAttribute, AS_TRANS,
+};
+use super::Context;
+
+/// One attribute as it sits in the path attributes field.
+pub(crate) struct RawAttr<'a> {
+    pub flags: u8,
+    pub type_code: u8,
+    pub value: &'a [u8],
+    /// Flags, type, length and value: the NOTIFICATION data RFC 4271 section 6.3 wants.
+    pub whole: &'a [u8],
+}
+
+/// Splits the next attribute off `buf`. `Err` is the overrun/underrun of RFC 7606
+/// section 4: fewer octets than a header, or a length past the end of the field.
+pub(crate) fn split(buf: &[u8]) -> Result<(&[u8], RawAttr<'_>), ()> {
+    let header = |b| -> PResult<'_, (u8, u8, u16)> {
+        let (b, (flags, type_code)) = (be_u8, be_u8).parse(b)?;
+        let (b, len) = if flags & attr_flags::EXTENDED_LENGTH != 0 {
+            be_u16(b)?
+        } else {
+            be_u8(b).map(|(b, l)| (b, u16::from(l)))?
+        };
+        Ok((b, (flags, type_code, len)))
+    };
+    let (after_header, (flags, type_code, len)) = header(buf).map_err(|_| ())?;
+    let value = after_header.get(..usize::from(len)).ok_or(())?;
+    let used = buf.len() - after_header.len() + value.len();
+    Ok((
+        &buf[used..],
+        RawAttr {
+            flags,
+            type_code,
+            value,
+            whole: &buf[..used],
+        },
+    ))
+}
+
+/// The Optional and Transitive bits a recognized attribute must carry, `None` for types
+/// this codec does not interpret.
+fn expected_flags(type_code: u8) -> Option<u8> {
+    const WELL_KNOWN: u8 = attr_flags::TRANSITIVE;
+    const OPT_NON_TRANS: u8 = attr_flags::OPTIONAL;
+    const OPT_TRANS: u8 = attr_flags::OPTIONAL | attr_flags::TRANSITIVE;
+    Some(match type_code {
+        t::ORIGIN | t::AS_PATH | t::NEXT_HOP | t::LOCAL_PREF | t::ATOMIC_AGGREGATE => WELL_KNOWN,
+        t::MULTI_EXIT_DISC
+        | t::ORIGINATOR_ID
+        | t::CLUSTER_LIST
+        | t::MP_REACH_NLRI
+        | t::MP_UNREACH_NLRI => OPT_NON_TRANS,
+        t::AGGREGATOR
+        | t::COMMUNITIES
+        | t::EXTENDED_COMMUNITIES
+        | t::AS4_PATH
+        | t::AS4_AGGREGATOR
+        | t::LARGE_COMMUNITIES => OPT_TRANS,
+        _ => return None,
+    })
+}
+
+/// ADD-PATH applies to the IPv4 and IPv6 unicast families the context tracks.
+pub(crate) fn add_path_for(ctx: &Context, family: AfiSafi) -> bool {
+    if family == AfiSafi::IPV4_UNICAST {
+        ctx.add_path_ipv4_unicast
+    } else if family == AfiSafi::IPV6_UNICAST {
+        ctx.add_path_ipv6_unicast
+    } else {
+        false
+    }
+}
+
+/// IPv4/IPv6 unicast and multicast: the families whose NLRI this codec parses.
+pub(crate) fn parsed_family(family: AfiSafi) -> bool {
+    matches!(family.afi, Afi::IPV4 | Afi::IPV6)
+        && matches!(family.safi, Safi::UNICAST | Safi::MULTICAST)
+}
+
+/// Decodes one attribute.
+pub(crate) fn decode(
+    raw: &RawAttr<'_>,
+    ctx: &Context,
+    src: Src<'_>,
+) -> Result<PathAttribute, UpdateFault> {
+    let Some(expected) = expected_flags(raw.type_code) else {
+        if raw.flags & attr_flags::OPTIONAL == 0 {
+            return Err(UpdateFault::UnrecognizedWellKnown {
+                type_code: raw.type_code,
+                attribute: src.bytes(raw.whole),
+            });
+        }
+        return Ok(PathAttribute::Unknown(UnknownAttribute {
+            flags: raw.flags,
+            type_code: raw.type_code,
+            value: src.bytes(raw.value),
+        }));
+    };
+    let fault = |problem| UpdateFault::Malformed {
+        type_code: raw.type_code,
+        problem,
+        attribute: src.bytes(raw.whole),
+    };
+    if raw.flags & (attr_flags::OPTIONAL | attr_flags::TRANSITIVE) != expected {
+        return Err(fault(AttrProblem::Flags));
+    }
+    // RFC 6793 section 3: between NEW speakers these attributes are discarded.
+    if ctx.four_octet_as && matches!(raw.type_code, t::AS4_PATH | t::AS4_AGGREGATOR) {
+        return Err(UpdateFault::UnexpectedAs4 {
+            type_code: raw.type_code,
+        });
+    }
+    let v = raw.value;
+    let len_err = || fault(AttrProblem::Length);
+    Ok(match raw.type_code {
+        t::ORIGIN => match v {
+            [0] => PathAttribute::Origin(Origin::Igp),
+            [1] => PathAttribute::Origin(Origin::Egp),
+            [2] => PathAttribute::Origin(Origin::Incomplete),
+            [_] => return Err(fault(AttrProblem::Value)),
+            _ => return Err(len_err()),
+        },
+        t::AS_PATH => PathAttribute::AsPath(
+            as_path(v, ctx.four_octet_as).map_err(|_| fault(AttrProblem::Value))?,
+        ),
+        t::AS4_PATH => {
+            PathAttribute::As4Path(as_path(v, true).map_err(|_| fault(AttrProblem::Value))?)
+        }
+        t::NEXT_HOP => PathAttribute::NextHop(ipv4(v).ok_or_else(len_err)?),
+        t::MULTI_EXIT_DISC => PathAttribute::MultiExitDisc(u32_of(v).ok_or_else(len_err)?),
+        t::LOCAL_PREF => PathAttribute::LocalPref(u32_of(v).ok_or_else(len_err)?),
+        t::ATOMIC_AGGREGATE if v.is_empty() => PathAttribute::AtomicAggregate,
+        t::ATOMIC_AGGREGATE => return Err(len_err()),
+        // RFC 7606 section 7.7: 6 octets on a 2-octet session, 8 on a 4-octet one.
+        t::AGGREGATOR => {
+            PathAttribute::Aggregator(aggregator(v, ctx.four_octet_as).ok_or_else(len_err)?)
+        }
+        t::AS4_AGGREGATOR => PathAttribute::As4Aggregator(aggregator(v, true).ok_or_else(len_err)?),
+        t::COMMUNITIES => PathAttribute::Communities(
+            list(v, 4, |c| u32::from_be_bytes([c[0], c[1], c[2], c[3]])).ok_or_else(len_err)?,
+        ),
+        t::ORIGINATOR_ID => PathAttribute::OriginatorId(ipv4(v).ok_or_else(len_err)?),
+        t::CLUSTER_LIST => PathAttribute::ClusterList(
+            list(v, 4, |c| Ipv4Addr::new(c[0], c[1], c[2], c[3])).ok_or_else(len_err)?,
+        ),
+        t::EXTENDED_COMMUNITIES => PathAttribute::ExtendedCommunities(
+            list(v, 8, |c| {
+                let mut e = [0u8; 8];
+                e.copy_from_slice(c);
+                e
+            })
+            .ok_or_else(len_err)?,
+        ),
+        t::LARGE_COMMUNITIES => PathAttribute::LargeCommunities(
+            list(v, 12, |c| LargeCommunity {
+                global_admin: u32::from_be_bytes([c[0], c[1], c[2], c[3]]),
+                local_data1: u32::from_be_bytes([c[4], c[5], c[6], c[7]]),
+                local_data2: u32::from_be_bytes([c[8], c[9], c[10], c[11]]),
+            })
+            .ok_or_else(len_err)?,
+        ),
+        t::MP_REACH_NLRI => PathAttribute::MpReach(mp_reach(v, ctx, src).map_err(fault)?),
+        t::MP_UNREACH_NLRI => PathAttribute::MpUnreach(mp_unreach(v, ctx, src).map_err(fault)?),
+        // expected_flags() returned Some only for the types above.
+        _ => {
+            return Ok(PathAttribute::Unknown(UnknownAttribute {
+                flags: raw.flags,
+                type_code: raw.type_code,
+                value: src.bytes(raw.value),
+            }))
+        }
+    })
+}
+
+fn ipv4(v: &[u8]) -> Option<Ipv4Addr> {
+    let [a, b, c, d] = v else { return None };
+    Some(Ipv4Addr::new(*a, *b, *c, *d))
+}
+
+fn u32_of(v: &[u8]) -> Option<u32> {
+    let [a, b, c, d] = v else { return None };
+    Some(u32::from_be_bytes([*a, *b, *c, *d]))
+}
+
+/// A non-empty list of fixed-size items (RFC 7606 sections 7.8, 7.10, 7.14; RFC 8092
+/// section 6: a length of zero or not a multiple of the item size is malformed).
+fn list<T>(v: &[u8], size: usize, item: impl Fn(&[u8]) -> T) -> Option<Vec<T>> {
+    if v.is_empty() || v.len() % size != 0 {
+        return None;
+    }
+    Some(v.chunks_exact(size).map(item).collect())
+}
+
+fn aggregator(v: &[u8], four: bool) -> Option<Aggregator> {
+    match (four, v) {
+        (false, [a, b, rest @ ..]) if rest.len() == 4 => Some(Aggregator {
+            asn: u32::from(u16::from_be_bytes([*a, *b])),
+            address: ipv4(rest)?,
+        }),
+        (true, [a, b, c, d, rest @ ..]) if rest.len() == 4 => Some(Aggregator {
+            asn: u32::from_be_bytes([*a, *b, *c, *d]),
+            address: ipv4(rest)?,
+        }),
+        _ => None,
+    }
+}
+
+/// AS_PATH / AS4_PATH segments (RFC 4271 section 4.3). RFC 7606 section 7.2: an
+/// unknown segment type, a zero segment length, a segment overrunning the attribute,
+/// or a single trailing octet make the path malformed.
+pub(crate) fn as_path(mut v: &[u8], four: bool) -> Result<AsPath, ()> {
+    let width = if four { 4 } else { 2 };
+    let mut segments = Vec::with_capacity(1);
+    while !v.is_empty() {
+        let [kind, count, rest @ ..] = v else {
+            return Err(());
+        };
+        let kind = match kind {
+            1 => SegmentType::AsSet,
+            2 => SegmentType::AsSequence,
+            3 => SegmentType::ConfedSequence,
+            4 => SegmentType::ConfedSet,
+            _ => return Err(()),
+        };
+        let n = usize::from(*count);
+        if n == 0 {
+            return Err(());
+        }
+        let body = rest.get(..n * width).ok_or(())?;
+        let asns = if four {
+            body.chunks_exact(4)
+                .map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]))
+                .collect()
+        } else {
+            body.chunks_exact(2)
+                .map(|c| u32::from(u16::from_be_bytes([c[0], c[1]])))
+                .collect()
+        };
+        segments.push(AsSegment { kind, asns });
+        v = &rest[n * width..];
+    }
+    Ok(AsPath { segments })
+}
+
+/// MP_REACH_NLRI (RFC 4760 section 3).
+fn mp_reach(v: &[u8], ctx: &Context, src: Src<'_>) -> Result<MpReach, AttrProblem> {
+    let [a0, a1, safi, nh_len, rest @ ..] = v else {
+        return Err(AttrProblem::Length);
+    };
+    let family = AfiSafi {
+        afi: Afi(u16::from_be_bytes([*a0, *a1])),
+        safi: Safi(*safi),
+    };
+    let nh = rest.get(..usize::from(*nh_len)).ok_or(AttrProblem::Value)?;
+    // One reserved octet (formerly the SNPA count) follows the next hop.
+    let nlri_field = rest
+        .get(usize::from(*nh_len) + 1..)
+        .ok_or(AttrProblem::Value)?;
+    if !parsed_family(family) {
+        return Ok(MpReach {
+            afi_safi: family,
+            next_hop: MpNextHop::Other(src.bytes(nh)),
+            nlri: Vec::new(),
+            raw_nlri: Some(src.bytes(nlri_field)),
+        });
+    }
+    // RFC 7606 section 7.11: a next hop length other than expected is malformed. IPv4
+    // NLRI may have an IPv6 next hop (RFC 8950); IPv6 has a global and optionally a
+    // link-local address (RFC 2545 section 3).
+    let next_hop = match (family.afi, nh.len()) {
+        (Afi::IPV4, 4) => MpNextHop::V4(Ipv4Addr::new(nh[0], nh[1], nh[2], nh[3])),
+        (_, 16) => MpNextHop::V6 {
+            global: ipv6(&nh[..16]),
+            link_local: None,
+        },
+        (_, 32) => MpNextHop::V6 {
+            global: ipv6(&nh[..16]),
+            link_local: Some(ipv6(&nh[16..])),
+        },
+        _ => return Err(AttrProblem::Value),
+    };
+    let mut list = Vec::new();
+    nlri::parse(family.afi, nlri_field, add_path_for(ctx, family), &mut list)
+        .map_err(|_| AttrProblem::Value)?;
+    Ok(MpReach {
+        afi_safi: family,
+        next_hop,
+        nlri: list,
+        raw_nlri: None,
+    })
+}
+
+fn ipv6(b: &[u8]) -> Ipv6Addr {
+    let mut a = [0u8; 16];
+    a.copy_from_slice(b);
+    Ipv6Addr::from(a)
+}
+
+/// MP_UNREACH_NLRI (RFC 4760 section 4).
+fn mp_unreach(v: &[u8], ctx: &Context, src: Src<'_>) -> Result<MpUnreach, AttrProblem> {
+    let [a0, a1, safi, rest @ ..] = v else {
+        return Err(AttrProblem::Length);
+    };
+    let family = AfiSafi {
+        afi: Afi(u16::from_be_bytes([*a0, *a1])),
+        safi: Safi(*safi),
+    };
+    if !parsed_family(family) {
+        return Ok(MpUnreach {
+            afi_safi: family,
+            withdrawn: Vec::new(),
+            raw_withdrawn: Some(src.bytes(rest)),
+        });
+    }
+    let mut list = Vec::new();
+    nlri::parse(family.afi, rest, add_path_for(ctx, family), &mut list)
+        .map_err(|_| AttrProblem::Value)?;
+    Ok(MpUnreach {
+        afi_safi: family,
+        withdrawn: list,
+        raw_withdrawn: None,
+    })
+}
+
+impl PathAttribute {
+    /// The attribute type code (IANA "BGP Path Attributes").
+    pub fn type_code(&self) -> u8 {
+        match self {
+            PathAttribute::Origin(_) => t::ORIGIN,
+            PathAttribute::AsPath(_) => t::AS_PATH,
+            PathAttribute::NextHop(_) => t::NEXT_HOP,
+            PathAttribute::MultiExitDisc(_) => t::MULTI_EXIT_DISC,
+            PathAttribute::LocalPref(_) => t::LOCAL_PREF,
+            PathAttribute::AtomicAggregate => t::ATOMIC_AGGREGATE,
+            PathAttribute::Aggregator(_) => t::AGGREGATOR,
+            PathAttribute::Communities(_) => t::COMMUNITIES,
+            PathAttribute::OriginatorId(_) => t::ORIGINATOR_ID,
+            PathAttribute::ClusterList(_) => t::CLUSTER_LIST,
+            PathAttribute::MpReach(_) => t::MP_REACH_NLRI,
+            PathAttribute::MpUnreach(_) => t::MP_UNREACH_NLRI,
+            PathAttribute::ExtendedCommunities(_) => t::EXTENDED_COMMUNITIES,
+            PathAttribute::As4Path(_) => t::AS4_PATH,
+            PathAttribute::As4Aggregator(_) => t::AS4_AGGREGATOR,
+            PathAttribute::LargeCommunities(_) => t::LARGE_COMMUNITIES,
+            PathAttribute::Unknown(u) => u.type_code,
+        }
+    }
+
+    /// The flags this attribute is sent with (before the extended length bit).
+    pub fn flags(&self) -> u8 {
+        match self {
+            PathAttribute::Unknown(u) => u.flags,
+            other => expected_flags(other.type_code()).unwrap_or(attr_flags::OPTIONAL),
+        }
+    }
+}
+
+impl UnknownAttribute {
+    /// The attribute as it must be passed on to another peer (RFC 4271 section 5):
+    /// optional transitive ones with the Partial bit set, optional non-transitive ones
+    /// not at all.
+    pub fn to_propagate(&self) -> Option<UnknownAttribute> {
+        if self.flags & attr_flags::TRANSITIVE == 0 {
+            return None;
+        }
+        Some(UnknownAttribute {
+            flags: self.flags | attr_flags::PARTIAL,
+            ..self.clone()
+        })
+    }
+}
+
+/// Writes one attribute. On a 2-octet session AS numbers above 65535 become AS_TRANS
+/// in AS_PATH and AGGREGATOR; `update.rs` adds the AS4_* attributes that carry them.
+pub(crate) fn encode(
+    attr: &PathAttribute,
+    ctx: &Context,
+    out: &mut BytesMut,
+) -> Result<(), EncodeError> {
+    let start = out.len();
+    // Reserve the long header and move the value down if the short one suffices: the
+    // copy is a few octets for every attribute but MP_*, which the builder writes
+    // itself.
+    out.put_u8(attr.flags() & !attr_flags::EXTENDED_LENGTH);
+    out.put_u8(attr.type_code());
+    out.put_u16(0);
+    let value_start = out.len();
+    put_value(attr, ctx, out)?;
+    let len = out.len() - value_start;
+    // MP_* always get the two-octet length, as FRR and ExaBGP write them (their size is
+    // rarely known before the NLRI are in); unknown attributes keep the flag they came
+    // with.
+    let forced_long = match attr {
+        PathAttribute::MpReach(_) | PathAttribute::MpUnreach(_) => true,
+        PathAttribute::Unknown(u) => u.flags & attr_flags::EXTENDED_LENGTH != 0,
+        _ => false,
+    };
+    if len > 255 || forced_long {
+        let len16 = u16::try_from(len).map_err(|_| EncodeError::FieldTooLong {
+            field: "path attribute",
+            len,
+        })?;
+        out[start] |= attr_flags::EXTENDED_LENGTH;
+        out[start + 2..start + 4].copy_from_slice(&len16.to_be_bytes());
+    } else {
+        // len <= 255 here.
+        out[start + 2] = len as u8;
+        out.copy_within(value_start.., start + 3);
+        out.truncate(out.len() - 1);
+    }
+    Ok(())
+}
+
+fn put_value(attr: &PathAttribute, ctx: &Context, out: &mut BytesMut) -> Result<(), EncodeError> {
+    match attr {
+        PathAttribute::Origin(o) => out.put_u8(*o as u8),
+        PathAttribute::AsPath(p) => put_as_path(p, ctx.four_octet_as, out)?,
+        PathAttribute::As4Path(p) => put_as_path(p, true, out)?,
+        PathAttribute::NextHop(a) | PathAttribute::OriginatorId(a) => out.put_slice(&a.octets()),
+        PathAttribute::MultiExitDisc(v) | PathAttribute::LocalPref(v) => out.put_u32(*v),
+        PathAttribute::AtomicAggregate => {}
+        PathAttribute::Aggregator(a) => put_aggregator(a, ctx.four_octet_as, out),
+        PathAttribute::As4Aggregator(a) => put_aggregator(a, true, out),
+        PathAttribute::Communities(list) => list.iter().for_each(|c| out.put_u32(*c)),
+        PathAttribute::ClusterList(list) => list.iter().for_each(|a| out.put_slice(&a.octets())),
+        PathAttribute::ExtendedCommunities(list) => list.iter().for_each(|e| out.put_slice(e)),
+        PathAttribute::LargeCommunities(list) => list.iter().for_each(|l| {
+            out.put_u32(l.global_admin);
+            out.put_u32(l.local_data1);
+            out.put_u32(l.local_data2);
+        }),
+        PathAttribute::MpReach(r) => {
+            out.put_u16(r.afi_safi.afi.0);
+            out.put_u8(r.afi_safi.safi.0);
+            put_next_hop(&r.next_hop, out)?;
+            out.put_u8(0);
+            if parsed_family(r.afi_safi) {
+                nlri::put_all(out, &r.nlri, r.afi_safi, add_path_for(ctx, r.afi_safi))?;
+            } else if !r.nlri.is_empty() {
+                return Err(EncodeError::WrongFamily {
+                    prefix: r.nlri[0].prefix,
+                    afi_safi: r.afi_safi,
+                });
+            }
+            if let Some(raw) = &r.raw_nlri {
+                out.put_slice(raw);
+            }
+        }
+        PathAttribute::MpUnreach(u) => {
+            out.put_u16(u.afi_safi.afi.0);
+            out.put_u8(u.afi_safi.safi.0);
+            if parsed_family(u.afi_safi) {
+                nlri::put_all(out, &u.withdrawn, u.afi_safi, add_path_for(ctx, u.afi_safi))?;
+            } else if !u.withdrawn.is_empty() {
+                return Err(EncodeError::WrongFamily {
+                    prefix: u.withdrawn[0].prefix,
+                    afi_safi: u.afi_safi,
+                });
+            }
+            if let Some(raw) = &u.raw_withdrawn {
+                out.put_slice(raw);
+            }
+        }
+        PathAttribute::Unknown(u) => out.put_slice(&u.value),
+    }
+    Ok(())
+}
+
+/// Writes the MP_REACH next hop with its length octet.
+pub(crate) fn put_next_hop(nh: &MpNextHop, out: &mut BytesMut) -> Result<(), EncodeError> {
+    match nh {
+        MpNextHop::V4(a) => {
+            out.put_u8(4);
+            out.put_slice(&a.octets());
+        }
+        MpNextHop::V6 {
+            global,
+            link_local: None,
+        } => {
+            out.put_u8(16);
+            out.put_slice(&global.octets());
+        }
+        MpNextHop::V6 {
+            global,
+            link_local: Some(ll),
+        } => {
+            out.put_u8(32);
+            out.put_slice(&global.octets());
+            out.put_slice(&ll.octets());
+        }
+        MpNextHop::Other(b) => {
+            let len = u8::try_from(b.len()).map_err(|_| EncodeError::FieldTooLong {
+                field: "mp next hop",
+                len: b.len(),
+            })?;
+            out.put_u8(len);
+            out.put_slice(b);
+        }
+    }
+    Ok(())
+}
+
+/// Octets of the MP_REACH next hop field including its length octet.
+pub(crate) fn next_hop_len(nh: &MpNextHop) -> usize {
+    1 + match nh {
+        MpNextHop::V4(_) => 4,
+        MpNextHop::V6 {
+            link_local: None, ..
+        } => 16,
+        MpNextHop::V6 {
+            link_local: Some(_),
+            ..
+        } => 32,
+        MpNextHop::Other(b) => b.len(),
+    }
+}
+
+fn put_aggregator(a: &Aggregator, four: bool, out: &mut BytesMut) {
+    if four {
+        out.put_u32(a.asn);
+    } else {
+        out.put_u16(u16::try_from(a.asn).unwrap_or(AS_TRANS));
+    }
+    out.put_slice(&a.address.octets());
+}
+
+/// Writes AS_PATH segments. With `four` false, AS numbers above 65535 become AS_TRANS
+/// (RFC 6793 section 4.2.2); confederation members cannot be mapped that way and are
+/// refused.
+fn put_as_path(p: &AsPath, four: bool, out: &mut BytesMut) -> Result<(), EncodeError> {
+    for seg in &p.segments {
+        let n = seg.asns.len();
+        if n == 0 || n > 255 {
+            return Err(EncodeError::AsPathSegment { len: n });
+        }
+        out.put_u8(seg.kind as u8);
+        out.put_u8(n as u8);
+        if four {
+            seg.asns.iter().for_each(|a| out.put_u32(*a));
+        } else {
+            let confed = matches!(
+                seg.kind,
+                SegmentType::ConfedSequence | SegmentType::ConfedSet
+            );
+            for a in &seg.asns {
+                match u16::try_from(*a) {
+                    Ok(a16) => out.put_u16(a16),
+                    Err(_) if !confed => out.put_u16(AS_TRANS),
+                    // RFC 6793 section 3: AS4_PATH carries no confederation segments,
+                    // so a 4-octet member AS cannot reach a 2-octet peer intact.
+                    Err(_) => {
+                        return Err(EncodeError::OutOfRange {
+                            field: "confederation member as on a 2-octet as session",
+                            value: u64::from(*a),
+                        })
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    fn ctx(four: bool) -> Context {
+        Context {
+            four_octet_as: four,
+            ..Context::default()
+        }
+    }
+
+    fn dec(wire: &[u8], four: bool) -> Result<PathAttribute, UpdateFault> {
+        let (rest, raw) = split(wire).unwrap();
+        assert!(rest.is_empty());
+        decode(&raw, &ctx(four), Src::copying())
+    }
+
+    fn enc(attr: &PathAttribute, four: bool) -> Vec<u8> {
+        let mut out = BytesMut::new();
+        encode(attr, &ctx(four), &mut out).unwrap();
+        out.to_vec()
+    }
+
+    #[test]
+    fn split_detects_overrun_and_underrun() {
+        assert!(split(&[0x40, 0x01]).is_err());
+        assert!(split(&[0x40, 0x01, 0x02, 0x00]).is_err());
+        assert!(split(&[0x50, 0x02, 0x00]).is_err());
+        let (rest, raw) = split(&[0x50, 0x02, 0x00, 0x00, 0xaa]).unwrap();
+        assert_eq!((raw.type_code, raw.value.len(), rest), (2, 0, &[0xaa][..]));
+    }
+
+    #[test]
+    fn well_known_attributes_round_trip() {
+        let cases: Vec<(PathAttribute, Vec<u8>)> = vec![
+            (
+                PathAttribute::Origin(Origin::Incomplete),
+                vec![0x40, 0x01, 0x01, 0x02],
+            ),
+            (
+                PathAttribute::NextHop(Ipv4Addr::new(10, 0, 0, 1)),
+                vec![0x40, 0x03, 0x04, 0x0a, 0x00, 0x00, 0x01],
+            ),
+            (
+                PathAttribute::LocalPref(100),
+                vec![0x40, 0x05, 0x04, 0x00, 0x00, 0x00, 0x64],
+            ),
+            (PathAttribute::AtomicAggregate, vec![0x40, 0x06, 0x00]),
+            (
+                PathAttribute::MultiExitDisc(7),
+                vec![0x80, 0x04, 0x04, 0x00, 0x00, 0x00, 0x07],
+            ),
+            (
+                PathAttribute::Communities(vec![0xfde8_0064]),
+                vec![0xc0, 0x08, 0x04, 0xfd, 0xe8, 0x00, 0x64],
+            ),
+            (
+                PathAttribute::LargeCommunities(vec![LargeCommunity {
+                    global_admin: 1,
+                    local_data1: 2,
+                    local_data2: 3,
+                }]),
+                vec![0xc0, 0x20, 0x0c, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 3],
+            ),
+        ];
+        for (attr, wire) in cases {
+            assert_eq!(enc(&attr, true), wire, "{attr:?}");
+            assert_eq!(dec(&wire, true), Ok(attr));
+        }
+    }
+
+    #[test]
+    fn as_path_width_follows_context() {
+        let path = PathAttribute::AsPath(AsPath {
+            segments: vec![AsSegment {
+                kind: SegmentType::AsSequence,
+                asns: vec![65001, 4_200_000_000],
+            }],
+        });
+        assert_eq!(
+            enc(&path, true),
+            vec![0x40, 0x02, 0x0a, 0x02, 0x02, 0x00, 0x00, 0xfd, 0xe9, 0xfa, 0x56, 0xea, 0x00]
+        );
+        assert_eq!(
+            enc(&path, false),
+            vec![0x40, 0x02, 0x06, 0x02, 0x02, 0xfd, 0xe9, 0x5b, 0xa0]
+        );
+    }
+
+    #[test]
+    fn malformed_as_paths() {
+        // zero-length segment, unknown type, overrun, one trailing octet
+        for v in [
+            &[0x02, 0x00][..],
+            &[0x05, 0x01, 0x00, 0x01],
+            &[0x02, 0x02, 0x00, 0x01],
+            &[0x02, 0x01, 0x00, 0x01, 0x02],
+        ] {
+            assert!(as_path(v, false).is_err(), "{v:x?}");
+        }
+    }
+
+    #[test]
+    fn flag_conflicts_are_detected() {
+        // ORIGIN sent as optional
+        let e = dec(&[0xc0, 0x01, 0x01, 0x00], true).unwrap_err();
+        assert!(matches!(
+            e,
+            UpdateFault::Malformed {
+                type_code: 1,
+                problem: AttrProblem::Flags,
+                ..
+            }
+        ));
+        // partial bit on a well-known attribute is not a conflict (RFC 7606 section 3 c)
+        assert_eq!(
+            dec(&[0x60, 0x01, 0x01, 0x00], true),
+            Ok(PathAttribute::Origin(Origin::Igp))
+        );
+    }
+
+    #[test]
+    fn unknown_attributes_keep_flags_and_extended_length() {
+        let wire = [0xd0, 0x63, 0x00, 0x02, 0xab, 0xcd];
+        let attr = dec(&wire, true).unwrap();
+        assert_eq!(
+            attr,
+            PathAttribute::Unknown(UnknownAttribute {
+                flags: 0xd0,
+                type_code: 0x63,
+                value: Bytes::from_static(&[0xab, 0xcd])
+            })
+        );
+        assert_eq!(enc(&attr, true), wire);
+        let PathAttribute::Unknown(u) = attr else {
+            unreachable!()
+        };
+        assert_eq!(u.to_propagate().unwrap().flags, 0xf0);
+        let non_transitive = UnknownAttribute { flags: 0x80, ..u };
+        assert_eq!(non_transitive.to_propagate(), None);
+    }
+
+    #[test]
+    fn unrecognized_well_known_is_reported_with_the_attribute() {
+        let wire = [0x40, 0x63, 0x01, 0x00];
+        assert_eq!(
+            dec(&wire, true),
+            Err(UpdateFault::UnrecognizedWellKnown {
+                type_code: 0x63,
+                attribute: Bytes::copy_from_slice(&wire)
+            })
+        );
+    }
+
+    #[test]
+    fn mp_reach_ipv6_with_link_local() {
+        let mut wire = vec![0x90, 0x0e, 0x00, 0x2c, 0x00, 0x02, 0x01, 0x20];
+        wire.extend_from_slice(&"2001:db8::1".parse::<Ipv6Addr>().unwrap().octets());
+        wire.extend_from_slice(&"fe80::1".parse::<Ipv6Addr>().unwrap().octets());
+        wire.extend_from_slice(&[0x00, 0x30, 0x20, 0x01, 0x0d, 0xb8, 0x00, 0x01]);
+        let attr = dec(&wire, true).unwrap();
+        let PathAttribute::MpReach(r) = &attr else {
+            panic!("{attr:?}")
+        };
+        assert_eq!(
+            r.next_hop,
+            MpNextHop::V6 {
+                global: "2001:db8::1".parse().unwrap(),
+                link_local: Some("fe80::1".parse().unwrap())
+            }
+        );
+        assert_eq!(r.nlri, vec![nlri_of("2001:db8:1::/48")]);
+        assert_eq!(enc(&attr, true), wire);
+    }
+
+    fn nlri_of(s: &str) -> super::super::types::Nlri {
+        super::super::types::Nlri::from(s.parse::<ipnet::IpNet>().unwrap())
+    }
+
+    #[test]
+    fn mp_reach_with_bad_next_hop_length_is_malformed() {
+        let wire = [
+            0x80, 0x0e, 0x0a, 0x00, 0x02, 0x01, 0x04, 0x0a, 0x00, 0x00, 0x01, 0x00, 0x00,
+        ];
+        assert!(matches!(
+            dec(&wire, true),
+            Err(UpdateFault::Malformed {
+                type_code: 14,
+                problem: AttrProblem::Value,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn aggregator_length_depends_on_context() {
+        let two = [0xc0, 0x07, 0x06, 0xfd, 0xe9, 0x0a, 0x00, 0x00, 0x01];
+        let agg = PathAttribute::Aggregator(Aggregator {
+            asn: 65001,
+            address: Ipv4Addr::new(10, 0, 0, 1),
+        });
+        assert_eq!(dec(&two, false), Ok(agg.clone()));
+        assert!(matches!(
+            dec(&two, true),
+            Err(UpdateFault::Malformed {
+                type_code: 7,
+                problem: AttrProblem::Length,
+                ..
+            })
+        ));
+        assert_eq!(enc(&agg, false), two);
+    }
+
+    #[test]
+    fn as4_attributes_on_four_octet_session_are_unexpected() {
+        let wire = [0xc0, 0x11, 0x06, 0x02, 0x01, 0x00, 0x01, 0x00, 0x00];
+        assert_eq!(
+            dec(&wire, true),
+            Err(UpdateFault::UnexpectedAs4 { type_code: 17 })
+        );
+        assert!(matches!(dec(&wire, false), Ok(PathAttribute::As4Path(_))));
+    }
+}

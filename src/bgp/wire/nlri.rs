@@ -1,0 +1,264 @@
+//! Prefix lists: the Withdrawn Routes and NLRI fields of RFC 4271 section 4.3 and the
+//! NLRI of MP_REACH/MP_UNREACH for IPv4/IPv6 (RFC 4760 section 5), with the path
+//! identifier of ADD-PATH (RFC 7911 section 3). Tight loops, no allocation besides the
+//! output vector. Must not decide what a malformed list costs: callers map `Err(())`.
+
+use bytes::{BufMut, BytesMut};
+use ipnet::{IpNet, Ipv4Net, Ipv6Net};
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use super::error::EncodeError;
+use super::types::{Afi, AfiSafi, Nlri};
+
+impl std::fmt::Display for AfiSafi {
+    /// "ipv4 unicast", "ipv6 multicast", or the numbers for other families.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let afi = match self.afi {
+            Afi::IPV4 => "ipv4",
+            Afi::IPV6 => "ipv6",
+            Afi(n) => return write!(f, "afi {n} safi {}", self.safi.0),
+        };
+        match self.safi.0 {
+            1 => write!(f, "{afi} unicast"),
+            2 => write!(f, "{afi} multicast"),
+            n => write!(f, "{afi} safi {n}"),
+        }
+    }
+}
+
+/// Parses a list of IPv4 prefixes. Host bits beyond the prefix length are cleared: RFC
+/// 4271 section 4.3 says their value is irrelevant.
+pub(crate) fn parse_v4(buf: &[u8], add_path: bool, out: &mut Vec<Nlri>) -> Result<(), ()> {
+    // A /24 is the common case: four octets each.
+    out.reserve(buf.len() / if add_path { 8 } else { 4 });
+    let mut i = 0;
+    while i < buf.len() {
+        let path_id = if add_path {
+            let id = buf.get(i..i + 4).ok_or(())?;
+            i += 4;
+            Some(u32::from_be_bytes([id[0], id[1], id[2], id[3]]))
+        } else {
+            None
+        };
+        let len = *buf.get(i).ok_or(())?;
+        i += 1;
+        if len > 32 {
+            return Err(());
+        }
+        let n = usize::from(len).div_ceil(8);
+        let octets = buf.get(i..i + n).ok_or(())?;
+        i += n;
+        let mut a = [0u8; 4];
+        a[..n].copy_from_slice(octets);
+        let mask = if len == 0 {
+            0
+        } else {
+            u32::MAX << (32 - u32::from(len))
+        };
+        let addr = Ipv4Addr::from(u32::from_be_bytes(a) & mask);
+        let net = Ipv4Net::new(addr, len).map_err(|_| ())?;
+        out.push(Nlri {
+            path_id,
+            prefix: IpNet::V4(net),
+        });
+    }
+    Ok(())
+}
+
+/// Parses a list of IPv6 prefixes (RFC 2545 section 2 / RFC 4760 section 5).
+pub(crate) fn parse_v6(buf: &[u8], add_path: bool, out: &mut Vec<Nlri>) -> Result<(), ()> {
+    out.reserve(buf.len() / if add_path { 12 } else { 8 });
+    let mut i = 0;
+    while i < buf.len() {
+        let path_id = if add_path {
+            let id = buf.get(i..i + 4).ok_or(())?;
+            i += 4;
+            Some(u32::from_be_bytes([id[0], id[1], id[2], id[3]]))
+        } else {
+            None
+        };
+        let len = *buf.get(i).ok_or(())?;
+        i += 1;
+        if len > 128 {
+            return Err(());
+        }
+        let n = usize::from(len).div_ceil(8);
+        let octets = buf.get(i..i + n).ok_or(())?;
+        i += n;
+        let mut a = [0u8; 16];
+        a[..n].copy_from_slice(octets);
+        let mask = if len == 0 {
+            0
+        } else {
+            u128::MAX << (128 - u32::from(len))
+        };
+        let addr = Ipv6Addr::from(u128::from_be_bytes(a) & mask);
+        let net = Ipv6Net::new(addr, len).map_err(|_| ())?;
+        out.push(Nlri {
+            path_id,
+            prefix: IpNet::V6(net),
+        });
+    }
+    Ok(())
+}
+
+/// Parses a prefix list of the given address family.
+pub(crate) fn parse(afi: Afi, buf: &[u8], add_path: bool, out: &mut Vec<Nlri>) -> Result<(), ()> {
+    if afi == Afi::IPV6 {
+        parse_v6(buf, add_path, out)
+    } else {
+        parse_v4(buf, add_path, out)
+    }
+}
+
+/// Octets `nlri` takes on the wire.
+#[inline]
+pub(crate) fn encoded_len(nlri: &Nlri, add_path: bool) -> usize {
+    let id = if add_path { 4 } else { 0 };
+    id + 1 + usize::from(nlri.prefix.prefix_len()).div_ceil(8)
+}
+
+/// Checks that the prefix may be written in a field of `family` under `add_path`.
+#[inline]
+pub(crate) fn check(nlri: &Nlri, family: AfiSafi, add_path: bool) -> Result<(), EncodeError> {
+    let ok_family = match nlri.prefix {
+        IpNet::V4(_) => family.afi == Afi::IPV4,
+        IpNet::V6(_) => family.afi == Afi::IPV6,
+    };
+    if !ok_family {
+        return Err(EncodeError::WrongFamily {
+            prefix: nlri.prefix,
+            afi_safi: family,
+        });
+    }
+    if nlri.path_id.is_some() != add_path {
+        return Err(EncodeError::PathId {
+            prefix: nlri.prefix,
+            missing: add_path,
+        });
+    }
+    Ok(())
+}
+
+/// Writes one prefix; trailing bits of the last octet are written as zero. The caller
+/// has run [`check`].
+#[inline]
+pub(crate) fn put(out: &mut BytesMut, nlri: &Nlri) {
+    if let Some(id) = nlri.path_id {
+        out.put_u32(id);
+    }
+    let len = nlri.prefix.prefix_len();
+    out.put_u8(len);
+    let n = usize::from(len).div_ceil(8);
+    match nlri.prefix {
+        IpNet::V4(net) => {
+            let octets = u32::from(net.network()).to_be_bytes();
+            out.put_slice(&octets[..n]);
+        }
+        IpNet::V6(net) => {
+            let octets = u128::from(net.network()).to_be_bytes();
+            out.put_slice(&octets[..n]);
+        }
+    }
+}
+
+/// Checks and writes a whole list.
+pub(crate) fn put_all(
+    out: &mut BytesMut,
+    list: &[Nlri],
+    family: AfiSafi,
+    add_path: bool,
+) -> Result<(), EncodeError> {
+    for nlri in list {
+        check(nlri, family, add_path)?;
+        put(out, nlri);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v4(s: &str) -> Nlri {
+        Nlri::from(s.parse::<IpNet>().unwrap())
+    }
+
+    #[test]
+    fn parses_ipv4_prefixes_of_every_width() {
+        let buf = [
+            0x00, 0x08, 0x0a, 0x18, 0xc0, 0x00, 0x02, 0x20, 0x01, 0x02, 0x03, 0x04,
+        ];
+        let mut out = Vec::new();
+        parse_v4(&buf, false, &mut out).unwrap();
+        assert_eq!(
+            out,
+            vec![
+                v4("0.0.0.0/0"),
+                v4("10.0.0.0/8"),
+                v4("192.0.2.0/24"),
+                v4("1.2.3.4/32")
+            ]
+        );
+    }
+
+    #[test]
+    fn trailing_bits_are_cleared() {
+        // 10.255/9 carries host bits in the second octet (bgpdump nlri_mask_trailing_bits)
+        let mut out = Vec::new();
+        parse_v4(&[0x09, 0x0a, 0xff], false, &mut out).unwrap();
+        assert_eq!(out, vec![v4("10.128.0.0/9")]);
+    }
+
+    #[test]
+    fn rejects_long_prefix_and_truncation() {
+        let mut out = Vec::new();
+        assert!(parse_v4(&[0x21, 0, 0, 0, 0, 0], false, &mut out).is_err());
+        assert!(parse_v4(&[0x18, 0x0a, 0x00], false, &mut out).is_err());
+        assert!(parse_v6(&[0x81], false, &mut out).is_err());
+        assert!(parse_v4(&[0x00, 0x00, 0x00], true, &mut out).is_err());
+    }
+
+    #[test]
+    fn add_path_identifiers_are_read() {
+        let mut out = Vec::new();
+        parse_v4(&[0x00, 0x00, 0x00, 0x07, 0x10, 0xac, 0x10], true, &mut out).unwrap();
+        assert_eq!(
+            out,
+            vec![Nlri {
+                path_id: Some(7),
+                prefix: "172.16.0.0/16".parse().unwrap()
+            }]
+        );
+    }
+
+    #[test]
+    fn ipv6_round_trip() {
+        let list: Vec<Nlri> = ["2001:db8::/32", "::/0", "2001:db8:1:2::1/128", "fe80::/10"]
+            .iter()
+            .map(|s| Nlri::from(s.parse::<IpNet>().unwrap()))
+            .collect();
+        let mut out = BytesMut::new();
+        put_all(&mut out, &list, AfiSafi::IPV6_UNICAST, false).unwrap();
+        assert_eq!(
+            out.len(),
+            list.iter().map(|n| encoded_len(n, false)).sum::<usize>()
+        );
+        let mut back = Vec::new();
+        parse_v6(&out, false, &mut back).unwrap();
+        assert_eq!(back, list);
+    }
+
+    #[test]
+    fn encode_checks_family_and_path_id() {
+        let mut out = BytesMut::new();
+        assert!(matches!(
+            put_all(&mut out, &[v4("10.0.0.0/8")], AfiSafi::IPV6_UNICAST, false),
+            Err(EncodeError::WrongFamily { .. })
+        ));
+        assert!(matches!(
+            put_all(&mut out, &[v4("10.0.0.0/8")], AfiSafi::IPV4_UNICAST, true),
+            Err(EncodeError::PathId { missing: true, .. })
+        ));
+    }
+}
