@@ -1,5 +1,34 @@
-//! podcidr-speaker command line entry point: parses arguments and runs a subcommand.
+//! podcidr-speaker command line entry point: parses arguments, initialises logging and
+//! runs the subcommand. No logic of its own.
 
-fn main() {
-    println!("podcidr-speaker {}", env!("CARGO_PKG_VERSION"));
+use clap::Parser;
+use podcidr_speaker::cli::{Cli, Command};
+use podcidr_speaker::decode;
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .init();
+    match cli.command {
+        Command::Decode(args) => match decode::run(&args, std::io::stdout().lock()) {
+            Ok(outcome) => {
+                if outcome.malformed > 0 {
+                    eprintln!(
+                        "podcidr-speaker decode: {} of {} objects report a malformed message or damaged input",
+                        outcome.malformed, outcome.events
+                    );
+                }
+                ExitCode::from(outcome.exit_code())
+            }
+            Err(e) => {
+                eprintln!("podcidr-speaker decode: {e}");
+                ExitCode::from(2)
+            }
+        },
+    }
 }

@@ -16,6 +16,9 @@ pub enum Error {
     #[error("read error at offset {offset}: {source}")]
     Read { offset: u64, source: io::Error },
 
+    #[error("cannot write output: {0}")]
+    Write(io::Error),
+
     #[error("invalid hex input at character {position}: {reason}")]
     Hex {
         position: usize,
@@ -67,6 +70,7 @@ impl Error {
         match self {
             Error::Open { .. } => "open",
             Error::Read { .. } => "read",
+            Error::Write(_) => "write",
             Error::Hex { .. } => "hex",
             Error::MrtHeaderTruncated { .. } => "mrt_header_truncated",
             Error::MrtRecordTruncated { .. } => "mrt_record_truncated",

@@ -230,8 +230,9 @@ pub struct Peering {
     pub local_as: u32,
     /// Interface index (absent in the deprecated type-5 records).
     pub interface: Option<u16>,
-    pub peer_ip: IpAddr,
-    pub local_ip: IpAddr,
+    /// Absent from records that do not carry them (see [`parse_bgp4mp`]).
+    pub peer_ip: Option<IpAddr>,
+    pub local_ip: Option<IpAddr>,
 }
 
 /// A BGP message recorded on a session.
@@ -327,7 +328,11 @@ pub enum Entry {
     Rib(Rib),
     /// TABLE_DUMP records normally hold one entry; some early collectors batched
     /// several into one record.
-    TableDump(Vec<TableDumpEntry>),
+    TableDump {
+        entries: Vec<TableDumpEntry>,
+        /// Why the rest of the record could not be read, if it could not.
+        error: Option<String>,
+    },
     /// A type or subtype that carries no BGP message or RIB entry (OSPF, IS-IS,
     /// BGP4MP_ENTRY, GEO_PEER_TABLE...).
     Unsupported,
@@ -415,6 +420,44 @@ fn parse_bgp4mp(subtype: u16, body: &Bytes) -> Result<Entry, String> {
     let asn = |c: &mut Cursor| if as4 { c.u32() } else { c.u16().map(u32::from) };
     let peer_as = asn(&mut c).ok_or_else(|| short("the peer AS"))?;
     let local_as = asn(&mut c).ok_or_else(|| short("the local AS"))?;
+    // Zebra of around 2000 wrote 2-octet-AS records without interface, family and
+    // addresses (RIPE RIS rrc01 archives; bgpkit-parser's fixtures document it): a
+    // STATE_CHANGE of 8 octets, or a MESSAGE whose BGP marker follows the AS numbers.
+    // Neither is ambiguous: a complete record is longer, and no address family is
+    // 0xffff.
+    if !as4 {
+        let bare = Peering {
+            peer_as,
+            local_as,
+            interface: None,
+            peer_ip: None,
+            local_ip: None,
+        };
+        if is_state && body.len() == 8 {
+            let (Some(old_state), Some(new_state)) = (c.u16(), c.u16()) else {
+                return Err(short("the state"));
+            };
+            return Ok(Entry::StateChange(StateChange {
+                peering: bare,
+                old_state,
+                new_state,
+            }));
+        }
+        if is_message && c.rest().starts_with(&[0xff; 16]) {
+            let ctx = Context {
+                four_octet_as: false,
+                extended_message: true,
+                ..Context::default()
+            };
+            let message = body.slice(c.position()..);
+            return Ok(Entry::Message(PeerMessage {
+                peering: bare,
+                local,
+                ctx,
+                message,
+            }));
+        }
+    }
     let interface = c.u16().ok_or_else(|| short("the interface index"))?;
     let v6 = ip_len_for_afi(c.u16().ok_or_else(|| short("the address family"))?)?;
     let peer_ip = c.ip(v6).ok_or_else(|| short("the peer address"))?;
@@ -423,8 +466,8 @@ fn parse_bgp4mp(subtype: u16, body: &Bytes) -> Result<Entry, String> {
         peer_as,
         local_as,
         interface: Some(interface),
-        peer_ip,
-        local_ip,
+        peer_ip: Some(peer_ip),
+        local_ip: Some(local_ip),
     };
     if is_state {
         let old_state = c.u16().ok_or_else(|| short("the old state"))?;
@@ -466,17 +509,12 @@ fn parse_legacy_bgp(subtype: u16, body: &Bytes, v6: bool) -> Result<Entry, Strin
             let peer_ip = c.ip(v6).ok_or_else(|| short("the peer address"))?;
             let old_state = c.u16().ok_or_else(|| short("the old state"))?;
             let new_state = c.u16().ok_or_else(|| short("the new state"))?;
-            let unspecified = if v6 {
-                IpAddr::V6(Ipv6Addr::UNSPECIFIED)
-            } else {
-                IpAddr::V4(Ipv4Addr::UNSPECIFIED)
-            };
             let peering = Peering {
                 peer_as: u32::from(peer_as),
                 local_as: 0,
                 interface: None,
-                peer_ip,
-                local_ip: unspecified,
+                peer_ip: Some(peer_ip),
+                local_ip: None,
             };
             return Ok(Entry::StateChange(StateChange {
                 peering,
@@ -507,8 +545,8 @@ fn parse_legacy_bgp(subtype: u16, body: &Bytes, v6: bool) -> Result<Entry, Strin
         peer_as: u32::from(peer_as),
         local_as: u32::from(local_as),
         interface: None,
-        peer_ip,
-        local_ip,
+        peer_ip: Some(peer_ip),
+        local_ip: Some(local_ip),
     };
     let ctx = Context {
         four_octet_as: false,
@@ -552,39 +590,59 @@ fn parse_table_dump(subtype: u16, body: &Bytes) -> Result<Entry, String> {
     let mut c = Cursor::new(body);
     let mut entries = Vec::with_capacity(1);
     while !c.is_empty() {
-        let view = c.u16().ok_or_else(|| short("the view number"))?;
-        let sequence = c.u16().ok_or_else(|| short("the sequence number"))?;
-        let addr = c.ip(v6).ok_or_else(|| short("the prefix"))?;
-        let len = c.u8().ok_or_else(|| short("the prefix length"))?;
-        let prefix = IpNet::new(addr, len)
-            .map_err(|e| format!("prefix {addr}/{len}: {e}"))?
-            .trunc();
-        let status = c.u8().ok_or_else(|| short("the status"))?;
-        let originated = c.u32().ok_or_else(|| short("the originated time"))?;
-        let peer_ip = c.ip(v6).ok_or_else(|| short("the peer address"))?;
-        let peer_as = u32::from(c.u16().ok_or_else(|| short("the peer AS"))?);
-        let attr_len = c.u16().ok_or_else(|| short("the attribute length"))?;
-        let at = c.position();
-        c.skip(usize::from(attr_len)).ok_or_else(|| {
-            format!(
-                "attribute length {attr_len} of entry {} runs past the record ({} octets left)",
-                entries.len(),
-                body.len() - at
-            )
-        })?;
-        let attributes = body.slice(at..c.position());
-        entries.push(TableDumpEntry {
-            view,
-            sequence,
-            prefix,
-            status,
-            originated,
-            peer_ip,
-            peer_as,
-            attributes,
-        });
+        match table_dump_entry(&mut c, body, v6, entries.len()) {
+            Ok(entry) => entries.push(entry),
+            // Keep the entries before the damage: they were framed correctly.
+            Err(reason) => {
+                return Ok(Entry::TableDump {
+                    entries,
+                    error: Some(reason),
+                })
+            }
+        }
     }
-    Ok(Entry::TableDump(entries))
+    Ok(Entry::TableDump {
+        entries,
+        error: None,
+    })
+}
+
+fn table_dump_entry(
+    c: &mut Cursor,
+    body: &Bytes,
+    v6: bool,
+    index: usize,
+) -> Result<TableDumpEntry, String> {
+    let view = c.u16().ok_or_else(|| short("the view number"))?;
+    let sequence = c.u16().ok_or_else(|| short("the sequence number"))?;
+    let addr = c.ip(v6).ok_or_else(|| short("the prefix"))?;
+    let len = c.u8().ok_or_else(|| short("the prefix length"))?;
+    let prefix = IpNet::new(addr, len)
+        .map_err(|e| format!("prefix {addr}/{len}: {e}"))?
+        .trunc();
+    let status = c.u8().ok_or_else(|| short("the status"))?;
+    let originated = c.u32().ok_or_else(|| short("the originated time"))?;
+    let peer_ip = c.ip(v6).ok_or_else(|| short("the peer address"))?;
+    let peer_as = u32::from(c.u16().ok_or_else(|| short("the peer AS"))?);
+    let attr_len = c.u16().ok_or_else(|| short("the attribute length"))?;
+    let at = c.position();
+    c.skip(usize::from(attr_len)).ok_or_else(|| {
+        format!(
+            "attribute length {attr_len} of entry {index} runs past the record ({} octets left)",
+            body.len() - at
+        )
+    })?;
+    let attributes = body.slice(at..c.position());
+    Ok(TableDumpEntry {
+        view,
+        sequence,
+        prefix,
+        status,
+        originated,
+        peer_ip,
+        peer_as,
+        attributes,
+    })
 }
 
 /// TABLE_DUMP_V2 (RFC 6396 section 4.3, RFC 8050 section 4).
@@ -886,8 +944,14 @@ mod tests {
         assert_eq!(m.peering.peer_as, 65000);
         assert_eq!(m.peering.local_as, 3600);
         assert_eq!(m.peering.interface, Some(7));
-        assert_eq!(m.peering.peer_ip, "192.0.2.1".parse::<IpAddr>().unwrap());
-        assert_eq!(m.peering.local_ip, "192.0.2.2".parse::<IpAddr>().unwrap());
+        assert_eq!(
+            m.peering.peer_ip,
+            Some("192.0.2.1".parse::<IpAddr>().unwrap())
+        );
+        assert_eq!(
+            m.peering.local_ip,
+            Some("192.0.2.2".parse::<IpAddr>().unwrap())
+        );
         assert!(m.ctx.four_octet_as && !m.ctx.add_path_ipv4_unicast && !m.local);
         assert_eq!(&m.message[..], &keepalive()[..]);
     }
@@ -914,7 +978,7 @@ mod tests {
             panic!()
         };
         assert!(!m.ctx.four_octet_as);
-        assert!(m.peering.peer_ip.is_ipv6());
+        assert!(m.peering.peer_ip.unwrap().is_ipv6());
         assert_eq!(m.peering.peer_as, 65000);
 
         let mut as4 = vec![
@@ -962,6 +1026,27 @@ mod tests {
     }
 
     #[test]
+    fn zebra_records_without_addresses() {
+        // From RIS rrc01 2000-11-04 (bgpkit-ris-rrc01-updates.20001104.0124): a STATE_CHANGE
+        // of 8 octets and a MESSAGE whose marker follows the two AS numbers.
+        let b = Bytes::from_static(&[0x00, 0x00, 0x00, 0x00, 0x00, 0x03, 0x00, 0x04]);
+        let Ok(Entry::StateChange(s)) = parse_bgp4mp(bgp4mp::STATE_CHANGE, &b) else {
+            panic!()
+        };
+        assert_eq!((s.old_state, s.new_state, s.peering.peer_ip), (3, 4, None));
+        let mut body = vec![0x00, 0x00, 0x00, 0x00];
+        body.extend(keepalive());
+        let Ok(Entry::Message(m)) = parse_bgp4mp(bgp4mp::MESSAGE, &Bytes::from(body.clone()))
+        else {
+            panic!()
+        };
+        assert_eq!(&m.message[..], &keepalive()[..]);
+        assert_eq!((m.peering.peer_ip, m.peering.interface), (None, None));
+        // The same octets in an AS4 subtype are not this quirk.
+        assert!(parse_bgp4mp(bgp4mp::MESSAGE_AS4, &Bytes::from(body)).is_err());
+    }
+
+    #[test]
     fn legacy_type5_update_gets_its_header_back() {
         // From RIS rrc00 1999 (bgpkit-ris-rrc00-updates.19991214.1621): peer AS 5409
         // 195.211.222.11, local AS 12654 193.0.0.1, then the UPDATE body.
@@ -978,7 +1063,7 @@ mod tests {
         assert_eq!(m.peering.local_as, 12654);
         assert_eq!(
             m.peering.peer_ip,
-            "195.211.222.11".parse::<IpAddr>().unwrap()
+            Some("195.211.222.11".parse::<IpAddr>().unwrap())
         );
         let mut expected = vec![0xff; 16];
         expected.extend([0x00, 0x17, 0x02, 0x00, 0x00, 0x00, 0x00]);
@@ -1005,7 +1090,11 @@ mod tests {
             0x56, 0x1e, 0x8f, 0xdc, 0xc0, 0xa8, 0x01, 0x0a, 0xfd, 0xe8, 0x00, 0x04,
         ]);
         body.extend([0x40, 0x01, 0x01, 0x00]);
-        let Ok(Entry::TableDump(entries)) = parse_table_dump(1, &Bytes::from(body.clone())) else {
+        let Ok(Entry::TableDump {
+            entries,
+            error: None,
+        }) = parse_table_dump(1, &Bytes::from(body.clone()))
+        else {
             panic!()
         };
         assert_eq!(entries.len(), 1);
@@ -1014,10 +1103,20 @@ mod tests {
         assert_eq!((e.sequence, e.status, e.peer_as), (5, 1, 65000));
         assert_eq!(&e.attributes[..], &[0x40, 0x01, 0x01, 0x00]);
 
-        // An attribute length that claims more than is there.
-        body[21] = 0x09;
-        let err = parse_table_dump(1, &Bytes::from(body)).unwrap_err();
-        assert!(err.contains("attribute length 9"), "{err}");
+        // An attribute length that claims more than is there, after one good entry.
+        let mut two = body.clone();
+        two.extend(&body[..21]);
+        two.push(0x09);
+        two.extend([0x40, 0x01, 0x01, 0x00]);
+        let Ok(Entry::TableDump {
+            entries,
+            error: Some(err),
+        }) = parse_table_dump(1, &Bytes::from(two))
+        else {
+            panic!()
+        };
+        assert_eq!(entries.len(), 1);
+        assert!(err.contains("attribute length 9 of entry 1"), "{err}");
     }
 
     #[test]

@@ -218,8 +218,10 @@ fn ip_nested(packet: &[u8], depth: u8) -> Result<Segment<'_>, Skip> {
                 return Err(Skip::Malformed("bad IPv4 header length"));
             }
             let total = usize::from(u16::from_be_bytes([packet[2], packet[3]]));
+            // Fragments are not reassembled; a first fragment still holds the TCP header and
+            // the start of the data, and what the others held shows up as a stream gap.
             let frag = u16::from_be_bytes([packet[6], packet[7]]);
-            if frag & 0x3fff != 0 {
+            if frag & 0x1fff != 0 {
                 return Err(Skip::Fragment);
             }
             let src = IpAddr::from([packet[12], packet[13], packet[14], packet[15]]);
@@ -266,7 +268,7 @@ fn ip_nested(packet: &[u8], depth: u8) -> Result<Segment<'_>, Skip> {
                         let h = c
                             .take(8)
                             .ok_or(Skip::Malformed("short IPv6 fragment header"))?;
-                        if u16::from_be_bytes([h[2], h[3]]) != 0 {
+                        if u16::from_be_bytes([h[2], h[3]]) & 0xfff8 != 0 {
                             return Err(Skip::Fragment);
                         }
                         consumed += 8;
@@ -466,7 +468,9 @@ mod tests {
         udp[9] = 17;
         assert_eq!(tcp_segment(linktype::RAW, &udp), Err(Skip::NotTcp));
         let mut frag = tcp_ipv4(b"abc");
-        frag[6] = 0x20; // more fragments
+        frag[6] = 0x20; // more fragments, offset 0: the first fragment is used
+        assert_eq!(tcp_segment(linktype::RAW, &frag).unwrap().payload, b"abc");
+        frag[7] = 0x10; // offset 128 octets: no TCP header in it
         assert_eq!(tcp_segment(linktype::RAW, &frag), Err(Skip::Fragment));
         let mut arp = vec![0x02; 12];
         arp.extend([0x08, 0x06, 0, 1]);

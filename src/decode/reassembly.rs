@@ -15,6 +15,10 @@ pub enum Chunk {
     Data(Vec<u8>),
     /// This many stream octets are missing from the capture.
     Gap(u64),
+    /// A segment repeated the sequence number of the last one with different data:
+    /// not a retransmission but a new stream reusing the numbers (test captures made of
+    /// independent packets, or injected data). What follows starts afresh.
+    Restart,
 }
 
 #[derive(Debug, Default)]
@@ -25,6 +29,10 @@ pub struct Direction {
     /// the captured data).
     pending: Vec<(u32, Vec<u8>, usize)>,
     pending_bytes: usize,
+    /// A SYN that carried data: (ISN, octets). See [`Direction::syn_with_data`].
+    syn_data: Option<(u32, usize)>,
+    /// The last segment delivered in order, to tell a retransmission from a conflict.
+    last: Option<(u32, Vec<u8>)>,
 }
 
 /// Signed distance from `from` to `to` in sequence space.
@@ -39,6 +47,21 @@ impl Direction {
         self.next = Some(isn.wrapping_add(1));
         self.pending.clear();
         self.pending_bytes = 0;
+        self.syn_data = None;
+        self.last = None;
+    }
+
+    /// A SYN carrying data: the data is numbered from ISN + 1 (RFC 9293 section 3.4).
+    /// Capture generators that put data on a SYN sometimes number it from the ISN
+    /// instead; when the next segment starts exactly one octet early, the stream is
+    /// renumbered to match rather than losing an octet to "retransmission" trimming.
+    pub fn syn_with_data(&mut self, isn: u32, data: &[u8], missing: usize, out: &mut Vec<Chunk>) {
+        self.syn(isn);
+        if data.is_empty() && missing == 0 {
+            return;
+        }
+        self.segment(isn.wrapping_add(1), data, missing, out);
+        self.syn_data = Some((isn, data.len() + missing));
     }
 
     /// Whether a stream has started (a SYN or data has been seen).
@@ -51,6 +74,20 @@ impl Direction {
     pub fn segment(&mut self, seq: u32, data: &[u8], missing: usize, out: &mut Vec<Chunk>) {
         if data.is_empty() && missing == 0 {
             return;
+        }
+        if let Some((isn, len)) = self.syn_data.take() {
+            let renumbered = isn.wrapping_add(len as u32);
+            if seq == renumbered && self.next == Some(renumbered.wrapping_add(1)) {
+                self.next = Some(renumbered);
+            }
+        }
+        if let Some((last_seq, last_data)) = &self.last {
+            if *last_seq == seq && !data.is_empty() && data != &last_data[..] {
+                out.push(Chunk::Restart);
+                self.next = Some(seq);
+                self.pending.clear();
+                self.pending_bytes = 0;
+            }
         }
         // Joining mid-stream: the first segment seen defines the start.
         let next = *self.next.get_or_insert(seq);
@@ -69,6 +106,9 @@ impl Direction {
                 self.skip_to_earliest(out);
             }
             return;
+        }
+        if ahead == 0 && !data.is_empty() {
+            self.last = Some((seq, data.to_vec()));
         }
         self.deliver(seq, data, missing, out);
         self.drain(out);
@@ -253,6 +293,44 @@ mod tests {
         }
         assert_eq!(out.first(), Some(&Chunk::Gap(100)));
         assert_eq!(data(&out).len(), (MAX_PENDING_BYTES / 1000 + 1) * 1000);
+    }
+
+    #[test]
+    fn data_on_a_syn_starts_after_the_isn() {
+        let mut d = Direction::default();
+        let mut out = Vec::new();
+        d.syn_with_data(100, b"abc", 0, &mut out);
+        d.segment(104, b"def", 0, &mut out);
+        d.segment(104, b"def", 0, &mut out);
+        assert_eq!(data(&out), b"abcdef");
+    }
+
+    #[test]
+    fn data_on_a_syn_numbered_from_the_isn_is_renumbered() {
+        // As in the pmacct test captures: the SYN's data at 100..103, the next at 103.
+        let mut d = Direction::default();
+        let mut out = Vec::new();
+        d.syn_with_data(100, b"abc", 0, &mut out);
+        d.segment(103, b"def", 0, &mut out);
+        d.segment(106, b"g", 0, &mut out);
+        assert_eq!(data(&out), b"abcdefg");
+    }
+
+    #[test]
+    fn same_sequence_number_with_other_data_restarts() {
+        let mut d = Direction::default();
+        let mut out = Vec::new();
+        d.segment(7, b"first", 0, &mut out);
+        d.segment(7, b"first", 0, &mut out); // a true retransmission
+        d.segment(7, b"other!", 0, &mut out);
+        assert_eq!(
+            out,
+            vec![
+                Chunk::Data(b"first".to_vec()),
+                Chunk::Restart,
+                Chunk::Data(b"other!".to_vec())
+            ]
+        );
     }
 
     #[test]
