@@ -522,4 +522,219 @@ mod tests {
         assert!(!looks_like_header(&h));
         assert!(!looks_like_header(&[0x03, 0x00, 0x00, 0x00, 0x20, 0x04]));
     }
+
+    /// A classic little-endian pcap of raw IPv4 frames (link type 101).
+    fn capture(frames: &[Vec<u8>]) -> Vec<u8> {
+        let mut out = vec![
+            0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0, 101, 0,
+            0, 0,
+        ];
+        for (i, f) in frames.iter().enumerate() {
+            out.extend((i as u32).to_le_bytes());
+            out.extend(0u32.to_le_bytes());
+            out.extend((f.len() as u32).to_le_bytes());
+            out.extend((f.len() as u32).to_le_bytes());
+            out.extend(f);
+        }
+        out
+    }
+
+    /// An IPv4/TCP packet from `src` to `dst` (a.b.c.d:port as bytes and port).
+    fn tcp(
+        src: ([u8; 4], u16),
+        dst: ([u8; 4], u16),
+        seq: u32,
+        syn: bool,
+        payload: &[u8],
+    ) -> Vec<u8> {
+        let total = (40 + payload.len()) as u16;
+        let mut p = vec![0x45, 0];
+        p.extend(total.to_be_bytes());
+        p.extend([0, 0, 0x40, 0, 64, 6, 0, 0]);
+        p.extend(src.0);
+        p.extend(dst.0);
+        p.extend(src.1.to_be_bytes());
+        p.extend(dst.1.to_be_bytes());
+        p.extend(seq.to_be_bytes());
+        p.extend([
+            0,
+            0,
+            0,
+            0,
+            0x50,
+            if syn { 0x02 } else { 0x18 },
+            0xff,
+            0xff,
+            0,
+            0,
+            0,
+            0,
+        ]);
+        p.extend(payload);
+        p
+    }
+
+    fn encoded(msg: &Message, ctx: &Context) -> Vec<u8> {
+        let mut out = bytes::BytesMut::new();
+        crate::bgp::wire::encode_message(msg, ctx, &mut out).unwrap();
+        out.to_vec()
+    }
+
+    fn update_with_as_path(asn: u32) -> Message {
+        use crate::bgp::wire::{AsPath, AsSegment, Origin, PathAttribute, SegmentType, Update};
+        Message::Update(Update {
+            attributes: vec![
+                PathAttribute::Origin(Origin::Igp),
+                PathAttribute::AsPath(AsPath {
+                    segments: vec![AsSegment {
+                        kind: SegmentType::AsSequence,
+                        asns: vec![asn, 65001],
+                    }],
+                }),
+                PathAttribute::NextHop("192.0.2.1".parse().unwrap()),
+            ],
+            nlri: vec!["198.51.100.0/24".parse::<ipnet::IpNet>().unwrap().into()],
+            ..Update::default()
+        })
+    }
+
+    /// Decodes a synthetic session: the client's and server's OPENs (the server's with
+    /// or without the 4-octet AS capability), then an UPDATE from the server split in two
+    /// segments that arrive out of order, one of them retransmitted.
+    fn session(server_four_octet: bool) -> Vec<Event> {
+        let client = ([192, 0, 2, 1], 50000);
+        let server = ([192, 0, 2, 2], 179);
+        let four = Context {
+            four_octet_as: true,
+            ..Context::default()
+        };
+        let ctx = if server_four_octet {
+            four
+        } else {
+            Context::default()
+        };
+        let mut server_caps = vec![Capability::Multiprotocol(AfiSafi::IPV4_UNICAST)];
+        if server_four_octet {
+            server_caps.push(Capability::FourOctetAs(65002));
+        }
+        let client_open = encoded(
+            &Message::Open(open(vec![Capability::FourOctetAs(4_200_000_000)])),
+            &four,
+        );
+        let server_open = encoded(&Message::Open(open(server_caps)), &ctx);
+        let update = encoded(
+            &update_with_as_path(if server_four_octet {
+                4_200_000_000
+            } else {
+                65000
+            }),
+            &ctx,
+        );
+        let (a, b) = update.split_at(30);
+        let s0 = 7_000u32;
+        let s_open_end = s0 + 1 + server_open.len() as u32;
+        let frames = vec![
+            tcp(client, server, 100, true, &[]),
+            tcp(server, client, s0, true, &[]),
+            tcp(client, server, 101, false, &client_open),
+            tcp(server, client, s0 + 1, false, &server_open),
+            tcp(server, client, s_open_end + 30, false, b),
+            tcp(server, client, s_open_end, false, a),
+            tcp(server, client, s_open_end, false, a),
+        ];
+        let mut events = Vec::new();
+        pcap(
+            &capture(&frames)[..],
+            &Options::default(),
+            &mut |e: Event| events.push(e),
+        )
+        .unwrap();
+        events
+    }
+
+    fn updates(events: &[Event]) -> Vec<&super::super::event::Decoded> {
+        events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Message { decoded, .. } if decoded.bytes[18] == 2 => Some(decoded),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn context_comes_from_both_opens() {
+        let events = session(true);
+        assert_eq!(events.len(), 3, "{events:?}");
+        let u = updates(&events);
+        assert_eq!(u.len(), 1);
+        assert!(
+            u[0].ctx.four_octet_as && !u[0].guessed && !u[0].is_malformed(),
+            "{:?}",
+            u[0]
+        );
+        let Ok(Message::Update(update)) = &u[0].result else {
+            panic!()
+        };
+        assert_eq!(
+            update,
+            match &update_with_as_path(4_200_000_000) {
+                Message::Update(x) => x,
+                _ => unreachable!(),
+            }
+        );
+        let Event::Message {
+            origin: Origin::Packet {
+                frame, src, offset, ..
+            },
+            ..
+        } = &events[2]
+        else {
+            panic!()
+        };
+        // Completed by the 6th frame; it follows the server's OPEN: 29 octets plus one
+        // capabilities parameter of 2 + 2 * 6 octets.
+        assert_eq!((*frame, src.port(), *offset), (6, 179, 29 + 14));
+    }
+
+    #[test]
+    fn one_open_without_four_octet_as_means_two_octet_paths() {
+        let events = session(false);
+        let u = updates(&events);
+        assert_eq!(u.len(), 1);
+        assert!(
+            !u[0].ctx.four_octet_as && !u[0].guessed && !u[0].is_malformed(),
+            "{:?}",
+            u[0]
+        );
+    }
+
+    #[test]
+    fn a_stream_on_another_port_must_start_with_a_bgp_header() {
+        let a = ([192, 0, 2, 1], 40000);
+        let b = ([192, 0, 2, 2], 1790);
+        let frames = vec![
+            tcp(a, b, 1, true, &[]),
+            tcp(a, b, 2, false, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"),
+        ];
+        let mut events = Vec::new();
+        pcap(
+            &capture(&frames)[..],
+            &Options::default(),
+            &mut |e: Event| events.push(e),
+        )
+        .unwrap();
+        assert!(events.is_empty(), "{events:?}");
+
+        let keepalive = encoded(&Message::Keepalive, &Context::default());
+        let frames = vec![tcp(a, b, 1, true, &[]), tcp(a, b, 2, false, &keepalive)];
+        let mut events = Vec::new();
+        pcap(
+            &capture(&frames)[..],
+            &Options::default(),
+            &mut |e: Event| events.push(e),
+        )
+        .unwrap();
+        assert!(matches!(&events[..], [Event::Message { .. }]), "{events:?}");
+    }
 }

@@ -471,3 +471,166 @@ fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
     }
     Ok(filled)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn classic(
+        big_endian: bool,
+        nanos: bool,
+        linktype: u32,
+        frames: &[(u32, u32, &[u8])],
+    ) -> Vec<u8> {
+        let w32 = |v: u32| {
+            if big_endian {
+                v.to_be_bytes()
+            } else {
+                v.to_le_bytes()
+            }
+        };
+        let w16 = |v: u16| {
+            if big_endian {
+                v.to_be_bytes()
+            } else {
+                v.to_le_bytes()
+            }
+        };
+        let mut out = w32(if nanos { 0xa1b2_3c4d } else { 0xa1b2_c3d4 }).to_vec();
+        out.extend(w16(2));
+        out.extend(w16(4));
+        out.extend(w32(0));
+        out.extend(w32(0));
+        out.extend(w32(65535));
+        out.extend(w32(linktype));
+        for (sec, frac, data) in frames {
+            out.extend(w32(*sec));
+            out.extend(w32(*frac));
+            out.extend(w32(data.len() as u32));
+            out.extend(w32(data.len() as u32 + 10));
+            out.extend(*data);
+        }
+        out
+    }
+
+    #[test]
+    fn classic_in_both_byte_orders_and_resolutions() {
+        for (big_endian, nanos) in [(false, false), (true, false), (false, true), (true, true)] {
+            let file = classic(
+                big_endian,
+                nanos,
+                0x1000_0071,
+                &[(7, 5, b"abc"), (8, 6, b"")],
+            );
+            let frames: Vec<_> = Reader::new(&file[..])
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap();
+            assert_eq!(frames.len(), 2);
+            let f = &frames[0];
+            assert_eq!(
+                (f.number, f.linktype, f.seconds, f.original_len),
+                (1, 113, 7, 13)
+            );
+            assert_eq!(f.nanos, if nanos { 5 } else { 5000 });
+            assert_eq!(f.data, b"abc");
+            assert_eq!(frames[1].number, 2);
+        }
+    }
+
+    #[test]
+    fn truncated_record_is_one_error() {
+        let mut file = classic(false, false, 1, &[(1, 0, b"abcdef")]);
+        file.truncate(file.len() - 2);
+        let out: Vec<_> = Reader::new(&file[..]).unwrap().collect();
+        assert_eq!(out.len(), 1);
+        assert!(
+            matches!(&out[0], Err(Error::PcapTruncated { .. })),
+            "{out:?}"
+        );
+    }
+
+    #[test]
+    fn unknown_magic_is_refused() {
+        assert!(matches!(
+            Reader::new(&b"MRT?....."[..]),
+            Err(Error::PcapMagic { .. })
+        ));
+        assert!(matches!(
+            Reader::new(&b"ab"[..]),
+            Err(Error::PcapMagic { .. })
+        ));
+    }
+
+    fn block(block_type: u32, body: &[u8]) -> Vec<u8> {
+        let padded = body.len().next_multiple_of(4);
+        let total = (12 + padded) as u32;
+        let mut out = block_type.to_le_bytes().to_vec();
+        out.extend(total.to_le_bytes());
+        out.extend(body);
+        out.resize(8 + padded, 0);
+        out.extend(total.to_le_bytes());
+        out
+    }
+
+    #[test]
+    fn pcapng_with_two_interfaces_and_a_timestamp_resolution() {
+        let mut shb = 0x1a2b_3c4du32.to_le_bytes().to_vec();
+        shb.extend([1, 0, 0, 0]); // version 1.0
+        shb.extend(u64::MAX.to_le_bytes()); // section length unknown
+        let mut file = block(block::SECTION_HEADER, &shb);
+        // Interface 0: Ethernet, default microseconds.
+        file.extend(block(
+            block::INTERFACE_DESCRIPTION,
+            &[1, 0, 0, 0, 0, 0, 0, 0],
+        ));
+        // Interface 1: SLL2, if_tsresol = 9 (nanoseconds), end of options.
+        let mut idb = vec![0x14, 0x01, 0, 0, 0, 0, 0, 0];
+        idb.extend([9, 0, 1, 0, 9, 0, 0, 0, 0, 0, 0, 0]);
+        file.extend(block(block::INTERFACE_DESCRIPTION, &idb));
+        // A name resolution block to be skipped.
+        file.extend(block(4, &[0, 0, 0, 0]));
+        let epb = |iface: u32, ts: u64, data: &[u8]| {
+            let mut b = iface.to_le_bytes().to_vec();
+            b.extend(((ts >> 32) as u32).to_le_bytes());
+            b.extend((ts as u32).to_le_bytes());
+            b.extend((data.len() as u32).to_le_bytes());
+            b.extend((data.len() as u32).to_le_bytes());
+            b.extend(data);
+            block(block::ENHANCED_PACKET, &b)
+        };
+        file.extend(epb(1, 1_500_000_000_123_456_789, b"nano"));
+        file.extend(epb(0, 1_500_000_000_654_321, b"micro"));
+        let mut spb = 3u32.to_le_bytes().to_vec();
+        spb.extend(b"spb");
+        file.extend(block(block::SIMPLE_PACKET, &spb));
+        let frames: Vec<_> = Reader::new(&file[..])
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(frames.len(), 3);
+        assert_eq!(
+            (frames[0].linktype, frames[0].seconds, frames[0].nanos),
+            (276, 1_500_000_000, 123_456_789)
+        );
+        assert_eq!(frames[0].data, b"nano");
+        assert_eq!(
+            (frames[1].linktype, frames[1].seconds, frames[1].nanos),
+            (1, 1_500_000_000, 654_321_000)
+        );
+        assert_eq!((frames[2].number, frames[2].linktype), (3, 1));
+        assert_eq!(frames[2].data, b"spb");
+    }
+
+    #[test]
+    fn pcapng_block_with_an_impossible_length() {
+        let mut shb = 0x1a2b_3c4du32.to_le_bytes().to_vec();
+        shb.extend([1, 0, 0, 0]);
+        shb.extend(u64::MAX.to_le_bytes());
+        let mut file = block(block::SECTION_HEADER, &shb);
+        file.extend(6u32.to_le_bytes());
+        file.extend(10u32.to_le_bytes()); // not a multiple of 4, below 12
+        let out: Vec<_> = Reader::new(&file[..]).unwrap().collect();
+        assert!(matches!(out[..], [Err(Error::PcapBlock { .. })]), "{out:?}");
+    }
+}

@@ -310,25 +310,36 @@ pub fn mrt(reader: impl Read, sink: &mut dyn Sink) {
     }
 }
 
+/// The contexts to try for a recorded message: the record's own first. Should it not
+/// decode cleanly, the other AS width and ADD-PATH are tried (and the output says so):
+/// BIRD before RFC 8050 wrote ADD-PATH NLRI into plain MESSAGE records (mrtparse's
+/// bird_bgp samples), and a collector may record the AS width of the peer rather than
+/// of the session.
+fn recorded_candidates(ctx: Context) -> Vec<Context> {
+    let mut out = vec![ctx];
+    for add_path in [ctx.add_path_ipv4_unicast, true] {
+        for four_octet_as in [ctx.four_octet_as, !ctx.four_octet_as] {
+            let c = Context {
+                four_octet_as,
+                add_path_ipv4_unicast: add_path,
+                add_path_ipv6_unicast: add_path,
+                ..ctx
+            };
+            if !out.contains(&c) {
+                out.push(c);
+            }
+        }
+    }
+    out
+}
+
 /// The message of a BGP4MP record: exactly one message, whose header length should
 /// match what the record holds.
 fn recorded_message(bytes: Bytes, ctx: Context, origin: Origin, sink: &mut dyn Sink) {
     match check_header(&bytes, &ctx) {
         Ok(Some(len)) if len <= bytes.len() => {
             let rest = (bytes.len() - len) as u64;
-            // BIRD before RFC 8050 wrote ADD-PATH NLRI into plain MESSAGE records
-            // (mrtparse's bird_bgp samples): when the subtype's context does not decode
-            // the message cleanly, ADD-PATH is tried, and the output says so.
-            let add_path = Context {
-                add_path_ipv4_unicast: true,
-                add_path_ipv6_unicast: true,
-                ..ctx
-            };
-            let decoded = if add_path == ctx {
-                decode(bytes.slice(..len), &[ctx])
-            } else {
-                decode(bytes.slice(..len), &[ctx, add_path])
-            };
+            let decoded = decode(bytes.slice(..len), &recorded_candidates(ctx));
             if rest == 0 {
                 sink.event(Event::Message { origin, decoded });
             } else {
@@ -370,6 +381,27 @@ mod tests {
             parse_hex("zz"),
             Err(Error::Hex { position: 0, .. })
         ));
+    }
+
+    #[test]
+    fn recorded_messages_try_their_own_context_first() {
+        let as4 = Context {
+            four_octet_as: true,
+            extended_message: true,
+            ..Context::default()
+        };
+        let c = recorded_candidates(as4);
+        assert_eq!(c.len(), 4);
+        assert_eq!(c[0], as4);
+        assert!(!c[1].four_octet_as && !c[1].add_path_ipv4_unicast);
+        assert!(c[2].four_octet_as && c[2].add_path_ipv4_unicast && c[2].add_path_ipv6_unicast);
+        assert!(c.iter().all(|c| c.extended_message));
+        let add_path = Context {
+            add_path_ipv4_unicast: true,
+            add_path_ipv6_unicast: true,
+            ..as4
+        };
+        assert_eq!(recorded_candidates(add_path).len(), 2);
     }
 
     #[test]
