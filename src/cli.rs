@@ -1,8 +1,9 @@
-//! Command line: the clap structures of every subcommand and nothing else. Each
-//! subcommand's behaviour lives in its own module; `main.rs` dispatches.
+//! The command line: clap structs for each subcommand. Parsing only; `main.rs`
+//! dispatches and the library does the work.
+
+use std::path::PathBuf;
 
 use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
-use std::path::PathBuf;
 
 #[derive(Debug, Parser)]
 #[command(name = "podcidr-speaker", version, about)]
@@ -13,6 +14,9 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Validate bgp-config files (the raw config.yaml or a whole ConfigMap manifest):
+    /// print "ok" and one line per peer, or every error; exit 1 if any file is invalid.
+    Check(CheckArgs),
     /// Decode BGP messages from a hex string, an MRT file, a packet capture or stdin,
     /// printing one JSON object per message (like bgpdump).
     ///
@@ -20,6 +24,13 @@ pub enum Command {
     /// malformed or the input was damaged (each such problem is printed as an object
     /// with an "error" field), 2 on a usage error or when the input cannot be read.
     Decode(DecodeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Files to check; `-` reads standard input.
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
 }
 
 /// `decode`: exactly one input source.

@@ -1,12 +1,14 @@
 //! podcidr-speaker command line entry point: parses arguments, initialises logging and
 //! runs the subcommand. No logic of its own.
 
-use clap::Parser;
-use podcidr_speaker::cli::{Cli, Command};
-use podcidr_speaker::decode;
 use std::process::ExitCode;
 
-fn main() -> ExitCode {
+use clap::Parser;
+
+use podcidr_speaker::cli::{Cli, Command};
+use podcidr_speaker::decode;
+
+fn main() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
@@ -15,7 +17,18 @@ fn main() -> ExitCode {
         )
         .init();
     match cli.command {
-        Command::Decode(args) => match decode::run(&args, std::io::stdout().lock()) {
+        Command::Check(args) => {
+            let report = podcidr_speaker::config::check::check_files(&args.files);
+            print!("{report}");
+            Ok(if report.ok() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
+        }
+        // Exit status: 0 clean, 1 something malformed, 2 usage or I/O error (clap
+        // exits 2 on usage errors itself).
+        Command::Decode(args) => Ok(match decode::run(&args, std::io::stdout().lock()) {
             Ok(outcome) => {
                 if outcome.malformed > 0 {
                     eprintln!(
@@ -29,6 +42,6 @@ fn main() -> ExitCode {
                 eprintln!("podcidr-speaker decode: {e}");
                 ExitCode::from(2)
             }
-        },
+        }),
     }
 }

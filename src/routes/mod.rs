@@ -1,1 +1,190 @@
-//! Route planning (pure): desired routes per peer and the diff against Adj-RIB-Out.
+//! Route planning (pure): from the node view, the validated config, the local node and
+//! the announce mode, the routes each peer must hold; and the diff of that desired set
+//! against what a peer already holds (its Adj-RIB-Out).
+//!
+//! Nothing here is async, reads the clock, opens sockets or touches metrics. The peer
+//! driver owns the Adj-RIB-Out and asks [`diff`] what to send.
+
+use crate::bgp::wire::{LargeCommunity, Origin};
+use ipnet::IpNet;
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::sync::Arc;
+
+/// The next hop a route is announced with.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum NextHop {
+    /// The session's own local address of the prefix's family (RFC 4271 section 5.1.3 for
+    /// eBGP: the address the peer reaches us on). Resolved by the peer driver, which
+    /// knows the socket.
+    SessionLocal,
+    /// An explicit address: a configured source-address, or in cluster mode the owning
+    /// node's InternalIP.
+    Address(IpAddr),
+}
+
+/// The path attributes of a route, as the planner decides them for one peer. Routes that
+/// share one `Arc<RouteAttrs>` are packed into the same UPDATEs.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct RouteAttrs {
+    pub origin: Origin,
+    /// The AS_PATH as one AS_SEQUENCE: our AS on eBGP, empty on iBGP (RFC 4271 section
+    /// 5.1.2).
+    pub as_path: Vec<u32>,
+    pub next_hop: NextHop,
+    pub med: Option<u32>,
+    /// Sent on iBGP only (RFC 4271 section 5.1.5).
+    pub local_pref: Option<u32>,
+    /// RFC 1997 communities as 32-bit values, sorted and deduplicated.
+    pub communities: Vec<u32>,
+    /// RFC 8092 large communities, sorted and deduplicated.
+    pub large_communities: Vec<LargeCommunity>,
+}
+
+/// One route a peer must hold, with the node it belongs to (for `plan` output, logs and
+/// conflict reports; not sent on the wire).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedRoute {
+    pub attrs: Arc<RouteAttrs>,
+    pub node: Arc<str>,
+}
+
+/// Every route one peer must hold, keyed by prefix (one path per prefix: no ADD-PATH on
+/// send).
+pub type DesiredRoutes = BTreeMap<IpNet, PlannedRoute>;
+
+/// What to send to move a peer from `held` (its Adj-RIB-Out) to `desired`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RouteDiff {
+    /// Prefixes that are new or whose attributes changed, with the attributes to send.
+    pub announce: Vec<(IpNet, Arc<RouteAttrs>)>,
+    /// Prefixes the peer holds that are no longer desired.
+    pub withdraw: Vec<IpNet>,
+}
+
+impl RouteDiff {
+    pub fn is_empty(&self) -> bool {
+        self.announce.is_empty() && self.withdraw.is_empty()
+    }
+}
+
+/// The minimal announce/withdraw sets between what a peer holds and what it must hold:
+/// unchanged routes (equal attributes, compared by value) produce nothing. Both inputs
+/// are sorted maps, so this is one merge walk, O(held + desired).
+pub fn diff(held: &BTreeMap<IpNet, Arc<RouteAttrs>>, desired: &DesiredRoutes) -> RouteDiff {
+    let mut out = RouteDiff::default();
+    let mut held_iter = held.iter().peekable();
+    let mut want_iter = desired.iter().peekable();
+    loop {
+        match (held_iter.peek(), want_iter.peek()) {
+            (None, None) => break,
+            (Some((h, _)), None) => {
+                out.withdraw.push(**h);
+                held_iter.next();
+            }
+            (None, Some((w, route))) => {
+                out.announce.push((**w, route.attrs.clone()));
+                want_iter.next();
+            }
+            (Some((h, held_attrs)), Some((w, route))) => match h.cmp(w) {
+                std::cmp::Ordering::Less => {
+                    out.withdraw.push(**h);
+                    held_iter.next();
+                }
+                std::cmp::Ordering::Greater => {
+                    out.announce.push((**w, route.attrs.clone()));
+                    want_iter.next();
+                }
+                std::cmp::Ordering::Equal => {
+                    if **held_attrs != route.attrs {
+                        out.announce.push((**w, route.attrs.clone()));
+                    }
+                    held_iter.next();
+                    want_iter.next();
+                }
+            },
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attrs(local_pref: u32) -> Arc<RouteAttrs> {
+        Arc::new(RouteAttrs {
+            origin: Origin::Incomplete,
+            as_path: vec![],
+            next_hop: NextHop::SessionLocal,
+            med: None,
+            local_pref: Some(local_pref),
+            communities: vec![],
+            large_communities: vec![],
+        })
+    }
+
+    fn desired(routes: &[(&str, &Arc<RouteAttrs>)]) -> DesiredRoutes {
+        routes
+            .iter()
+            .map(|(p, a)| {
+                (
+                    p.parse().unwrap(),
+                    PlannedRoute {
+                        attrs: Arc::clone(a),
+                        node: Arc::from("n1"),
+                    },
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn nothing_changed_sends_nothing() {
+        let a = attrs(100);
+        let want = desired(&[("10.0.0.0/24", &a), ("10.0.1.0/24", &a)]);
+        let held = want.iter().map(|(p, r)| (*p, r.attrs.clone())).collect();
+        assert!(diff(&held, &want).is_empty());
+    }
+
+    #[test]
+    fn equal_attributes_in_a_different_arc_are_unchanged() {
+        let want = desired(&[("10.0.0.0/24", &attrs(100))]);
+        let held = [("10.0.0.0/24".parse().unwrap(), attrs(100))]
+            .into_iter()
+            .collect();
+        assert!(diff(&held, &want).is_empty());
+    }
+
+    #[test]
+    fn announces_new_withdraws_gone_and_reannounces_changed() {
+        let a = attrs(100);
+        let b = attrs(200);
+        let held = [
+            ("10.0.0.0/24".parse().unwrap(), a.clone()),
+            ("10.0.1.0/24".parse().unwrap(), a.clone()),
+            ("10.0.3.0/24".parse().unwrap(), a.clone()),
+        ]
+        .into_iter()
+        .collect();
+        let want = desired(&[
+            ("10.0.1.0/24", &b),
+            ("10.0.2.0/24", &a),
+            ("10.0.3.0/24", &a),
+        ]);
+        let d = diff(&held, &want);
+        assert_eq!(d.withdraw, vec!["10.0.0.0/24".parse::<IpNet>().unwrap()]);
+        let announced: Vec<(IpNet, u32)> = d
+            .announce
+            .iter()
+            .map(|(p, at)| (*p, at.local_pref.unwrap()))
+            .collect();
+        assert_eq!(
+            announced,
+            vec![
+                ("10.0.1.0/24".parse().unwrap(), 200),
+                ("10.0.2.0/24".parse().unwrap(), 100)
+            ]
+        );
+    }
+}

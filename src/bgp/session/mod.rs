@@ -1,1 +1,74 @@
-//! RFC 4271 section 8 session state machine (sans-IO). Filled in by the sessions work.
+//! The BGP session state machine (RFC 4271 section 8), sans-IO: it consumes [`Input`]s
+//! stamped with the time they happened at and produces [`Action`]s and deadlines. It
+//! never touches a socket, a clock, a task or the codec's bytes, and it does not own the
+//! routes: it owns the protocol around them.
+//!
+//! # The driver's side of the contract
+//!
+//! ```text
+//! loop {
+//!     session.handle(now, input);          // an event, or Input::Timeout once
+//!                                          // poll_timeout() has passed
+//!     while let Some(a) = session.poll_action() { act on a }
+//!     sleep until session.poll_timeout() or the next event
+//! }
+//! ```
+//!
+//! * Connections. [`Action::Connect`] asks for a dial (dropping any pending one);
+//!   [`Input::TcpConnected`] reports it, or a connection the peer opened. In Connect or
+//!   Active the session adopts it (the driver drops any other pending dial); otherwise it
+//!   answers [`Action::RejectConnection`]. [`Action::CloseConnection`] ends the session's
+//!   own connection (after flushing a NOTIFICATION when `notify`).
+//! * Collisions (section 6.8): one `Session` per connection. When a connection arrives
+//!   while the long-lived session is past Active, the driver starts a second session on
+//!   it ([`Session::inbound`]) and, after each `handle` on either, asks
+//!   [`detect_collision`] which one to stop. If the newer one wins, it becomes the
+//!   long-lived session ([`Session::inherit_history`]).
+//! * Routes. The session does not hold the Adj-RIB-Out. On Established it emits
+//!   [`Action::Established`] and one [`Action::SendTable`] per negotiated family; the
+//!   driver answers with the table as [`Input::Updates`] followed by
+//!   [`Input::TableSent`], and the session then sends End-of-RIB (RFC 4724 section 4).
+//!   Later changes go through `Input::Updates` as well, so every message leaves through
+//!   the session, which counts it and restarts the keepalive timer. A ROUTE-REFRESH from
+//!   the peer produces `SendTable { refresh: true }`; with enhanced route refresh the
+//!   session brackets the table with BoRR and EoRR (RFC 7313 section 4).
+//! * Received routes are validated and counted (see `received`), never stored beyond a
+//!   bounded set of prefixes, never installed.
+//! * Retries. After a failure the session waits in Idle (the IdleHold timer) for
+//!   `connect_retry` doubled per consecutive failure up to [`MAX_BACKOFF`], jittered to
+//!   75-100%; a dial that hangs is abandoned by the ConnectRetry timer with the same
+//!   backoff. A passive session never dials and listens again at once.
+//!
+//! Choices within RFC 4271 section 8 (the FSM there is conceptual; these keep the
+//! externally visible behaviour): every failure goes to Idle and the backoff, so an
+//! active session never waits in Active and a passive one never dials; with DelayOpen
+//! running, an early OPEN is answered at once, any other message is refused with FSM
+//! error 5/0 (RFC 6608), and an error is reported with a NOTIFICATION even though our
+//! OPEN has not gone out (the optional SendNOTIFICATIONwithoutOPEN behaviour).
+
+mod collision;
+mod config;
+mod error;
+mod events;
+mod fsm;
+mod notification;
+mod open;
+mod received;
+mod stats;
+mod timers;
+
+pub use collision::{detect_collision, resolve_collision, Collision, Initiator, Side};
+pub use config::{
+    GrConfig, MaxPrefix, MaxPrefixAction, SessionConfig, MAX_RESTART_TIME, MAX_TIMER,
+};
+pub use error::SessionError;
+pub use events::{Action, Input, State, StopReason};
+pub use fsm::Session;
+pub use notification::{
+    describe, read_shutdown_communication, shutdown_communication, CeaseSubcode, ErrorCode,
+    FsmSubcode, HeaderSubcode, NotificationInfo, OpenSubcode, SHUTDOWN_COMMUNICATION_MAX,
+};
+pub use open::Negotiated;
+pub use received::{PrefixCount, RECEIVED_CEILING};
+pub use stats::{message_type, MessageCounts, Stats};
+pub use timers::{Timer, MAX_BACKOFF, OPEN_HOLD_TIME, STABLE_ESTABLISHED};

@@ -1,0 +1,1469 @@
+//! The deployment manifests under deploy/ (issue #8): every install renders with
+//! `kubectl kustomize`, its image is pinned to the crate's version and pulled
+//! IfNotPresent, its RBAC grants exactly the minimum, its DaemonSet is least-privileged and
+//! safe to roll, and its container args parse with the binary's own CLI.
+//!
+//! Each check is a plain function over `serde_yaml::Value`s, proven on an inline bad
+//! manifest as well as run on the real ones. Rendering needs `kubectl`; the tests that
+//! render skip with a printed reason when it is absent, the others always run.
+//! Schema validation of every object is scripts/validate-manifests, not this file.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+use serde_yaml::Value;
+
+/// Every install a platform team can apply, and what distinguishes it.
+struct Install {
+    /// Kustomization directory, relative to the crate root.
+    dir: &'static str,
+    /// Namespace and name of the bgp-config ConfigMap the speaker may read.
+    config_map: (&'static str, &'static str),
+    /// Whether the speaker listens on port 179 (the only case that adds a capability).
+    listens: bool,
+    /// Whether the install carries the Prometheus Operator PodMonitor.
+    monitored: bool,
+}
+
+const CILIUM_CONFIG: (&str, &str) = ("kube-system", "bgp-config");
+const METALLB_CONFIG: (&str, &str) = ("metallb-system", "config");
+
+const INSTALLS: &[Install] = &[
+    Install {
+        dir: "deploy",
+        config_map: CILIUM_CONFIG,
+        listens: false,
+        monitored: false,
+    },
+    Install {
+        dir: "deploy/overlays/cilium",
+        config_map: CILIUM_CONFIG,
+        listens: false,
+        monitored: false,
+    },
+    Install {
+        dir: "deploy/overlays/metallb",
+        config_map: METALLB_CONFIG,
+        listens: false,
+        monitored: false,
+    },
+    Install {
+        dir: "deploy/overlays/prometheus-operator",
+        config_map: CILIUM_CONFIG,
+        listens: false,
+        monitored: true,
+    },
+    Install {
+        dir: "deploy/overlays/listen-179",
+        config_map: CILIUM_CONFIG,
+        listens: true,
+        monitored: false,
+    },
+];
+
+const SPEAKER_NAMESPACE: &str = "kube-system";
+const SPEAKER_ACCOUNT: &str = "podcidr-speaker";
+const RENDER_TIMEOUT: Duration = Duration::from_secs(60);
+const DRY_RUN_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Values the kubelet would give the downward-API env vars in the args test. 192.0.2.0/24
+/// is TEST-NET-1 (RFC 5737): `--dry-run` never dials, and nothing could answer there.
+const FAKE_NODE_NAME: &str = "node-a.test";
+const FAKE_HOST_IP: &str = "192.0.2.10";
+
+#[test]
+fn every_overlay_is_checked() {
+    let overlays = crate_root().join("deploy/overlays");
+    let on_disk: BTreeSet<String> = std::fs::read_dir(&overlays)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", overlays.display()))
+        .map(|entry| {
+            let entry = entry.expect("directory entry");
+            format!("deploy/overlays/{}", entry.file_name().to_string_lossy())
+        })
+        .collect();
+    let checked: BTreeSet<String> = INSTALLS
+        .iter()
+        .filter(|install| install.dir.starts_with("deploy/overlays/"))
+        .map(|install| install.dir.to_string())
+        .collect();
+    assert_eq!(
+        on_disk, checked,
+        "every overlay must have an entry in INSTALLS (and every entry an overlay)"
+    );
+}
+
+#[test]
+fn every_install_renders_the_expected_objects() {
+    let Some(renders) = render_all() else { return };
+    for (install, objects) in renders {
+        let count = |kind: &str| objects.iter().filter(|o| kind_of(o) == kind).count();
+        assert_eq!(count("DaemonSet"), 1, "{}: one DaemonSet", install.dir);
+        assert_eq!(
+            count("ServiceAccount"),
+            1,
+            "{}: one ServiceAccount",
+            install.dir
+        );
+        let monitors = count("PodMonitor");
+        assert_eq!(
+            monitors,
+            usize::from(install.monitored),
+            "{}: PodMonitor only in the Prometheus Operator install",
+            install.dir
+        );
+        let ds = the_daemonset(&objects);
+        let args = container_args(ds);
+        let config_flag = format!(
+            "--bgp-config-map={}/{}",
+            install.config_map.0, install.config_map.1
+        );
+        assert_eq!(
+            args.iter()
+                .filter(|a| a.starts_with("--bgp-config-map="))
+                .count(),
+            1,
+            "{}: exactly one --bgp-config-map in {args:?}",
+            install.dir
+        );
+        assert!(
+            args.iter()
+                .any(|a| a == &config_flag || a.starts_with(&format!("{config_flag}:"))),
+            "{}: the DaemonSet must read {config_flag}, args are {args:?}",
+            install.dir
+        );
+    }
+}
+
+#[test]
+fn images_are_pinned_to_the_crate_version_in_every_install() {
+    let Some(renders) = render_all() else { return };
+    let version = env!("CARGO_PKG_VERSION");
+    for (install, objects) in renders {
+        let problems = image_problems(&objects);
+        assert!(problems.is_empty(), "{}: {problems:#?}", install.dir);
+        let expected_tag = if install.listens {
+            format!("{version}-listen")
+        } else {
+            version.to_string()
+        };
+        let containers = containers_of(the_daemonset(&objects));
+        assert!(!containers.is_empty(), "{}: no containers", install.dir);
+        for container in containers {
+            let image = str_at(container, &["image"]).unwrap_or_default();
+            assert_eq!(
+                image_tag(image).as_deref(),
+                Some(expected_tag.as_str()),
+                "{}: image {image} must carry the crate version (Cargo.toml) as its tag",
+                install.dir
+            );
+        }
+    }
+}
+
+#[test]
+fn images_are_pinned_in_every_manifest_file() {
+    let mut files = Vec::new();
+    yaml_files(&crate_root().join("deploy"), &mut files);
+    assert!(
+        files.len() >= 10,
+        "found only {} YAML files under deploy/",
+        files.len()
+    );
+    let mut containers_seen = 0;
+    for file in files {
+        let text = std::fs::read_to_string(&file)
+            .unwrap_or_else(|e| panic!("reading {}: {e}", file.display()));
+        let docs = parse_docs(&text).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        containers_seen += docs.iter().map(count_containers).sum::<usize>();
+        let mut problems = image_problems(&docs);
+        for doc in &docs {
+            problems.extend(kustomize_image_problems(doc));
+        }
+        assert!(problems.is_empty(), "{}: {problems:#?}", file.display());
+    }
+    assert!(containers_seen >= 1, "no container found under deploy/");
+}
+
+#[test]
+fn image_check_rejects_unpinned_images() {
+    let good = container_doc(
+        "ghcr.io/podcidr/podcidr-speaker:0.1.0",
+        Some("IfNotPresent"),
+    );
+    assert_eq!(image_problems(&[good]), Vec::<String>::new());
+    let with_digest = container_doc(
+        "ghcr.io/podcidr/podcidr-speaker:0.1.0@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+        Some("IfNotPresent"),
+    );
+    assert_eq!(image_problems(&[with_digest]), Vec::<String>::new());
+
+    let bad = [
+        ("ghcr.io/podcidr/podcidr-speaker", Some("IfNotPresent"), "no tag"),
+        ("registry.local:5000/podcidr-speaker", Some("IfNotPresent"), "no tag"),
+        ("ghcr.io/podcidr/podcidr-speaker:latest", Some("IfNotPresent"), "latest"),
+        ("ghcr.io/podcidr/podcidr-speaker:LATEST", Some("IfNotPresent"), "latest"),
+        ("ghcr.io/podcidr/podcidr-speaker:main", Some("IfNotPresent"), "version"),
+        ("ghcr.io/podcidr/podcidr-speaker@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", Some("IfNotPresent"), "no tag"),
+        ("ghcr.io/podcidr/podcidr-speaker:0.1.0@sha256:<fill-in>", Some("IfNotPresent"), "digest"),
+        ("ghcr.io/podcidr/podcidr-speaker:0.1.0", None, "imagePullPolicy"),
+        ("ghcr.io/podcidr/podcidr-speaker:0.1.0", Some("Always"), "imagePullPolicy"),
+    ];
+    for (image, policy, why) in bad {
+        let problems = image_problems(&[container_doc(image, policy)]);
+        assert!(
+            problems.iter().any(|p| p.contains(why)),
+            "{image} with pull policy {policy:?} must be rejected for {why:?}, got {problems:?}"
+        );
+    }
+
+    // An init container and a CronJob's nested pod template are found too.
+    let nested = parse_docs(
+        "apiVersion: batch/v1\nkind: CronJob\nmetadata: {name: x}\nspec:\n  jobTemplate:\n    spec:\n      template:\n        spec:\n          initContainers:\n            - {name: i, image: busybox, imagePullPolicy: IfNotPresent}\n          containers: []\n",
+    )
+    .expect("inline manifest parses");
+    assert!(
+        image_problems(&nested).iter().any(|p| p.contains("no tag")),
+        "a nested untagged init container must be found"
+    );
+
+    let kustomization =
+        parse_docs("images:\n  - name: ghcr.io/podcidr/podcidr-speaker\n    newTag: latest\n")
+            .expect("inline kustomization parses");
+    assert!(
+        !kustomize_image_problems(&kustomization[0]).is_empty(),
+        "a kustomize images: entry with newTag latest must be rejected"
+    );
+}
+
+#[test]
+fn dockerfile_images_are_pinned_and_runtime_is_non_root() {
+    let path = crate_root().join("Dockerfile");
+    let text = std::fs::read_to_string(&path).expect("Dockerfile at the crate root");
+    assert_eq!(dockerfile_problems(&text), Vec::<String>::new());
+    let stages = dockerfile_stages(&text);
+    assert_eq!(
+        stages.last().map(|s| s.name.as_str()),
+        Some("runtime"),
+        "a plain `docker build` must produce the runtime stage"
+    );
+    assert!(
+        stages.iter().any(|s| s.name == "runtime-listen"),
+        "the listen-179 overlay needs the runtime-listen target"
+    );
+
+    let bad = [
+        ("FROM rust AS build\nFROM gcr.io/distroless/cc-debian12:nonroot AS runtime\nUSER 65532\n", "no tag"),
+        ("FROM rust:latest AS build\nFROM gcr.io/distroless/cc-debian12:nonroot AS runtime\nUSER 65532\n", "latest"),
+        ("FROM rust:1.95-bookworm AS build\nFROM gcr.io/distroless/cc-debian12:nonroot AS runtime\n", "USER"),
+        ("FROM rust:1.95-bookworm AS build\nFROM gcr.io/distroless/cc-debian12:nonroot AS runtime\nUSER nonroot\n", "USER"),
+        ("FROM rust:1.95-bookworm AS build\nFROM gcr.io/distroless/cc-debian12:nonroot AS runtime\nUSER 0:0\n", "USER"),
+        ("FROM rust:1.95-bookworm AS build\nFROM debian:12 AS base\nUSER 65532\nFROM base AS runtime\nUSER root\n", "USER"),
+    ];
+    for (dockerfile, why) in bad {
+        let problems = dockerfile_problems(dockerfile);
+        assert!(
+            problems.iter().any(|p| p.contains(why)),
+            "{dockerfile:?} must be rejected for {why:?}, got {problems:?}"
+        );
+    }
+    // USER is inherited from an earlier stage of the same Dockerfile.
+    let inherited = "FROM debian:12 AS base\nUSER 65532:65532\nFROM base AS runtime\nCOPY x /x\n";
+    assert_eq!(dockerfile_problems(inherited), Vec::<String>::new());
+}
+
+#[test]
+fn rbac_is_exactly_the_minimum_in_every_install() {
+    let Some(renders) = render_all() else { return };
+    for (install, objects) in renders {
+        let granted = speaker_grants(&objects)
+            .unwrap_or_else(|problems| panic!("{}: {problems:#?}", install.dir));
+        let expected = expected_grants(install.config_map);
+        assert_eq!(
+            granted,
+            expected,
+            "{}: RBAC must grant exactly the minimum; extra: {:#?} missing: {:#?}",
+            install.dir,
+            granted.difference(&expected).collect::<Vec<_>>(),
+            expected.difference(&granted).collect::<Vec<_>>()
+        );
+        let ds = the_daemonset(&objects);
+        assert_eq!(
+            str_at(ds, &["spec", "template", "spec", "serviceAccountName"]),
+            Some(SPEAKER_ACCOUNT),
+            "{}: the DaemonSet must run as the speaker's ServiceAccount",
+            install.dir
+        );
+        assert_eq!(
+            str_at(ds, &["metadata", "namespace"]),
+            Some(SPEAKER_NAMESPACE),
+            "{}: the DaemonSet must live beside its ServiceAccount",
+            install.dir
+        );
+    }
+}
+
+#[test]
+fn rbac_check_rejects_extra_missing_and_widened_rules() {
+    let good = parse_docs(GOOD_RBAC).expect("inline RBAC parses");
+    let expected = expected_grants(CILIUM_CONFIG);
+    assert_eq!(speaker_grants(&good), Ok(expected.clone()));
+
+    type Mutation = fn(&mut Vec<Value>);
+    let mutations: [(&str, Mutation); 10] = [
+        ("an extra verb on nodes", |docs| {
+            push_str(at_mut(&mut docs[0], &["rules", "0", "verbs"]), "update");
+        }),
+        ("a new resource", |docs| {
+            push_str(
+                at_mut(&mut docs[0], &["rules", "0", "resources"]),
+                "secrets",
+            );
+        }),
+        ("configmaps without resourceNames", |docs| {
+            remove_key(at_mut(&mut docs[2], &["rules", "0"]), "resourceNames");
+        }),
+        ("a wildcard verb", |docs| {
+            *at_mut(&mut docs[0], &["rules", "1", "verbs"]) = yaml("[\"*\"]");
+        }),
+        ("a missing rule (events)", |docs| {
+            let rules = at_mut(&mut docs[5], &["rules"]);
+            rules.as_sequence_mut().expect("rules list").remove(0);
+        }),
+        ("events granted cluster-wide", |docs| {
+            let rule =
+                yaml("{apiGroups: [events.k8s.io], resources: [events], verbs: [create, patch]}");
+            at_mut(&mut docs[0], &["rules"])
+                .as_sequence_mut()
+                .expect("rules list")
+                .push(rule);
+            docs.truncate(5);
+        }),
+        ("a binding to another subject", |docs| {
+            let subject = yaml(
+                "{kind: Group, name: system:authenticated, apiGroup: rbac.authorization.k8s.io}",
+            );
+            at_mut(&mut docs[1], &["subjects"])
+                .as_sequence_mut()
+                .expect("subjects list")
+                .push(subject);
+        }),
+        ("a binding to a role outside the manifests", |docs| {
+            *at_mut(&mut docs[1], &["roleRef", "name"]) = yaml("view");
+        }),
+        ("the ConfigMap rule granted cluster-wide", |docs| {
+            *at_mut(&mut docs[3], &["kind"]) = yaml("ClusterRoleBinding");
+            remove_key(at_mut(&mut docs[3], &["metadata"]), "namespace");
+            *at_mut(&mut docs[3], &["roleRef", "kind"]) = yaml("ClusterRole");
+            *at_mut(&mut docs[2], &["kind"]) = yaml("ClusterRole");
+            remove_key(at_mut(&mut docs[2], &["metadata"]), "namespace");
+        }),
+        ("non-resource URLs", |docs| {
+            let rule = yaml("{nonResourceURLs: [/metrics], verbs: [get]}");
+            at_mut(&mut docs[0], &["rules"])
+                .as_sequence_mut()
+                .expect("rules list")
+                .push(rule);
+        }),
+    ];
+    for (what, mutate) in mutations {
+        let mut docs = good.clone();
+        mutate(&mut docs);
+        let verdict = speaker_grants(&docs);
+        assert!(
+            verdict.as_ref() != Ok(&expected),
+            "the RBAC check accepted {what}: {verdict:#?}"
+        );
+    }
+}
+
+#[test]
+fn daemonset_is_least_privileged_and_safe_in_every_install() {
+    let Some(renders) = render_all() else { return };
+    for (install, objects) in renders {
+        let problems = daemonset_problems(the_daemonset(&objects), install.listens);
+        assert!(problems.is_empty(), "{}: {problems:#?}", install.dir);
+    }
+}
+
+#[test]
+fn daemonset_check_rejects_unsafe_pod_specs() {
+    let path = crate_root().join("deploy/base/daemonset.yaml");
+    let text = std::fs::read_to_string(&path).expect("deploy/base/daemonset.yaml");
+    let good = parse_docs(&text).expect("base DaemonSet parses").remove(0);
+    assert_eq!(daemonset_problems(&good, false), Vec::<String>::new());
+    // The listen install must add NET_BIND_SERVICE, so the base alone does not pass as it.
+    assert!(!daemonset_problems(&good, true).is_empty());
+
+    const POD: &[&str] = &["spec", "template", "spec"];
+    const CONTAINER: &[&str] = &["spec", "template", "spec", "containers", "0"];
+    let pod = |tail: &[&'static str]| [POD, tail].concat();
+    let container = |tail: &[&'static str]| [CONTAINER, tail].concat();
+    let cases: Vec<(&str, Vec<&str>, Option<&str>)> = vec![
+        ("no host network", pod(&["hostNetwork"]), Some("false")),
+        ("no downward-API node name", container(&["env"]), Some("[]")),
+        ("no tolerations", pod(&["tolerations"]), None),
+        ("only a control-plane toleration", pod(&["tolerations"]), Some("[{key: node-role.kubernetes.io/control-plane, operator: Exists, effect: NoSchedule}]")),
+        ("no priority class", pod(&["priorityClassName"]), None),
+        ("two nodes at a time", vec!["spec", "updateStrategy", "rollingUpdate", "maxUnavailable"], Some("2")),
+        ("surge", vec!["spec", "updateStrategy", "rollingUpdate", "maxSurge"], Some("1")),
+        ("OnDelete updates", vec!["spec", "updateStrategy"], Some("{type: OnDelete}")),
+        ("liveness on the wrong path", container(&["livenessProbe", "httpGet", "path"]), Some("/metrics")),
+        ("no readiness probe", container(&["readinessProbe"]), None),
+        ("probe on another port", container(&["readinessProbe", "httpGet", "port"]), Some("8080")),
+        ("no limits", container(&["resources", "limits"]), None),
+        ("request above limit", container(&["resources", "requests", "memory"]), Some("256Mi")),
+        ("no grace period", pod(&["terminationGracePeriodSeconds"]), Some("5")),
+        ("root user", pod(&["securityContext", "runAsUser"]), Some("0")),
+        ("runAsNonRoot off", pod(&["securityContext", "runAsNonRoot"]), Some("false")),
+        ("no seccomp", pod(&["securityContext", "seccompProfile"]), None),
+        ("unconfined seccomp", pod(&["securityContext", "seccompProfile", "type"]), Some("Unconfined")),
+        ("writable root filesystem", container(&["securityContext", "readOnlyRootFilesystem"]), Some("false")),
+        ("privilege escalation", container(&["securityContext", "allowPrivilegeEscalation"]), Some("true")),
+        ("privileged", container(&["securityContext", "privileged"]), Some("true")),
+        ("capabilities kept", container(&["securityContext", "capabilities", "drop"]), Some("[NET_RAW]")),
+        ("NET_ADMIN added", container(&["securityContext", "capabilities", "add"]), Some("[NET_ADMIN]")),
+        ("NET_BIND_SERVICE without listening", container(&["securityContext", "capabilities", "add"]), Some("[NET_BIND_SERVICE]")),
+        ("host PID namespace", pod(&["hostPID"]), Some("true")),
+        ("a hostPath volume", pod(&["volumes"]), Some("[{name: root, hostPath: {path: /}}]")),
+        ("metrics address off the probed port", container(&["args", "5"]), Some("--metrics-addr=0.0.0.0:9999")),
+    ];
+    for (what, path, value) in cases {
+        let mut ds = good.clone();
+        match value {
+            Some(v) => *at_mut(&mut ds, &path) = yaml(v),
+            None => {
+                let (key, parent) = path.split_last().expect("non-empty path");
+                remove_key(at_mut(&mut ds, parent), key);
+            }
+        }
+        assert!(
+            !daemonset_problems(&ds, false).is_empty(),
+            "the DaemonSet check accepted {what}"
+        );
+    }
+
+    let mut listening = good.clone();
+    *at_mut(
+        &mut listening,
+        &container(&["securityContext", "capabilities", "add"]),
+    ) = yaml("[NET_BIND_SERVICE]");
+    assert_eq!(daemonset_problems(&listening, true), Vec::<String>::new());
+}
+
+/// The DaemonSet's args, with the env expanded as the kubelet would, parse with the
+/// binary's own CLI: a renamed or removed flag fails here.
+#[test]
+#[ignore = "needs run --dry-run (issue 6)"]
+fn daemonset_args_parse_with_the_binary() {
+    let Some(renders) = render_all() else { return };
+    let binary = env!("CARGO_BIN_EXE_podcidr-speaker");
+    for (install, objects) in renders {
+        let ds = the_daemonset(&objects);
+        for container in containers_of(ds) {
+            let env = container_env(container).unwrap_or_else(|e| panic!("{}: {e}", install.dir));
+            let args: Vec<String> = str_list(container.get("args"))
+                .iter()
+                .map(|a| expand_env(a, &env).unwrap_or_else(|e| panic!("{}: {e}", install.dir)))
+                .collect();
+            assert_eq!(
+                args.first().map(String::as_str),
+                Some("run"),
+                "{}: args must start with the run subcommand",
+                install.dir
+            );
+
+            let mut dry_run = args.clone();
+            dry_run.push("--dry-run".into());
+            let output = run_bounded(
+                Command::new(binary).args(&dry_run).env_clear().envs(&env),
+                DRY_RUN_TIMEOUT,
+            )
+            .unwrap_or_else(|e| panic!("{}: {e}", install.dir));
+            assert!(
+                output.success,
+                "{}: `podcidr-speaker {}` failed:\n{}",
+                install.dir,
+                dry_run.join(" "),
+                output.stderr
+            );
+            assert!(
+                output.stdout.contains(FAKE_NODE_NAME),
+                "{}: the effective settings must show the node name from the downward API:\n{}",
+                install.dir,
+                output.stdout
+            );
+
+            // The same args plus an unknown flag must fail, or the run above proved nothing.
+            let mut bogus = dry_run.clone();
+            bogus.insert(1, "--no-such-flag-in-any-manifest".into());
+            let output = run_bounded(
+                Command::new(binary).args(&bogus).env_clear().envs(&env),
+                DRY_RUN_TIMEOUT,
+            )
+            .unwrap_or_else(|e| panic!("{}: {e}", install.dir));
+            assert!(
+                !output.success,
+                "{}: the binary accepted an unknown flag",
+                install.dir
+            );
+        }
+    }
+}
+
+#[test]
+fn args_env_expansion_follows_the_kubelet() {
+    let env: BTreeMap<String, String> = [("NODE_NAME", "n1"), ("HOST_IP", "192.0.2.1")]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let expand = |arg: &str| expand_env(arg, &env);
+    assert_eq!(expand("--node=$(NODE_NAME)").as_deref(), Ok("--node=n1"));
+    assert_eq!(
+        expand("$(HOST_IP):$(NODE_NAME)").as_deref(),
+        Ok("192.0.2.1:n1")
+    );
+    assert_eq!(
+        expand("--x=$$(NODE_NAME)").as_deref(),
+        Ok("--x=$(NODE_NAME)")
+    );
+    assert_eq!(expand("--price=$5").as_deref(), Ok("--price=$5"));
+    assert!(expand("--node=$(NODE)").is_err(), "undefined variable");
+    assert!(
+        expand("--node=$(NODE_NAME").is_err(),
+        "unterminated reference"
+    );
+
+    let container = yaml(
+        "env:\n  - {name: NODE_NAME, valueFrom: {fieldRef: {fieldPath: spec.nodeName}}}\n  - {name: ADDR, value: \"$(NODE_NAME):179\"}\n",
+    );
+    let resolved = container_env(&container).expect("resolvable env");
+    assert_eq!(resolved["NODE_NAME"], FAKE_NODE_NAME);
+    assert_eq!(resolved["ADDR"], format!("{FAKE_NODE_NAME}:179"));
+    let unknown = yaml("env: [{name: X, valueFrom: {fieldRef: {fieldPath: metadata.uid}}}]");
+    assert!(container_env(&unknown).is_err());
+}
+
+// ---------------------------------------------------------------------------------------
+// The checks.
+
+/// Problems with the images of every container found anywhere in `docs` (pod templates of
+/// any depth, init and ephemeral containers included).
+fn image_problems(docs: &[Value]) -> Vec<String> {
+    let mut problems = Vec::new();
+    for doc in docs {
+        for_each_container(doc, &mut |container| {
+            let name = str_at(container, &["name"]).unwrap_or("<unnamed>");
+            let Some(image) = str_at(container, &["image"]) else {
+                problems.push(format!("container {name}: no image"));
+                return;
+            };
+            if let Err(why) = check_image_ref(image) {
+                problems.push(format!("container {name}: image {image}: {why}"));
+            }
+            let policy = str_at(container, &["imagePullPolicy"]);
+            if policy != Some("IfNotPresent") {
+                problems.push(format!(
+                    "container {name}: imagePullPolicy is {policy:?}, must be IfNotPresent"
+                ));
+            }
+        });
+    }
+    problems
+}
+
+/// An image reference must carry an explicit version tag (never `latest`), and a digest,
+/// if present, must be a real sha256 digest.
+fn check_image_ref(image: &str) -> Result<(), String> {
+    let (name, digest) = match image.split_once('@') {
+        Some((name, digest)) => (name, Some(digest)),
+        None => (image, None),
+    };
+    if let Some(digest) = digest {
+        let hex = digest.strip_prefix("sha256:").unwrap_or("");
+        if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(format!("digest {digest:?} is not sha256:<64 hex digits>"));
+        }
+    }
+    let Some(tag) = image_tag(name) else {
+        return Err("no tag: pin an explicit version tag".into());
+    };
+    if tag.eq_ignore_ascii_case("latest") {
+        return Err("tag latest: pin an explicit version tag".into());
+    }
+    if !is_version_tag(&tag) {
+        return Err(format!(
+            "tag {tag:?} is not a version (MAJOR.MINOR.PATCH[-suffix])"
+        ));
+    }
+    Ok(())
+}
+
+/// The tag of an image reference: after the last ':' of the last path component (a ':'
+/// before a '/' is a registry port).
+fn image_tag(image: &str) -> Option<String> {
+    let name = image.split('@').next().unwrap_or(image);
+    let last = name.rsplit('/').next().unwrap_or(name);
+    last.split_once(':').map(|(_, tag)| tag.to_string())
+}
+
+fn is_version_tag(tag: &str) -> bool {
+    let tag = tag.strip_prefix('v').unwrap_or(tag);
+    let core = tag.split(['-', '+']).next().unwrap_or("");
+    let parts: Vec<&str> = core.split('.').collect();
+    parts.len() == 3
+        && parts
+            .iter()
+            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// A kustomization's `images:` overrides must not unpin the image either.
+fn kustomize_image_problems(doc: &Value) -> Vec<String> {
+    let Some(images) = doc.get("images").and_then(Value::as_sequence) else {
+        return Vec::new();
+    };
+    let mut problems = Vec::new();
+    for entry in images {
+        let name = str_at(entry, &["name"]).unwrap_or("<unnamed>");
+        match (str_at(entry, &["newTag"]), str_at(entry, &["digest"])) {
+            (Some(tag), _) if tag.eq_ignore_ascii_case("latest") || !is_version_tag(tag) => {
+                problems.push(format!(
+                    "images[{name}]: newTag {tag:?} is not a pinned version"
+                ));
+            }
+            (None, None) => problems.push(format!("images[{name}]: neither newTag nor digest")),
+            _ => {}
+        }
+    }
+    problems
+}
+
+struct Stage {
+    name: String,
+    /// The image this stage starts from, or None when it starts from an earlier stage.
+    image: Option<String>,
+    /// The effective USER at the end of the stage (inherited from an earlier stage).
+    user: Option<String>,
+}
+
+/// The stages of a Dockerfile, in order, with continuation lines joined.
+fn dockerfile_stages(text: &str) -> Vec<Stage> {
+    let joined = text.replace("\\\n", " ");
+    let mut stages: Vec<Stage> = Vec::new();
+    for line in joined.lines().map(str::trim) {
+        let mut words = line.split_whitespace();
+        let Some(instruction) = words.next() else {
+            continue;
+        };
+        match instruction.to_ascii_uppercase().as_str() {
+            "FROM" => {
+                let words: Vec<&str> = words.filter(|w| !w.starts_with("--")).collect();
+                let from = words.first().copied().unwrap_or("").to_string();
+                let name = match words.as_slice() {
+                    [_, as_kw, name, ..] if as_kw.eq_ignore_ascii_case("as") => name.to_string(),
+                    _ => stages.len().to_string(),
+                };
+                let parent = stages.iter().find(|s| s.name == from);
+                stages.push(Stage {
+                    name,
+                    user: parent.and_then(|p| p.user.clone()),
+                    image: parent.is_none().then_some(from),
+                });
+            }
+            "USER" => {
+                if let Some(stage) = stages.last_mut() {
+                    stage.user = words.next().map(str::to_string);
+                }
+            }
+            _ => {}
+        }
+    }
+    stages
+}
+
+/// Every base image tagged (not latest); the final stage and every `runtime*` stage run
+/// as a numeric non-root USER (numeric so the kubelet can check runAsNonRoot).
+fn dockerfile_problems(text: &str) -> Vec<String> {
+    let stages = dockerfile_stages(text);
+    let mut problems = Vec::new();
+    if stages.is_empty() {
+        problems.push("no FROM".to_string());
+    }
+    for (i, stage) in stages.iter().enumerate() {
+        if let Some(image) = &stage.image {
+            match image_tag(image) {
+                None => problems.push(format!("stage {}: FROM {image}: no tag", stage.name)),
+                Some(tag) if tag.eq_ignore_ascii_case("latest") => {
+                    problems.push(format!("stage {}: FROM {image}: latest", stage.name));
+                }
+                Some(_) => {}
+            }
+        }
+        let runs_the_speaker = i + 1 == stages.len() || stage.name.starts_with("runtime");
+        if runs_the_speaker {
+            let uid = stage
+                .user
+                .as_deref()
+                .and_then(|u| u.split(':').next())
+                .and_then(|uid| uid.parse::<u32>().ok());
+            if uid.is_none_or(|uid| uid == 0) {
+                problems.push(format!(
+                    "stage {}: USER must be a numeric non-root uid, is {:?}",
+                    stage.name, stage.user
+                ));
+            }
+        }
+    }
+    problems
+}
+
+/// One permission: in `scope` ("cluster" or a namespace), `verb` on `resource` of API
+/// group `group`, restricted to the object `name` ("*": any object).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Grant {
+    scope: String,
+    group: String,
+    resource: String,
+    name: String,
+    verb: String,
+}
+
+fn grant(scope: &str, group: &str, resource: &str, name: &str, verb: &str) -> Grant {
+    Grant {
+        scope: scope.into(),
+        group: group.into(),
+        resource: resource.into(),
+        name: name.into(),
+        verb: verb.into(),
+    }
+}
+
+/// The minimum of issue #8: read nodes and CiliumNodes, read exactly cilium-config and the
+/// bgp-config ConfigMap, create and patch events about Nodes. Nothing else.
+fn expected_grants(config_map: (&str, &str)) -> BTreeSet<Grant> {
+    let mut expected = BTreeSet::new();
+    for verb in ["get", "list", "watch"] {
+        expected.insert(grant("cluster", "", "nodes", "*", verb));
+        expected.insert(grant("cluster", "cilium.io", "ciliumnodes", "*", verb));
+        expected.insert(grant(
+            "kube-system",
+            "",
+            "configmaps",
+            "cilium-config",
+            verb,
+        ));
+        expected.insert(grant(config_map.0, "", "configmaps", config_map.1, verb));
+    }
+    // Events about Nodes: kube-rs's Recorder stores those of cluster-scoped objects in
+    // "default".
+    for verb in ["create", "patch"] {
+        expected.insert(grant("default", "events.k8s.io", "events", "*", verb));
+    }
+    expected
+}
+
+/// Every permission the manifests give the speaker's ServiceAccount, or the problems that
+/// make the set meaningless: a binding that also grants someone else, a binding to a role
+/// the manifests do not define (its rules are unknown), an unbound or aggregated role, or
+/// a non-resource rule.
+fn speaker_grants(docs: &[Value]) -> Result<BTreeSet<Grant>, Vec<String>> {
+    let mut problems = Vec::new();
+    let mut roles: BTreeMap<(String, String, String), &Value> = BTreeMap::new();
+    for doc in docs {
+        let kind = kind_of(doc);
+        if kind == "Role" || kind == "ClusterRole" {
+            let namespace = if kind == "Role" {
+                str_at(doc, &["metadata", "namespace"]).unwrap_or("")
+            } else {
+                ""
+            };
+            let name = str_at(doc, &["metadata", "name"]).unwrap_or("");
+            if doc.get("aggregationRule").is_some() {
+                problems.push(format!(
+                    "{kind} {name}: aggregated roles grant unknown rules"
+                ));
+            }
+            roles.insert((kind.into(), namespace.into(), name.into()), doc);
+        }
+    }
+    let has_account = docs.iter().any(|d| {
+        kind_of(d) == "ServiceAccount"
+            && str_at(d, &["metadata", "name"]) == Some(SPEAKER_ACCOUNT)
+            && str_at(d, &["metadata", "namespace"]) == Some(SPEAKER_NAMESPACE)
+    });
+    if !has_account {
+        problems.push(format!(
+            "no ServiceAccount {SPEAKER_NAMESPACE}/{SPEAKER_ACCOUNT}"
+        ));
+    }
+
+    let mut grants = BTreeSet::new();
+    let mut bound = BTreeSet::new();
+    for doc in docs {
+        let kind = kind_of(doc);
+        let scope = match kind {
+            "ClusterRoleBinding" => "cluster".to_string(),
+            "RoleBinding" => match str_at(doc, &["metadata", "namespace"]) {
+                Some(ns) => ns.to_string(),
+                None => {
+                    problems.push("RoleBinding without namespace".into());
+                    continue;
+                }
+            },
+            _ => continue,
+        };
+        let binding = str_at(doc, &["metadata", "name"]).unwrap_or("<unnamed>");
+        let subjects = doc.get("subjects").and_then(Value::as_sequence);
+        let only_speaker = subjects.is_some_and(|s| {
+            s.len() == 1
+                && str_at(&s[0], &["kind"]) == Some("ServiceAccount")
+                && str_at(&s[0], &["name"]) == Some(SPEAKER_ACCOUNT)
+                && str_at(&s[0], &["namespace"]) == Some(SPEAKER_NAMESPACE)
+        });
+        if !only_speaker {
+            problems.push(format!(
+                "{kind} {binding}: must bind the speaker's ServiceAccount and nothing else"
+            ));
+            continue;
+        }
+        let ref_kind = str_at(doc, &["roleRef", "kind"]).unwrap_or("");
+        let ref_name = str_at(doc, &["roleRef", "name"]).unwrap_or("");
+        let ref_namespace = if ref_kind == "Role" {
+            scope.as_str()
+        } else {
+            ""
+        };
+        if kind == "ClusterRoleBinding" && ref_kind != "ClusterRole" {
+            problems.push(format!("{kind} {binding}: roleRef must be a ClusterRole"));
+            continue;
+        }
+        let key = (
+            ref_kind.to_string(),
+            ref_namespace.to_string(),
+            ref_name.to_string(),
+        );
+        let Some(role) = roles.get(&key) else {
+            problems.push(format!(
+                "{kind} {binding}: binds {ref_kind} {ref_name}, which these manifests do not define"
+            ));
+            continue;
+        };
+        bound.insert(key);
+        let rules = role.get("rules").and_then(Value::as_sequence);
+        for rule in rules.into_iter().flatten() {
+            if rule.get("nonResourceURLs").is_some() {
+                problems.push(format!(
+                    "{ref_kind} {ref_name}: nonResourceURLs are not needed"
+                ));
+            }
+            let names = str_list(rule.get("resourceNames"));
+            let names = if names.is_empty() {
+                vec!["*".to_string()]
+            } else {
+                names
+            };
+            for group in str_list(rule.get("apiGroups")) {
+                for resource in str_list(rule.get("resources")) {
+                    for name in &names {
+                        for verb in str_list(rule.get("verbs")) {
+                            grants.insert(grant(&scope, &group, &resource, name, &verb));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    for key in roles.keys() {
+        if !bound.contains(key) {
+            problems.push(format!("{} {}: defined but not bound", key.0, key.2));
+        }
+    }
+    if problems.is_empty() {
+        Ok(grants)
+    } else {
+        Err(problems)
+    }
+}
+
+/// What issue #8 asks of the DaemonSet: host network with the node name and host IP from
+/// the downward API, every node, critical priority, one node at a time, probes on
+/// /healthz and /readyz of the metrics port, bounded resources, time to shut down
+/// gracefully, non-root, read-only root, no capabilities (NET_BIND_SERVICE only when it
+/// listens on 179), seccomp RuntimeDefault, nothing of the host beyond its network.
+fn daemonset_problems(ds: &Value, listens: bool) -> Vec<String> {
+    let mut problems = Vec::new();
+    let mut require = |ok: bool, what: &str| {
+        if !ok {
+            problems.push(what.to_string());
+        }
+    };
+    let pod = ds
+        .get("spec")
+        .and_then(|s| s.get("template"))
+        .and_then(|t| t.get("spec"))
+        .unwrap_or(&Value::Null);
+
+    require(
+        pod.get("hostNetwork") == Some(&Value::Bool(true)),
+        "hostNetwork must be true",
+    );
+    for key in ["hostPID", "hostIPC"] {
+        require(
+            pod.get(key) != Some(&Value::Bool(true)),
+            &format!("{key} must not be set"),
+        );
+    }
+    let volumes = pod.get("volumes").and_then(Value::as_sequence);
+    require(
+        !volumes
+            .into_iter()
+            .flatten()
+            .any(|v| v.get("hostPath").is_some()),
+        "no hostPath volumes",
+    );
+    let tolerations = pod.get("tolerations").and_then(Value::as_sequence);
+    require(
+        tolerations.into_iter().flatten().any(|t| {
+            str_at(t, &["operator"]) == Some("Exists")
+                && t.get("key").is_none()
+                && t.get("effect").is_none()
+        }),
+        "a toleration {operator: Exists} so it runs on every node, control plane included",
+    );
+    require(
+        str_at(pod, &["priorityClassName"]) == Some("system-node-critical"),
+        "priorityClassName must be system-node-critical",
+    );
+    let strategy = ds.get("spec").and_then(|s| s.get("updateStrategy"));
+    let strategy = strategy.unwrap_or(&Value::Null);
+    require(
+        str_at(strategy, &["type"]) == Some("RollingUpdate"),
+        "updateStrategy must be RollingUpdate",
+    );
+    require(
+        at(strategy, &["rollingUpdate", "maxUnavailable"]) == Some(&Value::from(1)),
+        "rollingUpdate.maxUnavailable must be 1 (one node at a time)",
+    );
+    let surge = at(strategy, &["rollingUpdate", "maxSurge"]);
+    require(
+        surge.is_none() || surge == Some(&Value::from(0)),
+        "rollingUpdate.maxSurge must be 0 (never two speakers on a node)",
+    );
+    let grace = pod
+        .get("terminationGracePeriodSeconds")
+        .and_then(Value::as_u64);
+    require(
+        grace.is_some_and(|g| (30..=120).contains(&g)),
+        "terminationGracePeriodSeconds between 30 and 120: time for graceful shutdown, not for a stuck drain",
+    );
+
+    let pod_security = pod.get("securityContext").unwrap_or(&Value::Null);
+    require(
+        pod_security.get("runAsNonRoot") == Some(&Value::Bool(true)),
+        "pod securityContext.runAsNonRoot must be true",
+    );
+    require(
+        pod_security
+            .get("runAsUser")
+            .and_then(Value::as_u64)
+            .is_some_and(|uid| uid != 0),
+        "pod securityContext.runAsUser must be a non-zero uid",
+    );
+    let pod_seccomp = str_at(pod_security, &["seccompProfile", "type"]);
+
+    let containers = containers_of(ds);
+    require(!containers.is_empty(), "at least one container");
+    for container in containers {
+        let name = str_at(container, &["name"]).unwrap_or("<unnamed>");
+        let mut require = |ok: bool, what: &str| {
+            if !ok {
+                problems.push(format!("container {name}: {what}"));
+            }
+        };
+        let env = container
+            .get("env")
+            .and_then(Value::as_sequence)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        let field_ref = |var: &str| {
+            env.iter()
+                .find(|e| str_at(e, &["name"]) == Some(var))
+                .and_then(|e| str_at(e, &["valueFrom", "fieldRef", "fieldPath"]))
+        };
+        require(
+            field_ref("NODE_NAME") == Some("spec.nodeName"),
+            "env NODE_NAME from the downward API (spec.nodeName)",
+        );
+        require(
+            field_ref("HOST_IP") == Some("status.hostIP"),
+            "env HOST_IP from the downward API (status.hostIP)",
+        );
+        let args = str_list(container.get("args"));
+        require(
+            args.iter().any(|a| a == "--node=$(NODE_NAME)"),
+            "--node=$(NODE_NAME) in args",
+        );
+        require(
+            args.iter().any(|a| a == "--source-address=$(HOST_IP)"),
+            "--source-address=$(HOST_IP) in args",
+        );
+
+        let metrics_port = container
+            .get("ports")
+            .and_then(Value::as_sequence)
+            .into_iter()
+            .flatten()
+            .find(|p| str_at(p, &["name"]) == Some("metrics"))
+            .and_then(|p| p.get("containerPort"))
+            .and_then(Value::as_u64);
+        let listen_port = args
+            .iter()
+            .find_map(|a| a.strip_prefix("--metrics-addr="))
+            .and_then(|addr| addr.rsplit(':').next())
+            .and_then(|port| port.parse::<u64>().ok());
+        require(
+            metrics_port.is_some() && metrics_port == listen_port,
+            "a container port named metrics equal to the --metrics-addr port",
+        );
+        for (probe, path) in [("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")] {
+            let get = at(container, &[probe, "httpGet"]).unwrap_or(&Value::Null);
+            let port = get.get("port");
+            let on_metrics = port == Some(&Value::from("metrics"))
+                || (metrics_port.is_some() && port.and_then(Value::as_u64) == metrics_port);
+            require(
+                str_at(get, &["path"]) == Some(path) && on_metrics,
+                &format!("{probe}: httpGet {path} on the metrics port"),
+            );
+        }
+
+        let resources = container.get("resources").unwrap_or(&Value::Null);
+        for (resource, parse) in [
+            ("cpu", parse_cpu_millis as fn(&str) -> Option<u64>),
+            ("memory", parse_memory_bytes),
+        ] {
+            let quantity = |kind: &str| {
+                at(resources, &[kind, resource])
+                    .and_then(quantity_str)
+                    .and_then(|q| parse(&q))
+            };
+            let (request, limit) = (quantity("requests"), quantity("limits"));
+            require(
+                matches!((request, limit), (Some(r), Some(l)) if r > 0 && r <= l),
+                &format!("resources: a {resource} request and limit, request <= limit"),
+            );
+        }
+
+        let security = container.get("securityContext").unwrap_or(&Value::Null);
+        require(
+            security.get("allowPrivilegeEscalation") == Some(&Value::Bool(false)),
+            "securityContext.allowPrivilegeEscalation must be false",
+        );
+        require(
+            security.get("readOnlyRootFilesystem") == Some(&Value::Bool(true)),
+            "securityContext.readOnlyRootFilesystem must be true",
+        );
+        require(
+            security.get("privileged") != Some(&Value::Bool(true)),
+            "securityContext.privileged must not be true",
+        );
+        require(
+            security.get("runAsNonRoot") != Some(&Value::Bool(false))
+                && security.get("runAsUser").and_then(Value::as_u64) != Some(0),
+            "the container must not override the pod's non-root user",
+        );
+        let seccomp = str_at(security, &["seccompProfile", "type"]).or(pod_seccomp);
+        require(
+            seccomp == Some("RuntimeDefault"),
+            "seccompProfile RuntimeDefault (pod or container)",
+        );
+        let dropped = str_list(at(security, &["capabilities", "drop"]));
+        require(
+            dropped.iter().any(|c| c == "ALL"),
+            "capabilities.drop must be [ALL]",
+        );
+        let added = str_list(at(security, &["capabilities", "add"]));
+        let allowed: &[&str] = if listens { &["NET_BIND_SERVICE"] } else { &[] };
+        require(
+            added == allowed,
+            &format!("capabilities.add must be {allowed:?} (is {added:?})"),
+        );
+    }
+    problems
+}
+
+/// Kubernetes CPU quantity in millicores ("20m", "0.5", "1").
+fn parse_cpu_millis(q: &str) -> Option<u64> {
+    if let Some(m) = q.strip_suffix('m') {
+        return m.parse().ok();
+    }
+    let cores: f64 = q.parse().ok()?;
+    (cores >= 0.0).then(|| (cores * 1000.0).round() as u64)
+}
+
+/// Kubernetes memory quantity in bytes, binary and decimal suffixes.
+fn parse_memory_bytes(q: &str) -> Option<u64> {
+    const SUFFIXES: [(&str, u64); 8] = [
+        ("Ki", 1 << 10),
+        ("Mi", 1 << 20),
+        ("Gi", 1 << 30),
+        ("Ti", 1 << 40),
+        ("k", 1_000),
+        ("M", 1_000_000),
+        ("G", 1_000_000_000),
+        ("T", 1_000_000_000_000),
+    ];
+    for (suffix, factor) in SUFFIXES {
+        if let Some(n) = q.strip_suffix(suffix) {
+            return n.parse::<u64>().ok()?.checked_mul(factor);
+        }
+    }
+    q.parse().ok()
+}
+
+fn quantity_str(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Rendering, env expansion, bounded processes.
+
+fn crate_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Every install rendered, or None (with the reason printed) when kubectl is absent.
+fn render_all() -> Option<Vec<(&'static Install, Vec<Value>)>> {
+    let probe = Command::new("kubectl")
+        .args(["version", "--client"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+    if !matches!(probe, Ok(status) if status.success()) {
+        eprintln!("skipping: kubectl not found, cannot render deploy/ (kubectl kustomize)");
+        return None;
+    }
+    let renders = INSTALLS
+        .iter()
+        .map(|install| {
+            let dir = crate_root().join(install.dir);
+            let output = run_bounded(
+                Command::new("kubectl").arg("kustomize").arg(&dir),
+                RENDER_TIMEOUT,
+            )
+            .unwrap_or_else(|e| panic!("{}: {e}", install.dir));
+            assert!(
+                output.success,
+                "kubectl kustomize {} failed:\n{}",
+                install.dir, output.stderr
+            );
+            let objects = parse_docs(&output.stdout)
+                .unwrap_or_else(|e| panic!("{}: rendered YAML: {e}", install.dir));
+            (install, objects)
+        })
+        .collect();
+    Some(renders)
+}
+
+fn parse_docs(text: &str) -> Result<Vec<Value>, serde_yaml::Error> {
+    let mut docs = Vec::new();
+    for doc in serde_yaml::Deserializer::from_str(text) {
+        let value = Value::deserialize(doc)?;
+        if !value.is_null() {
+            docs.push(value);
+        }
+    }
+    Ok(docs)
+}
+
+fn yaml_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let entries =
+        std::fs::read_dir(dir).unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()));
+    for entry in entries {
+        let path = entry.expect("directory entry").path();
+        if path.is_dir() {
+            yaml_files(&path, out);
+        } else if path
+            .extension()
+            .is_some_and(|ext| ext == "yaml" || ext == "yml")
+        {
+            out.push(path);
+        }
+    }
+}
+
+/// The container env as the kubelet would resolve it for the args test: literal values,
+/// and the downward-API fields the manifests use, with test values.
+fn container_env(container: &Value) -> Result<BTreeMap<String, String>, String> {
+    let mut env = BTreeMap::new();
+    let vars = container.get("env").and_then(Value::as_sequence);
+    for var in vars.into_iter().flatten() {
+        let name = str_at(var, &["name"]).ok_or("env entry without name")?;
+        let value = if let Some(value) = str_at(var, &["value"]) {
+            expand_env(value, &env)?
+        } else {
+            match str_at(var, &["valueFrom", "fieldRef", "fieldPath"]) {
+                Some("spec.nodeName") => FAKE_NODE_NAME.to_string(),
+                Some("status.hostIP") | Some("status.podIP") => FAKE_HOST_IP.to_string(),
+                other => return Err(format!("env {name}: no test value for {other:?}")),
+            }
+        };
+        env.insert(name.to_string(), value);
+    }
+    Ok(env)
+}
+
+/// Kubernetes `$(VAR)` expansion in args: `$$` is a literal `$`. A reference to an
+/// undefined variable is an error here (the kubelet would pass it through verbatim, which
+/// is never what a manifest means).
+fn expand_env(arg: &str, env: &BTreeMap<String, String>) -> Result<String, String> {
+    let mut out = String::new();
+    let mut rest = arg;
+    while let Some(pos) = rest.find('$') {
+        out.push_str(&rest[..pos]);
+        let after = &rest[pos + 1..];
+        if let Some(tail) = after.strip_prefix('$') {
+            out.push('$');
+            rest = tail;
+        } else if let Some(inner) = after.strip_prefix('(') {
+            let end = inner
+                .find(')')
+                .ok_or_else(|| format!("{arg}: unterminated $("))?;
+            let name = &inner[..end];
+            let value = env
+                .get(name)
+                .ok_or_else(|| format!("{arg}: $({name}) is not in the container env"))?;
+            out.push_str(value);
+            rest = &inner[end + 1..];
+        } else {
+            out.push('$');
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+struct Finished {
+    success: bool,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs a command to completion or kills it after `timeout`; always reaps it.
+fn run_bounded(command: &mut Command, timeout: Duration) -> Result<Finished, String> {
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("spawning {command:?}: {e}"))?;
+    let reader = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_string(&mut text);
+            }
+            text
+        })
+    };
+    let stdout = reader(child.stdout.take().map(|p| Box::new(p) as _));
+    let stderr = reader(child.stderr.take().map(|p| Box::new(p) as _));
+    let deadline = Instant::now() + timeout;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            Ok(None) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("{command:?} did not finish within {timeout:?}"));
+            }
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("waiting for {command:?}: {e}"));
+            }
+        }
+    };
+    Ok(Finished {
+        success: status.success(),
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: stderr.join().unwrap_or_default(),
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// YAML helpers.
+
+fn kind_of(doc: &Value) -> &str {
+    str_at(doc, &["kind"]).unwrap_or("")
+}
+
+fn the_daemonset(objects: &[Value]) -> &Value {
+    let mut daemonsets = objects.iter().filter(|o| kind_of(o) == "DaemonSet");
+    let ds = daemonsets.next().expect("a DaemonSet in the render");
+    assert!(daemonsets.next().is_none(), "more than one DaemonSet");
+    ds
+}
+
+fn containers_of(workload: &Value) -> Vec<&Value> {
+    at(workload, &["spec", "template", "spec", "containers"])
+        .and_then(Value::as_sequence)
+        .map(|c| c.iter().collect())
+        .unwrap_or_default()
+}
+
+fn container_args(workload: &Value) -> Vec<String> {
+    containers_of(workload)
+        .first()
+        .map(|c| str_list(c.get("args")))
+        .unwrap_or_default()
+}
+
+/// Calls `f` on every container of every container list anywhere under `value`.
+fn for_each_container(value: &Value, f: &mut dyn FnMut(&Value)) {
+    match value {
+        Value::Mapping(map) => {
+            for (key, child) in map {
+                let is_list = matches!(
+                    key.as_str(),
+                    Some("containers" | "initContainers" | "ephemeralContainers")
+                );
+                match child.as_sequence() {
+                    Some(list) if is_list => list.iter().for_each(&mut *f),
+                    _ => for_each_container(child, f),
+                }
+            }
+        }
+        Value::Sequence(list) => list.iter().for_each(|v| for_each_container(v, f)),
+        _ => {}
+    }
+}
+
+fn count_containers(doc: &Value) -> usize {
+    let mut n = 0;
+    for_each_container(doc, &mut |_| n += 1);
+    n
+}
+
+fn at<'a>(value: &'a Value, path: &[&str]) -> Option<&'a Value> {
+    path.iter()
+        .try_fold(value, |v, key| match key.parse::<usize>() {
+            Ok(i) => v.get(i),
+            Err(_) => v.get(*key),
+        })
+}
+
+fn str_at<'a>(value: &'a Value, path: &[&str]) -> Option<&'a str> {
+    at(value, path).and_then(Value::as_str)
+}
+
+fn str_list(value: Option<&Value>) -> Vec<String> {
+    value
+        .and_then(Value::as_sequence)
+        .map(|items| {
+            items
+                .iter()
+                .filter_map(|i| i.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The value at `path`, creating mappings on the way (tests only mutate known shapes).
+fn at_mut<'a>(value: &'a mut Value, path: &[&str]) -> &'a mut Value {
+    path.iter()
+        .fold(value, |v, key| match key.parse::<usize>() {
+            Ok(i) => v
+                .get_mut(i)
+                .unwrap_or_else(|| panic!("no index {i} in {path:?}")),
+            Err(_) => {
+                if v.get(*key).is_none() {
+                    v.as_mapping_mut()
+                        .unwrap_or_else(|| panic!("{key} of {path:?}: not a mapping"))
+                        .insert(Value::from(*key), Value::Null);
+                }
+                v.get_mut(*key).expect("just inserted")
+            }
+        })
+}
+
+fn remove_key(value: &mut Value, key: &str) {
+    value
+        .as_mapping_mut()
+        .expect("a mapping")
+        .remove(key)
+        .unwrap_or_else(|| panic!("no key {key} to remove"));
+}
+
+fn push_str(list: &mut Value, item: &str) {
+    list.as_sequence_mut()
+        .expect("a list")
+        .push(Value::from(item));
+}
+
+fn yaml(text: &str) -> Value {
+    serde_yaml::from_str(text).unwrap_or_else(|e| panic!("inline YAML {text:?}: {e}"))
+}
+
+fn container_doc(image: &str, policy: Option<&str>) -> Value {
+    let policy = policy
+        .map(|p| format!(", imagePullPolicy: {p}"))
+        .unwrap_or_default();
+    yaml(&format!(
+        "kind: DaemonSet\nspec:\n  template:\n    spec:\n      containers:\n        - {{name: speaker, image: \"{image}\"{policy}}}\n"
+    ))
+}
+
+/// The base RBAC in the shape of the manifests (Cilium convention), for the negative tests:
+/// [0] ClusterRole, [1] ClusterRoleBinding, [2] Role, [3] RoleBinding, [4] ServiceAccount,
+/// [5] Role for events, [6] its RoleBinding.
+const GOOD_RBAC: &str = r#"
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: podcidr-speaker}
+rules:
+  - {apiGroups: [""], resources: [nodes], verbs: [get, list, watch]}
+  - {apiGroups: [cilium.io], resources: [ciliumnodes], verbs: [get, list, watch]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: podcidr-speaker}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: podcidr-speaker}
+subjects: [{kind: ServiceAccount, name: podcidr-speaker, namespace: kube-system}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: podcidr-speaker-config, namespace: kube-system}
+rules:
+  - {apiGroups: [""], resources: [configmaps], resourceNames: [cilium-config, bgp-config], verbs: [get, list, watch]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: podcidr-speaker-config, namespace: kube-system}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: podcidr-speaker-config}
+subjects: [{kind: ServiceAccount, name: podcidr-speaker, namespace: kube-system}]
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: podcidr-speaker, namespace: kube-system}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: podcidr-speaker-events, namespace: default}
+rules:
+  - {apiGroups: [events.k8s.io], resources: [events], verbs: [create, patch]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: podcidr-speaker-events, namespace: default}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: podcidr-speaker-events}
+subjects: [{kind: ServiceAccount, name: podcidr-speaker, namespace: kube-system}]
+"#;

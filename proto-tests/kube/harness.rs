@@ -1,0 +1,321 @@
+//! A scripted Kubernetes API server on kube-rs's mocked service (tower-test): each
+//! request the watchers make is routed to a per-resource queue, where the test asserts
+//! its URI and answers it with real JSON: a List, a held-open watch stream the test
+//! feeds event by event, or an HTTP error.
+
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response, StatusCode};
+use hyper::body::{Body, Frame};
+use kube::client::Body as KubeBody;
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+use tower_test::mock;
+
+/// How long a test waits for something that must happen.
+pub const WAIT: Duration = Duration::from_secs(5);
+
+/// A response body: all at once, or a stream the test writes to.
+pub enum TestBody {
+    Full(Option<Bytes>),
+    Stream(mpsc::UnboundedReceiver<Result<Bytes, std::io::Error>>),
+}
+
+impl Body for TestBody {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+        match self.get_mut() {
+            TestBody::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
+            TestBody::Stream(rx) => rx
+                .poll_recv(cx)
+                .map(|item| item.map(|r| r.map(Frame::data))),
+        }
+    }
+}
+
+type Handle = mock::Handle<Request<KubeBody>, Response<TestBody>>;
+type Responder = mock::SendResponse<Response<TestBody>>;
+
+/// Which watcher (or publisher) a request comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Route {
+    Nodes,
+    CiliumNodes,
+    CiliumConfig,
+    BgpConfig,
+    Events,
+}
+
+fn route(request: &Request<KubeBody>) -> Route {
+    let path = request.uri().path();
+    let query = request.uri().query().unwrap_or_default();
+    match path {
+        "/api/v1/nodes" => Route::Nodes,
+        "/apis/cilium.io/v2/ciliumnodes" => Route::CiliumNodes,
+        p if p.starts_with("/apis/events.k8s.io/") => Route::Events,
+        p if p.ends_with("/configmaps") && query.contains("metadata.name%3Dcilium-config") => {
+            Route::CiliumConfig
+        }
+        p if p.ends_with("/configmaps") => Route::BgpConfig,
+        other => panic!("unexpected request {other}?{query}"),
+    }
+}
+
+/// The test's side of the mocked API server.
+pub struct MockApi {
+    queues: HashMap<Route, mpsc::UnboundedReceiver<(Request<KubeBody>, Responder)>>,
+    router: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for MockApi {
+    fn drop(&mut self) {
+        self.router.abort();
+    }
+}
+
+impl MockApi {
+    /// A client whose every request lands in this server's queues.
+    pub fn start() -> (kube::Client, MockApi) {
+        let (service, handle) = mock::pair::<Request<KubeBody>, Response<TestBody>>();
+        let mut senders = HashMap::new();
+        let mut queues = HashMap::new();
+        for r in [
+            Route::Nodes,
+            Route::CiliumNodes,
+            Route::CiliumConfig,
+            Route::BgpConfig,
+            Route::Events,
+        ] {
+            let (tx, rx) = mpsc::unbounded_channel();
+            senders.insert(r, tx);
+            queues.insert(r, rx);
+        }
+        let router = tokio::spawn(serve(handle, senders));
+        (
+            kube::Client::new(service, "default"),
+            MockApi { queues, router },
+        )
+    }
+
+    /// The next request of `route`; fails the test if none comes in time.
+    pub async fn next(&mut self, route: Route) -> Call {
+        let queue = self.queues.get_mut(&route).expect("route queue");
+        let (request, responder) = tokio::time::timeout(WAIT, queue.recv())
+            .await
+            .unwrap_or_else(|_| panic!("no {route:?} request within {WAIT:?}"))
+            .expect("router stopped");
+        Call { request, responder }
+    }
+
+    /// No request of `route` is waiting.
+    pub fn idle(&mut self, route: Route) -> bool {
+        self.queues
+            .get_mut(&route)
+            .expect("route queue")
+            .try_recv()
+            .is_err()
+    }
+}
+
+async fn serve(
+    mut handle: Handle,
+    senders: HashMap<Route, mpsc::UnboundedSender<(Request<KubeBody>, Responder)>>,
+) {
+    while let Some((request, responder)) = handle.next_request().await {
+        let r = route(&request);
+        if senders[&r].send((request, responder)).is_err() {
+            return;
+        }
+    }
+}
+
+/// One request to answer.
+pub struct Call {
+    pub request: Request<KubeBody>,
+    responder: Responder,
+}
+
+impl Call {
+    pub fn uri(&self) -> String {
+        self.request.uri().to_string()
+    }
+
+    /// The query parameters, decoded, as (key, value) pairs.
+    pub fn query(&self) -> Vec<(String, String)> {
+        let query = self.request.uri().query().unwrap_or_default();
+        query
+            .split('&')
+            .filter(|kv| !kv.is_empty())
+            .map(|kv| {
+                let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+                (k.to_owned(), v.replace("%3D", "=").replace("%2C", ","))
+            })
+            .collect()
+    }
+
+    pub fn param(&self, key: &str) -> Option<String> {
+        self.query()
+            .into_iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v)
+    }
+
+    pub fn is_watch(&self) -> bool {
+        self.param("watch").as_deref() == Some("true")
+    }
+
+    /// Answers a list request with `items` at `resource_version`.
+    pub fn list(self, kind: &str, api_version: &str, items: Vec<Value>, resource_version: &str) {
+        assert!(!self.is_watch(), "expected a list, got {}", self.uri());
+        let body = json!({
+            "kind": format!("{kind}List"),
+            "apiVersion": api_version,
+            "metadata": {"resourceVersion": resource_version},
+            "items": items,
+        });
+        self.json(StatusCode::OK, &body);
+    }
+
+    /// Answers a watch request with a stream the test feeds.
+    pub fn watch(self) -> WatchStream {
+        assert!(self.is_watch(), "expected a watch, got {}", self.uri());
+        let (tx, rx) = mpsc::unbounded_channel();
+        let response = Response::builder()
+            .status(StatusCode::OK)
+            .header("content-type", "application/json")
+            .body(TestBody::Stream(rx))
+            .expect("response");
+        self.responder.send_response(response);
+        WatchStream { tx }
+    }
+
+    /// Answers with an API error Status.
+    pub fn status_error(self, code: u16, reason: &str) {
+        let body = json!({
+            "kind": "Status", "apiVersion": "v1", "metadata": {},
+            "status": "Failure", "message": format!("mock {reason}"),
+            "reason": reason, "code": code,
+        });
+        self.json(StatusCode::from_u16(code).expect("status code"), &body);
+    }
+
+    pub fn json(self, status: StatusCode, body: &Value) {
+        let response = Response::builder()
+            .status(status)
+            .header("content-type", "application/json")
+            .body(TestBody::Full(Some(Bytes::from(body.to_string()))))
+            .expect("response");
+        self.responder.send_response(response);
+    }
+
+    /// The request body as JSON (POST/PATCH).
+    pub async fn body_json(&mut self) -> Value {
+        let body = std::mem::replace(self.request.body_mut(), KubeBody::empty());
+        let bytes = body.collect_bytes().await.expect("request body");
+        serde_json::from_slice(&bytes).expect("request body is json")
+    }
+}
+
+/// A held-open watch response.
+pub struct WatchStream {
+    tx: mpsc::UnboundedSender<Result<Bytes, std::io::Error>>,
+}
+
+impl WatchStream {
+    pub fn event(&self, kind: &str, object: Value) {
+        let line = format!("{}\n", json!({"type": kind, "object": object}));
+        // The watcher may have gone away (the test is checking that it does not matter).
+        let _ = self.tx.send(Ok(Bytes::from(line)));
+    }
+
+    pub fn added(&self, object: Value) {
+        self.event("ADDED", object);
+    }
+
+    pub fn modified(&self, object: Value) {
+        self.event("MODIFIED", object);
+    }
+
+    pub fn deleted(&self, object: Value) {
+        self.event("DELETED", object);
+    }
+
+    pub fn bookmark(&self, kind: &str, api_version: &str, resource_version: &str) {
+        self.event(
+            "BOOKMARK",
+            json!({"kind": kind, "apiVersion": api_version,
+                   "metadata": {"resourceVersion": resource_version}}),
+        );
+    }
+
+    /// The apiserver's "resource version too old" watch error.
+    pub fn gone(&self) {
+        self.event(
+            "ERROR",
+            json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
+                   "status": "Failure", "message": "too old resource version: 1 (2)",
+                   "reason": "Expired", "code": 410}),
+        );
+    }
+
+    /// A raw line (for undecodable events).
+    pub fn raw(&self, line: &str) {
+        let _ = self.tx.send(Ok(Bytes::from(format!("{line}\n"))));
+    }
+
+    /// The connection breaks mid-stream.
+    pub fn fail(self) {
+        let _ = self.tx.send(Err(std::io::Error::new(
+            std::io::ErrorKind::ConnectionReset,
+            "mock connection reset",
+        )));
+    }
+
+    /// The server ends the watch (timeout).
+    pub fn close(self) {}
+}
+
+/// A Node as the API returns it.
+pub fn node(name: &str, rv: &str, pod_cidrs: &[&str], labels: Value) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "uid": format!("uid-{name}"), "resourceVersion": rv,
+                     "labels": labels},
+        "spec": {"podCIDR": pod_cidrs.first(), "podCIDRs": pod_cidrs},
+        "status": {"addresses": [
+            {"type": "InternalIP", "address": format!("192.168.10.{}", 10 + name.len())},
+            {"type": "Hostname", "address": name}
+        ]}
+    })
+}
+
+/// A CiliumNode as the API returns it (with fields we ignore).
+pub fn cilium_node(name: &str, rv: &str, pod_cidrs: &[&str]) -> Value {
+    json!({
+        "apiVersion": "cilium.io/v2", "kind": "CiliumNode",
+        "metadata": {"name": name, "resourceVersion": rv},
+        "spec": {
+            "addresses": [{"type": "InternalIP", "ip": "192.168.10.1"}],
+            "ipam": {"podCIDRs": pod_cidrs},
+            "health": {}
+        },
+        "status": {"ipam": {}}
+    })
+}
+
+pub fn config_map(namespace: &str, name: &str, rv: &str, data: Value) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": namespace, "resourceVersion": rv},
+        "data": data
+    })
+}

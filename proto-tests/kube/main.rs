@@ -1,0 +1,756 @@
+//! The Kubernetes source against kube-rs's mocked API service: the real list and watch
+//! requests (paths, field selectors, resource versions) answered with real JSON, and
+//! the node view after each event.
+
+mod harness;
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use harness::{cilium_node, config_map, node, Call, MockApi, Route, WatchStream, WAIT};
+use ipnet::IpNet;
+use podcidr_speaker::sources::kube::{
+    self as kube_source, BgpConfigMapRef, ConfigMapRef, KubeSourceConfig, Retry, WatchScope,
+};
+use podcidr_speaker::sources::model::{Drift, IpamMode, IpamOverride, NodeView};
+use podcidr_speaker::sources::{
+    channel, ClusterSnapshot, EventSink, Report, Resource, ResourceStatus, SourceReceiver,
+    SourceUpdate,
+};
+use serde_json::json;
+use tokio::sync::mpsc::error::TryRecvError;
+
+/// Every test is bounded: a hung watcher fails the test instead of the suite.
+async fn bounded<F: Future<Output = ()>>(test: F) {
+    let _ = tracing_subscriber::fmt()
+        .with_test_writer()
+        .with_env_filter("podcidr_speaker=debug")
+        .try_init();
+    tokio::time::timeout(Duration::from_secs(30), test)
+        .await
+        .expect("test timed out");
+}
+
+#[derive(Default)]
+struct RecordingSink(Mutex<Vec<Report>>);
+
+impl EventSink for RecordingSink {
+    fn publish(&self, report: &Report) {
+        self.0.lock().unwrap().push(report.clone());
+    }
+}
+
+impl RecordingSink {
+    fn take(&self) -> Vec<Report> {
+        std::mem::take(&mut *self.0.lock().unwrap())
+    }
+}
+
+struct Running {
+    rx: SourceReceiver,
+    api: MockApi,
+    events: Arc<RecordingSink>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn start(scope: WatchScope, bgp_config: bool, ipam: IpamOverride) -> Running {
+    let (client, api) = MockApi::start();
+    let (tx, rx) = channel(16);
+    let events = Arc::new(RecordingSink::default());
+    let config = KubeSourceConfig {
+        scope,
+        cilium_config: ConfigMapRef::cilium_config(),
+        bgp_config: bgp_config.then(BgpConfigMapRef::default),
+        ipam,
+        retry: Retry::Fixed(Duration::from_millis(20)),
+    };
+    let sink: Arc<dyn EventSink> = events.clone();
+    let task = tokio::spawn(async move {
+        let _ = kube_source::run(client, config, tx, sink).await;
+    });
+    Running {
+        rx,
+        api,
+        events,
+        task,
+    }
+}
+
+impl Running {
+    async fn update(&mut self) -> SourceUpdate {
+        tokio::time::timeout(WAIT, self.rx.updates.recv())
+            .await
+            .expect("no update in time")
+            .expect("source ended")
+    }
+
+    async fn cluster(&mut self) -> Arc<ClusterSnapshot> {
+        match self.update().await {
+            SourceUpdate::Cluster(snapshot) => snapshot,
+            other => panic!("expected a cluster update, got {other:?}"),
+        }
+    }
+
+    async fn view(&mut self) -> NodeView {
+        self.cluster().await.view.clone().expect("view")
+    }
+
+    fn no_update(&mut self) {
+        match self.rx.updates.try_recv() {
+            Err(TryRecvError::Empty) => {}
+            other => panic!("expected no update, got {other:?}"),
+        }
+    }
+
+    /// Waits until `resource`'s status satisfies `done`; the source updates the status
+    /// after queueing any update, so afterwards `no_update` is meaningful.
+    async fn status(
+        &mut self,
+        resource: Resource,
+        done: impl Fn(&ResourceStatus) -> bool,
+    ) -> ResourceStatus {
+        let mut status = self.rx.status.clone();
+        let reached = tokio::time::timeout(
+            WAIT,
+            status.wait_for(|s| s.resources.get(&resource).is_some_and(&done)),
+        )
+        .await;
+        match reached {
+            Ok(Ok(status)) => status.resources[&resource].clone(),
+            _ => panic!(
+                "{resource} status not reached: {:?}",
+                self.rx.status.borrow().resources.get(&resource)
+            ),
+        }
+    }
+
+    fn status_now(&self, resource: Resource) -> ResourceStatus {
+        self.rx.status.borrow().resources[&resource].clone()
+    }
+}
+
+fn nets(list: &[&str]) -> Vec<IpNet> {
+    list.iter().map(|s| s.parse().unwrap()).collect()
+}
+
+fn prefixes(view: &NodeView, node: &str) -> Vec<IpNet> {
+    view.nodes
+        .get(node)
+        .unwrap_or_else(|| panic!("{node} not in view"))
+        .prefixes
+        .clone()
+}
+
+fn cilium_config(rv: &str, ipam: &str) -> serde_json::Value {
+    config_map(
+        "kube-system",
+        "cilium-config",
+        rv,
+        json!({"ipam": ipam, "cluster-pool-ipv4-cidr": "10.5.0.0/16"}),
+    )
+}
+
+/// Asserts a list request of the speaker's watchers, exactly as kube-rs sends it.
+fn assert_list(call: &Call, path: &str, selector: Option<&str>) {
+    let mut want = format!("{path}?");
+    if let Some(selector) = selector {
+        want.push_str(&format!("&fieldSelector={}", selector.replace('=', "%3D")));
+    }
+    want.push_str("&limit=500");
+    assert_eq!(call.uri(), want);
+}
+
+/// Asserts a watch request: selector, resume point, bookmarks.
+fn assert_watch(call: &Call, path: &str, selector: Option<&str>, resource_version: &str) {
+    assert_eq!(call.request.uri().path(), path);
+    assert!(call.is_watch(), "{}", call.uri());
+    assert_eq!(
+        call.param("fieldSelector").as_deref(),
+        selector,
+        "{}",
+        call.uri()
+    );
+    assert_eq!(
+        call.param("resourceVersion").as_deref(),
+        Some(resource_version),
+        "{}",
+        call.uri()
+    );
+    assert_eq!(call.param("allowWatchBookmarks").as_deref(), Some("true"));
+}
+
+const NODES: &str = "/api/v1/nodes";
+const CILIUM_NODES: &str = "/apis/cilium.io/v2/ciliumnodes";
+const CONFIG_MAPS: &str = "/api/v1/namespaces/kube-system/configmaps";
+
+/// The DaemonSet's watchers: only its own Node and CiliumNode, the two ConfigMaps by
+/// name; then every kind of watch event and the view after each.
+#[tokio::test]
+async fn local_scope_watches_own_objects_and_follows_every_event() {
+    bounded(async {
+        let mut s = start(
+            WatchScope::Local {
+                node: "master1".into(),
+            },
+            true,
+            IpamOverride::Auto,
+        );
+        let by_name = |n: &str| format!("metadata.name={n}");
+
+        // Initial lists, answered in an order that leaves cilium-config last: nothing
+        // about the cluster may be sent before every resource is listed.
+        let call = s.api.next(Route::Nodes).await;
+        assert_list(&call, NODES, Some(&by_name("master1")));
+        call.list(
+            "Node",
+            "v1",
+            vec![node(
+                "master1",
+                "100",
+                &["10.5.112.0/24"],
+                json!({"rack": "r1"}),
+            )],
+            "100",
+        );
+        let call = s.api.next(Route::CiliumNodes).await;
+        assert_list(&call, CILIUM_NODES, Some(&by_name("master1")));
+        call.list(
+            "CiliumNode",
+            "cilium.io/v2",
+            vec![cilium_node("master1", "110", &["10.5.113.0/24"])],
+            "110",
+        );
+        let call = s.api.next(Route::BgpConfig).await;
+        assert_list(&call, CONFIG_MAPS, Some(&by_name("bgp-config")));
+        call.list(
+            "ConfigMap",
+            "v1",
+            vec![config_map(
+                "kube-system",
+                "bgp-config",
+                "120",
+                json!({"config.yaml": "peers: []\n"}),
+            )],
+            "120",
+        );
+        assert_eq!(
+            s.update().await,
+            SourceUpdate::BgpConfigText(Some("peers: []\n".into()))
+        );
+        s.status(Resource::CiliumNodes, |st| st.synced).await;
+        s.status(Resource::Nodes, |st| st.synced).await;
+        s.no_update();
+        assert!(!s.rx.status.borrow().ready());
+
+        let call = s.api.next(Route::CiliumConfig).await;
+        assert_list(&call, CONFIG_MAPS, Some(&by_name("cilium-config")));
+        call.list(
+            "ConfigMap",
+            "v1",
+            vec![cilium_config("130", "cluster-pool")],
+            "130",
+        );
+        let view = s.view().await;
+        assert_eq!(view.ipam, IpamMode::ClusterPool);
+        assert_eq!(prefixes(&view, "master1"), nets(&["10.5.113.0/24"]));
+        assert_eq!(
+            view.nodes["master1"].drift,
+            Some(Drift {
+                node_cidrs: nets(&["10.5.112.0/24"]),
+                cilium_cidrs: nets(&["10.5.113.0/24"]),
+            })
+        );
+        assert_eq!(
+            view.nodes["master1"].internal_ipv4,
+            Some("192.168.10.17".parse().unwrap())
+        );
+        assert!(matches!(
+            s.events.take().as_slice(),
+            [Report::Drift { node, ipam: IpamMode::ClusterPool, .. }] if &**node == "master1"
+        ));
+        s.status(Resource::CiliumConfig, |st| st.synced).await;
+        assert!(s.rx.status.borrow().ready());
+
+        // Each watcher resumes from its list's resource version.
+        let call = s.api.next(Route::Nodes).await;
+        assert_watch(&call, NODES, Some(&by_name("master1")), "100");
+        let nodes = call.watch();
+        let call = s.api.next(Route::CiliumNodes).await;
+        assert_watch(&call, CILIUM_NODES, Some(&by_name("master1")), "110");
+        let cilium = call.watch();
+        let call = s.api.next(Route::CiliumConfig).await;
+        assert_watch(&call, CONFIG_MAPS, Some(&by_name("cilium-config")), "130");
+        let ccfg = call.watch();
+        let call = s.api.next(Route::BgpConfig).await;
+        assert_watch(&call, CONFIG_MAPS, Some(&by_name("bgp-config")), "120");
+        let bgp = call.watch();
+
+        // MODIFIED CiliumNode with a new CIDR: announced.
+        cilium.modified(cilium_node("master1", "111", &["10.5.114.0/24"]));
+        let view = s.view().await;
+        assert_eq!(prefixes(&view, "master1"), nets(&["10.5.114.0/24"]));
+        assert!(matches!(
+            s.events.take().as_slice(),
+            [Report::Drift { drift, .. }] if drift.cilium_cidrs == nets(&["10.5.114.0/24"])
+        ));
+
+        // MODIFIED with nothing we read changed: nothing sent.
+        let before = s.status_now(Resource::CiliumNodes).events;
+        let mut same = cilium_node("master1", "112", &["10.5.114.0/24"]);
+        same["spec"]["health"] = json!({"ipv4": "10.5.114.9"});
+        cilium.modified(same);
+        s.status(Resource::CiliumNodes, |st| st.events > before)
+            .await;
+        s.no_update();
+
+        // MODIFIED Node labels: the planner's selectors see them.
+        nodes.modified(node(
+            "master1",
+            "101",
+            &["10.5.112.0/24"],
+            json!({"rack": "r2"}),
+        ));
+        let view = s.view().await;
+        assert_eq!(view.nodes["master1"].labels["rack"], "r2");
+
+        // BOOKMARK moves the resume point: after the server ends the watch, the next
+        // watch starts from the bookmark.
+        nodes.bookmark("Node", "v1", "150");
+        nodes.close();
+        let call = s.api.next(Route::Nodes).await;
+        assert_watch(&call, NODES, Some(&by_name("master1")), "150");
+        let nodes = call.watch();
+        s.no_update();
+
+        // ERROR 410: relist. The same objects: nothing sent.
+        let relists = s.status_now(Resource::CiliumNodes).relists;
+        cilium.gone();
+        let call = s.api.next(Route::CiliumNodes).await;
+        assert_list(&call, CILIUM_NODES, Some(&by_name("master1")));
+        call.list(
+            "CiliumNode",
+            "cilium.io/v2",
+            vec![cilium_node("master1", "160", &["10.5.114.0/24"])],
+            "160",
+        );
+        s.status(Resource::CiliumNodes, |st| st.relists > relists)
+            .await;
+        s.no_update();
+        let call = s.api.next(Route::CiliumNodes).await;
+        assert_watch(&call, CILIUM_NODES, Some(&by_name("master1")), "160");
+        let cilium = call.watch();
+
+        // cilium-config switches the IPAM mode live: the Node's CIDRs now.
+        ccfg.modified(cilium_config("131", "kubernetes"));
+        let view = s.view().await;
+        assert_eq!(view.ipam, IpamMode::Kubernetes);
+        assert_eq!(prefixes(&view, "master1"), nets(&["10.5.112.0/24"]));
+        assert!(matches!(
+            s.events.take().as_slice(),
+            [Report::Drift {
+                ipam: IpamMode::Kubernetes,
+                ..
+            }]
+        ));
+        ccfg.modified(cilium_config("132", "cluster-pool"));
+        assert_eq!(
+            prefixes(&s.view().await, "master1"),
+            nets(&["10.5.114.0/24"])
+        );
+
+        // DELETED CiliumNode (cluster-pool): the node has no prefixes left.
+        cilium.deleted(cilium_node("master1", "161", &["10.5.114.0/24"]));
+        let view = s.view().await;
+        assert!(prefixes(&view, "master1").is_empty());
+        assert_eq!(view.nodes["master1"].drift, None);
+
+        // bgp-config edits and deletion.
+        bgp.modified(config_map(
+            "kube-system",
+            "bgp-config",
+            "121",
+            json!({"config.yaml": "peers: [x]\n"}),
+        ));
+        assert_eq!(
+            s.update().await,
+            SourceUpdate::BgpConfigText(Some("peers: [x]\n".into()))
+        );
+        bgp.deleted(config_map("kube-system", "bgp-config", "122", json!({})));
+        assert_eq!(s.update().await, SourceUpdate::BgpConfigText(None));
+
+        // DELETED Node: gone from the view.
+        nodes.deleted(node("master1", "170", &["10.5.112.0/24"], json!({})));
+        let view = s.view().await;
+        assert!(view.nodes.is_empty());
+
+        // ADDED: the node and its CiliumNode come back.
+        nodes.added(node("master1", "171", &["10.5.112.0/24"], json!({})));
+        assert!(prefixes(&s.view().await, "master1").is_empty());
+        cilium.added(cilium_node("master1", "172", &["10.5.115.0/24"]));
+        assert_eq!(
+            prefixes(&s.view().await, "master1"),
+            nets(&["10.5.115.0/24"])
+        );
+    })
+    .await;
+}
+
+/// Answers the first list of every resource of a cluster-scope source.
+async fn sync_cluster(
+    s: &mut Running,
+    nodes: Vec<serde_json::Value>,
+    cilium: Vec<serde_json::Value>,
+    ipam: &str,
+) -> [WatchStream; 3] {
+    let call = s.api.next(Route::Nodes).await;
+    assert_list(&call, NODES, None);
+    call.list("Node", "v1", nodes, "100");
+    let call = s.api.next(Route::CiliumNodes).await;
+    assert_list(&call, CILIUM_NODES, None);
+    call.list("CiliumNode", "cilium.io/v2", cilium, "200");
+    let call = s.api.next(Route::CiliumConfig).await;
+    call.list("ConfigMap", "v1", vec![cilium_config("300", ipam)], "300");
+    let call = s.api.next(Route::Nodes).await;
+    assert_watch(&call, NODES, None, "100");
+    let n = call.watch();
+    let call = s.api.next(Route::CiliumNodes).await;
+    assert_watch(&call, CILIUM_NODES, None, "200");
+    let c = call.watch();
+    let call = s.api.next(Route::CiliumConfig).await;
+    let cc = call.watch();
+    [n, c, cc]
+}
+
+fn outage_objects() -> (Vec<serde_json::Value>, Vec<serde_json::Value>) {
+    let pairs = [
+        ("master1", "10.5.112.0/24", "10.5.113.0/24"),
+        ("master2", "10.5.113.0/24", "10.5.114.0/24"),
+        ("master3", "10.5.114.0/24", "10.5.115.0/24"),
+        ("worker1", "10.5.115.0/24", "10.5.112.0/24"),
+    ];
+    let nodes = pairs
+        .iter()
+        .map(|(n, cidr, _)| node(n, "100", &[cidr], json!({})))
+        .collect();
+    let cilium = pairs
+        .iter()
+        .map(|(n, _, cidr)| cilium_node(n, "200", &[cidr]))
+        .collect();
+    (nodes, cilium)
+}
+
+/// The outage, through the API: cluster-pool announces the CiliumNodes' CIDRs and
+/// reports drift (log and Event) on all four; kubernetes announces the Nodes'.
+#[tokio::test]
+async fn cluster_scope_outage_permutation_follows_the_ipam_mode() {
+    bounded(async {
+        let mut s = start(WatchScope::Cluster, false, IpamOverride::Auto);
+        let (nodes, cilium) = outage_objects();
+        let [_n, _c, ccfg] = sync_cluster(&mut s, nodes, cilium, "cluster-pool").await;
+        let view = s.view().await;
+        let expect = |view: &NodeView, want: [&str; 4]| {
+            let got: BTreeMap<&str, Vec<IpNet>> = view
+                .nodes
+                .iter()
+                .map(|(k, v)| (&**k, v.prefixes.clone()))
+                .collect();
+            let want: BTreeMap<&str, Vec<IpNet>> = ["master1", "master2", "master3", "worker1"]
+                .into_iter()
+                .zip(want.map(|c| nets(&[c])))
+                .collect();
+            assert_eq!(got, want);
+        };
+        expect(
+            &view,
+            [
+                "10.5.113.0/24",
+                "10.5.114.0/24",
+                "10.5.115.0/24",
+                "10.5.112.0/24",
+            ],
+        );
+        assert_eq!(view.drift_count(), 4);
+        let drifted: Vec<String> = s
+            .events
+            .take()
+            .into_iter()
+            .filter_map(|r| match r {
+                Report::Drift { node, uid, .. } => {
+                    assert_eq!(uid.as_deref(), Some(&*format!("uid-{node}")));
+                    Some(node.to_string())
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(drifted, ["master1", "master2", "master3", "worker1"]);
+
+        ccfg.modified(cilium_config("301", "kubernetes"));
+        let view = s.view().await;
+        assert_eq!(view.ipam, IpamMode::Kubernetes);
+        expect(
+            &view,
+            [
+                "10.5.112.0/24",
+                "10.5.113.0/24",
+                "10.5.114.0/24",
+                "10.5.115.0/24",
+            ],
+        );
+        assert_eq!(view.drift_count(), 4);
+        assert_eq!(s.events.take().len(), 4, "mode change re-reports drift");
+
+        // An unsupported mode is an error in the snapshot, not a withdrawal decided here.
+        ccfg.modified(cilium_config("302", "eni"));
+        let snapshot = s.cluster().await;
+        assert!(
+            matches!(&snapshot.view, Err(e) if e.to_string().contains("\"eni\"")),
+            "{:?}",
+            snapshot.view
+        );
+        assert_eq!(snapshot.state.nodes.len(), 4);
+    })
+    .await;
+}
+
+/// API trouble never withdraws: broken streams, failing watches and lists leave the
+/// last state in force with the resource marked down; recovery with the same objects
+/// sends nothing; recovery with changed objects sends the change.
+#[tokio::test]
+async fn api_outage_keeps_the_last_state_and_recovers() {
+    bounded(async {
+        let mut s = start(WatchScope::Cluster, false, IpamOverride::Auto);
+        let (nodes, cilium) = outage_objects();
+        let [n, _c, _cc] =
+            sync_cluster(&mut s, nodes.clone(), cilium.clone(), "cluster-pool").await;
+        let before = s.view().await;
+
+        // The connection breaks; the re-watch is refused; the relist fails too.
+        n.fail();
+        let call = s.api.next(Route::Nodes).await;
+        assert_watch(&call, NODES, None, "100");
+        call.status_error(500, "InternalError");
+        s.status(Resource::Nodes, |st| !st.up && st.errors >= 1)
+            .await;
+        let call = s.api.next(Route::Nodes).await;
+        assert!(call.is_watch());
+        call.watch().gone();
+        let call = s.api.next(Route::Nodes).await;
+        assert_list(&call, NODES, None);
+        call.status_error(503, "ServiceUnavailable");
+        let down = s
+            .status(Resource::Nodes, |st| !st.up && st.errors >= 2)
+            .await;
+        assert!(down.last_error.is_some());
+        s.no_update();
+        assert!(s.rx.status.borrow().ready(), "an outage does not unsync");
+
+        // Recovery: the same objects; nothing to send.
+        let call = s.api.next(Route::Nodes).await;
+        assert_list(&call, NODES, None);
+        call.list("Node", "v1", nodes.clone(), "400");
+        s.status(Resource::Nodes, |st| st.up && st.relists >= 2)
+            .await;
+        s.no_update();
+
+        // The watch resumes and a change goes through.
+        let call = s.api.next(Route::Nodes).await;
+        assert_watch(&call, NODES, None, "400");
+        let n = call.watch();
+        n.modified(node(
+            "master1",
+            "401",
+            &["10.5.112.0/24"],
+            json!({"new": "label"}),
+        ));
+        let after = s.view().await;
+        assert_eq!(after.nodes["master1"].labels["new"], "label");
+        assert_eq!(
+            prefixes(&after, "master1"),
+            prefixes(&before, "master1"),
+            "the prefixes never moved"
+        );
+
+        // A relist missing a node after the watch window expired is a real deletion.
+        n.gone();
+        let call = s.api.next(Route::Nodes).await;
+        call.list("Node", "v1", nodes[..3].to_vec(), "500");
+        let view = s.view().await;
+        assert!(!view.nodes.contains_key("worker1"));
+        assert_eq!(view.nodes.len(), 3);
+    })
+    .await;
+}
+
+/// One malformed object is skipped (keeping its last good facts); the rest of the list
+/// and the watch go on.
+#[tokio::test]
+async fn malformed_objects_are_skipped_without_stopping_the_watch() {
+    bounded(async {
+        let mut s = start(WatchScope::Cluster, false, IpamOverride::Kubernetes);
+        let nodes = vec![
+            node("good1", "100", &["10.5.1.0/24"], json!({})),
+            node("bad1", "100", &["10.5.300.0/24"], json!({})),
+            node("good2", "100", &["10.5.2.0/24"], json!({})),
+        ];
+        let mut bad_shape = cilium_node("good2", "200", &[]);
+        bad_shape["spec"]["ipam"]["podCIDRs"] = json!("10.5.2.0/24");
+        let cilium = vec![cilium_node("good1", "200", &["10.5.1.0/24"]), bad_shape];
+        let [n, c, _cc] = sync_cluster(&mut s, nodes, cilium, "kubernetes").await;
+        let view = s.view().await;
+        assert_eq!(
+            view.nodes.keys().map(|k| &**k).collect::<Vec<_>>(),
+            ["good1", "good2"]
+        );
+        let st = s.status_now(Resource::Nodes);
+        assert_eq!(st.errors, 1);
+        assert!(
+            st.last_error.as_deref().is_some_and(|e| e.contains("bad1") && e.contains("10.5.300.0/24")),
+            "{st:?}"
+        );
+        assert_eq!(s.status_now(Resource::CiliumNodes).errors, 1);
+
+        // A good node turns bad: its last good facts stay.
+        n.modified(node("good1", "101", &["10.5.1.0/24", "garbage"], json!({})));
+        s.status(Resource::Nodes, |st| st.errors == 2).await;
+        s.no_update();
+
+        // An undecodable event line: skipped, the stream goes on.
+        n.raw(r#"{"type":"MODIFIED","object":{"kind":"Node","apiVersion":"v1","metadata":{"name":7}}}"#);
+        n.modified(node("good1", "102", &["10.5.9.0/24"], json!({})));
+        let view = s.view().await;
+        assert_eq!(prefixes(&view, "good1"), nets(&["10.5.9.0/24"]));
+        let st = s.status_now(Resource::Nodes);
+        assert!(st.up, "an undecodable event is not an outage: {st:?}");
+        assert_eq!(st.errors, 3);
+
+        // A relist in which good2 is malformed keeps good2's facts.
+        n.gone();
+        let call = s.api.next(Route::Nodes).await;
+        call.list(
+            "Node",
+            "v1",
+            vec![
+                node("good1", "600", &["10.5.9.0/24"], json!({})),
+                node("good2", "600", &["not-a-cidr"], json!({})),
+            ],
+            "600",
+        );
+        s.status(Resource::Nodes, |st| st.relists >= 2).await;
+        s.no_update();
+
+        // The CiliumNode watch was unaffected by all this.
+        c.modified(cilium_node("good1", "201", &["10.5.9.0/24"]));
+        let snapshot = s.cluster().await;
+        assert_eq!(snapshot.state.cilium_nodes["good1"], nets(&["10.5.9.0/24"]));
+        assert_eq!(snapshot.state.nodes["good2"].node_cidrs, nets(&["10.5.2.0/24"]));
+    })
+    .await;
+}
+
+/// Without the CiliumNode CRD (404 on the first list) the source still syncs: in
+/// kubernetes mode the Nodes' CIDRs are announced.
+#[tokio::test]
+async fn missing_cilium_node_crd_counts_as_no_cilium_nodes() {
+    bounded(async {
+        let mut s = start(WatchScope::Cluster, false, IpamOverride::Kubernetes);
+        let call = s.api.next(Route::Nodes).await;
+        call.list(
+            "Node",
+            "v1",
+            vec![node("n1", "100", &["10.7.0.0/24"], json!({}))],
+            "100",
+        );
+        let call = s.api.next(Route::CiliumNodes).await;
+        call.status_error(404, "NotFound");
+        let call = s.api.next(Route::CiliumConfig).await;
+        call.list("ConfigMap", "v1", vec![], "300");
+        let snapshot = s.cluster().await;
+        assert_eq!(snapshot.state.cilium_config, None);
+        let view = snapshot.view.clone().unwrap();
+        assert_eq!(prefixes(&view, "n1"), nets(&["10.7.0.0/24"]));
+        // The watcher keeps retrying the list.
+        let call = s.api.next(Route::CiliumNodes).await;
+        assert!(!call.is_watch());
+    })
+    .await;
+}
+
+/// Drift reaches the events.k8s.io API as a Warning Event on the Node.
+#[tokio::test]
+async fn kube_events_posts_a_drift_event_on_the_node() {
+    use podcidr_speaker::sources::kube::events::KubeEvents;
+    bounded(async {
+        let (client, mut api) = MockApi::start();
+        let (events, task) = KubeEvents::spawn(client, Some("speaker-master1".into()));
+        events.publish(&Report::Drift {
+            node: "master1".into(),
+            uid: Some("uid-master1".into()),
+            drift: Drift {
+                node_cidrs: nets(&["10.5.112.0/24"]),
+                cilium_cidrs: nets(&["10.5.113.0/24"]),
+            },
+            ipam: IpamMode::ClusterPool,
+        });
+        let mut call = api.next(Route::Events).await;
+        assert_eq!(call.request.method(), http::Method::POST);
+        assert_eq!(
+            call.request.uri().path(),
+            "/apis/events.k8s.io/v1/namespaces/default/events"
+        );
+        let body = call.body_json().await;
+        assert_eq!(body["type"], "Warning");
+        assert_eq!(body["reason"], "PodCIDRDrift");
+        assert_eq!(body["reportingController"], "podcidr-speaker");
+        assert_eq!(body["reportingInstance"], "speaker-master1");
+        assert_eq!(
+            body["regarding"],
+            json!({"apiVersion": "v1", "kind": "Node", "name": "master1", "uid": "uid-master1"})
+        );
+        let note = body["note"].as_str().unwrap();
+        assert!(
+            note.contains("[10.5.112.0/24]") && note.contains("[10.5.113.0/24]"),
+            "{note}"
+        );
+        call.json(http::StatusCode::CREATED, &body);
+        drop(events);
+        tokio::time::timeout(WAIT, task).await.unwrap().unwrap();
+        assert!(api.idle(Route::Events));
+    })
+    .await;
+}
+
+/// The source task ends once the daemon drops its receiver, even with no API traffic.
+#[tokio::test]
+async fn source_ends_when_the_receiver_is_dropped() {
+    bounded(async {
+        let (client, mut api) = MockApi::start();
+        let (tx, rx) = channel(1);
+        let config = KubeSourceConfig {
+            scope: WatchScope::Cluster,
+            cilium_config: ConfigMapRef::cilium_config(),
+            bgp_config: None,
+            ipam: IpamOverride::Auto,
+            retry: Retry::Fixed(Duration::from_millis(20)),
+        };
+        let task = tokio::spawn(kube_source::run(
+            client,
+            config,
+            tx,
+            Arc::new(RecordingSink::default()),
+        ));
+        // The watchers are waiting on their lists when the daemon goes away.
+        let _pending = api.next(Route::Nodes).await;
+        drop(rx);
+        let ended = tokio::time::timeout(WAIT, task).await.expect("task ended");
+        assert!(ended.expect("no panic").is_err(), "ends with Closed");
+    })
+    .await;
+}

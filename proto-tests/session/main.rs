@@ -1,0 +1,18 @@
+//! Session scripts with a virtual clock: the state machine driven input by input, alone
+//! against a scripted peer or against another of our sessions, asserting what it asks the
+//! driver to do and when. No sockets and no runtime; time moves only when a test moves it.
+
+mod harness;
+
+mod backoff;
+mod collision;
+mod delay_open;
+mod fsm_errors;
+mod graceful_restart;
+mod hold_timer;
+mod keepalive;
+mod lifecycle;
+mod max_prefix;
+mod open_errors;
+mod route_refresh;
+mod shutdown;

@@ -1,0 +1,409 @@
+//! The standalone file source on real files: the outage samples under
+//! config/cluster-state, reloads within a second, node deletion by removal from the
+//! file, bad files keeping the last good state, and the bgp-config text file.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ipnet::IpNet;
+use podcidr_speaker::sources::file::{self, FileSourceConfig, DEFAULT_POLL};
+use podcidr_speaker::sources::model::{node_view, IpamMode, IpamOverride, NodeView};
+use podcidr_speaker::sources::{
+    channel, ClusterSnapshot, Resource, ResourceStatus, SourceReceiver, SourceUpdate,
+};
+use tokio::sync::mpsc::error::TryRecvError;
+
+const WAIT: Duration = Duration::from_secs(5);
+
+fn samples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("config/cluster-state")
+}
+
+/// A fresh directory under Cargo's per-test scratch space.
+fn scratch(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("file_sources")
+        .join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Writes like an editor: a temporary file renamed over the target.
+fn write_atomic(path: &Path, text: &str) {
+    let tmp = path.with_file_name(format!(
+        ".{}.tmp",
+        path.file_name().unwrap().to_string_lossy()
+    ));
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+fn nets(list: &[&str]) -> Vec<IpNet> {
+    list.iter().map(|s| s.parse().unwrap()).collect()
+}
+
+fn node_doc(name: &str, cidr: &str) -> String {
+    format!(
+        "---\napiVersion: v1\nkind: Node\nmetadata:\n  name: {name}\nspec:\n  podCIDRs: [{cidr}]\n"
+    )
+}
+
+const KUBE_CONFIG: &str =
+    "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: cilium-config}\ndata: {ipam: kubernetes}\n";
+
+async fn bounded<F: std::future::Future<Output = ()>>(test: F) {
+    tokio::time::timeout(Duration::from_secs(30), test)
+        .await
+        .expect("test timed out");
+}
+
+struct Running {
+    rx: SourceReceiver,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn start(path: PathBuf) -> Running {
+    let (tx, rx) = channel(8);
+    let config = FileSourceConfig {
+        path,
+        ipam: IpamOverride::Auto,
+        poll: DEFAULT_POLL,
+    };
+    let task = tokio::spawn(async move {
+        let _ = file::run(config, tx).await;
+    });
+    Running { rx, task }
+}
+
+impl Running {
+    async fn cluster(&mut self) -> Arc<ClusterSnapshot> {
+        match tokio::time::timeout(WAIT, self.rx.updates.recv()).await {
+            Ok(Some(SourceUpdate::Cluster(s))) => s,
+            other => panic!("expected a cluster update, got {other:?}"),
+        }
+    }
+
+    async fn view(&mut self) -> NodeView {
+        self.cluster().await.view.clone().expect("view")
+    }
+
+    fn no_update(&mut self) {
+        match self.rx.updates.try_recv() {
+            Err(TryRecvError::Empty) => {}
+            other => panic!("expected no update, got {other:?}"),
+        }
+    }
+
+    async fn status(&mut self, done: impl Fn(&ResourceStatus) -> bool) -> ResourceStatus {
+        let mut rx = self.rx.status.clone();
+        let status = tokio::time::timeout(
+            WAIT,
+            rx.wait_for(|s| {
+                s.resources
+                    .get(&Resource::ClusterStateFile)
+                    .is_some_and(&done)
+            }),
+        )
+        .await
+        .expect("status not reached")
+        .expect("status channel");
+        status.resources[&Resource::ClusterStateFile].clone()
+    }
+}
+
+fn prefixes(view: &NodeView) -> Vec<(String, Vec<IpNet>)> {
+    view.nodes
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.prefixes.clone()))
+        .collect()
+}
+
+fn outage(ipam: IpamMode) -> Vec<(String, Vec<IpNet>)> {
+    let cidrs = match ipam {
+        IpamMode::ClusterPool => [
+            "10.5.113.0/24",
+            "10.5.114.0/24",
+            "10.5.115.0/24",
+            "10.5.112.0/24",
+        ],
+        IpamMode::Kubernetes => [
+            "10.5.112.0/24",
+            "10.5.113.0/24",
+            "10.5.114.0/24",
+            "10.5.115.0/24",
+        ],
+    };
+    ["master1", "master2", "master3", "worker1"]
+        .into_iter()
+        .zip(cidrs)
+        .map(|(n, c)| (n.to_owned(), nets(&[c])))
+        .collect()
+}
+
+/// The outage sample as `kubectl get nodes,ciliumnodes -o yaml` printed it, with
+/// cilium-config `ipam: cluster-pool`: the CiliumNode CIDRs, drift on all four.
+#[test]
+fn outage_sample_in_cluster_pool_holds_cilium_node_cidrs() {
+    let state = file::load(&samples().join("outage")).unwrap();
+    assert_eq!(state.nodes.len(), 4);
+    assert_eq!(state.cilium_nodes.len(), 4);
+    let view = node_view(&state, IpamOverride::Auto).unwrap();
+    assert_eq!(view.ipam, IpamMode::ClusterPool);
+    assert_eq!(prefixes(&view), outage(IpamMode::ClusterPool));
+    assert_eq!(view.drift_count(), 4);
+    let master1 = &view.nodes["master1"];
+    let drift = master1.drift.as_ref().unwrap();
+    assert_eq!(drift.node_cidrs, nets(&["10.5.112.0/24"]));
+    assert_eq!(drift.cilium_cidrs, nets(&["10.5.113.0/24"]));
+    assert_eq!(
+        master1.internal_ipv4,
+        Some("192.168.10.11".parse().unwrap())
+    );
+    assert_eq!(
+        master1
+            .labels
+            .get("topology.kubernetes.io/zone")
+            .map(String::as_str),
+        Some("rack-a")
+    );
+    assert!(view.warnings.is_empty(), "{:?}", view.warnings);
+}
+
+/// The same cluster with cilium-config switched to `ipam: kubernetes`, live through the
+/// file source: the Node CIDRs, drift still reported on all four.
+#[tokio::test]
+async fn outage_sample_switched_to_kubernetes_holds_node_cidrs() {
+    bounded(async {
+        let dir = scratch("outage-switch");
+        for name in ["nodes.yaml", "cilium-config.yaml"] {
+            std::fs::copy(samples().join("outage").join(name), dir.join(name)).unwrap();
+        }
+        let mut s = start(dir.clone());
+        let view = s.view().await;
+        assert_eq!(prefixes(&view), outage(IpamMode::ClusterPool));
+
+        let config = std::fs::read_to_string(dir.join("cilium-config.yaml")).unwrap();
+        write_atomic(
+            &dir.join("cilium-config.yaml"),
+            &config.replace("ipam: cluster-pool", "ipam: kubernetes"),
+        );
+        let view = s.view().await;
+        assert_eq!(view.ipam, IpamMode::Kubernetes);
+        assert_eq!(prefixes(&view), outage(IpamMode::Kubernetes));
+        assert_eq!(view.drift_count(), 4);
+    })
+    .await;
+}
+
+/// An edit is applied within a second; removing a node from the file deletes it; an
+/// unchanged rewrite sends nothing.
+#[tokio::test]
+async fn edits_apply_within_a_second_and_removal_is_deletion() {
+    bounded(async {
+        let dir = scratch("edits");
+        let path = dir.join("cluster.yaml");
+        let two = format!(
+            "{KUBE_CONFIG}{}{}",
+            node_doc("a", "10.1.0.0/24"),
+            node_doc("b", "10.2.0.0/24")
+        );
+        write_atomic(&path, &two);
+        let mut s = start(path.clone());
+        let view = s.view().await;
+        assert_eq!(
+            prefixes(&view),
+            [
+                ("a".to_owned(), nets(&["10.1.0.0/24"])),
+                ("b".to_owned(), nets(&["10.2.0.0/24"]))
+            ]
+        );
+
+        let edited = two.replace("10.2.0.0/24", "10.2.9.0/24");
+        let written = Instant::now();
+        write_atomic(&path, &edited);
+        let view = s.view().await;
+        let took = written.elapsed();
+        assert!(took < Duration::from_secs(1), "edit applied after {took:?}");
+        assert_eq!(view.nodes["b"].prefixes, nets(&["10.2.9.0/24"]));
+
+        // Rewritten with the same content: loaded again, nothing sent.
+        s.status(|st| st.relists == 2).await;
+        write_atomic(&path, &edited);
+        s.status(|st| st.relists == 3).await;
+        s.no_update();
+
+        // In-place rewrite (same inode) without b: b is deleted.
+        std::fs::write(
+            &path,
+            format!("{KUBE_CONFIG}{}", node_doc("a", "10.1.0.0/24")),
+        )
+        .unwrap();
+        let view = s.view().await;
+        assert_eq!(view.nodes.keys().map(|k| &**k).collect::<Vec<_>>(), ["a"]);
+    })
+    .await;
+}
+
+/// A file that fails to parse (or map, or vanishes) keeps the last good state, and the
+/// status says why; fixing it applies the fix.
+#[tokio::test]
+async fn bad_file_keeps_the_last_good_state_and_says_why() {
+    bounded(async {
+        let dir = scratch("bad");
+        let path = dir.join("cluster.yaml");
+        write_atomic(
+            &path,
+            &format!("{KUBE_CONFIG}{}", node_doc("a", "10.1.0.0/24")),
+        );
+        let mut s = start(path.clone());
+        let good = s.view().await;
+
+        write_atomic(
+            &path,
+            &format!("{KUBE_CONFIG}---\nkind: Node\nmetadata: {{name: [a\n"),
+        );
+        let st = s.status(|st| st.errors >= 1).await;
+        assert!(!st.up);
+        let why = st.last_error.unwrap();
+        assert!(why.contains("cluster.yaml: document 2"), "{why}");
+
+        write_atomic(
+            &path,
+            &format!("{KUBE_CONFIG}{}", node_doc("a", "10.1.0.0/33")),
+        );
+        let st = s.status(|st| st.errors >= 2).await;
+        let why = st.last_error.unwrap();
+        assert!(
+            why.contains("Node a: spec.podCIDRs[0]: \"10.1.0.0/33\""),
+            "{why}"
+        );
+
+        std::fs::remove_file(&path).unwrap();
+        let st = s.status(|st| st.errors >= 3).await;
+        assert!(st.last_error.unwrap().contains("cluster.yaml"));
+        s.no_update();
+        assert!(s.rx.status.borrow().ready(), "a bad file does not unsync");
+
+        write_atomic(
+            &path,
+            &format!("{KUBE_CONFIG}{}", node_doc("a", "10.1.7.0/24")),
+        );
+        let view = s.view().await;
+        assert_ne!(view, good);
+        assert_eq!(view.nodes["a"].prefixes, nets(&["10.1.7.0/24"]));
+        let st = s.status(|st| st.up).await;
+        assert_eq!(st.last_error, None);
+    })
+    .await;
+}
+
+/// A directory of files in any mix; adding and removing files adds and removes nodes.
+#[tokio::test]
+async fn directory_mix_follows_added_and_removed_files() {
+    bounded(async {
+        let dir = scratch("dir");
+        write_atomic(&dir.join("cilium-config.yaml"), KUBE_CONFIG);
+        write_atomic(&dir.join("a.yaml"), &node_doc("a", "10.1.0.0/24"));
+        write_atomic(
+            &dir.join("b.json"),
+            r#"{"kind": "List", "apiVersion": "v1", "items": [
+                {"kind": "Node", "apiVersion": "v1", "metadata": {"name": "b"},
+                 "spec": {"podCIDRs": ["10.2.0.0/24"]}}]}"#,
+        );
+        std::fs::write(dir.join("README.txt"), "not a cluster-state file").unwrap();
+        let mut s = start(dir.clone());
+        let view = s.view().await;
+        assert_eq!(view.nodes.len(), 2);
+
+        write_atomic(&dir.join("c.yml"), &node_doc("c", "10.3.0.0/24"));
+        let view = s.view().await;
+        assert_eq!(view.nodes["c"].prefixes, nets(&["10.3.0.0/24"]));
+
+        std::fs::remove_file(dir.join("a.yaml")).unwrap();
+        let view = s.view().await;
+        assert_eq!(
+            view.nodes.keys().map(|k| &**k).collect::<Vec<_>>(),
+            ["b", "c"]
+        );
+
+        // The same node in two files is refused as a whole.
+        write_atomic(&dir.join("d.yaml"), &node_doc("b", "10.4.0.0/24"));
+        let st = s.status(|st| st.errors >= 1).await;
+        assert!(st.last_error.unwrap().contains("Node b is defined twice"));
+        s.no_update();
+    })
+    .await;
+}
+
+/// `--bgp-config FILE`: the text on start and on change; a vanished file keeps the last
+/// text (no `None`), and its return with new text is sent.
+#[tokio::test]
+async fn bgp_config_file_is_followed() {
+    bounded(async {
+        let dir = scratch("bgp");
+        let path = dir.join("bgp-config.yaml");
+        write_atomic(&path, "peers: []\n");
+        let (tx, mut rx) = channel(8);
+        let task = tokio::spawn(file::watch_text_file(path.clone(), DEFAULT_POLL, tx));
+        let mut next = async || match tokio::time::timeout(WAIT, rx.updates.recv()).await {
+            Ok(Some(update)) => update,
+            other => panic!("no update: {other:?}"),
+        };
+        assert_eq!(
+            next().await,
+            SourceUpdate::BgpConfigText(Some("peers: []\n".into()))
+        );
+        write_atomic(&path, "peers: [a]\n");
+        assert_eq!(
+            next().await,
+            SourceUpdate::BgpConfigText(Some("peers: [a]\n".into()))
+        );
+        std::fs::remove_file(&path).unwrap();
+        write_atomic(&path, "peers: [b]\n");
+        assert_eq!(
+            next().await,
+            SourceUpdate::BgpConfigText(Some("peers: [b]\n".into()))
+        );
+        std::fs::remove_file(&path).unwrap();
+        let mut status = rx.status.clone();
+        let st = tokio::time::timeout(
+            WAIT,
+            status.wait_for(|s| {
+                s.resources
+                    .get(&Resource::BgpConfigFile)
+                    .is_some_and(|r| !r.up)
+            }),
+        )
+        .await
+        .expect("status")
+        .expect("status channel")
+        .resources[&Resource::BgpConfigFile]
+            .clone();
+        assert!(st.last_error.unwrap().contains("bgp-config.yaml"));
+        assert!(matches!(rx.updates.try_recv(), Err(TryRecvError::Empty)));
+        task.abort();
+    })
+    .await;
+}
+
+/// The hand-written sample for `plan` loads: dual-stack, kubernetes IPAM.
+#[test]
+fn single_node_sample_loads() {
+    let state = file::load(&samples().join("single-node.yaml")).unwrap();
+    let view = node_view(&state, IpamOverride::Auto).unwrap();
+    assert_eq!(view.ipam, IpamMode::Kubernetes);
+    let a = &view.nodes["node-a"];
+    assert_eq!(a.prefixes, nets(&["10.244.3.0/24", "fd00:10:244:3::/64"]));
+    assert_eq!(
+        a.internal_ipv6,
+        Some("fd00:192:168:20::31".parse().unwrap())
+    );
+}

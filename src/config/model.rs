@@ -1,0 +1,452 @@
+//! The validated configuration: what the route planner and the peer drivers use.
+//!
+//! Every value here has been checked (ranges, references, overlaps), defaults are
+//! filled in and the speaker-wide defaults of the `speaker` block are folded into each
+//! [`Peer`], so a consumer never looks at the file's shape again.
+//!
+//! Owns: the types and the node-selection and identity rules of peers. Must not:
+//! parse text (that is `raw`/`validate`) or do I/O.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::Duration;
+
+use ipnet::IpNet;
+
+use super::selector::{any_matches, LabelSelector};
+pub use crate::bgp::wire::{LargeCommunity, Origin};
+
+/// The well-known port of BGP (RFC 4271 section 8.2.1).
+pub const BGP_PORT: u16 = 179;
+/// MetalLB's default hold time.
+pub const DEFAULT_HOLD_TIME: Duration = Duration::from_secs(90);
+/// RFC 4724 section 4.2 leaves the value to the operator; 120s is the common default
+/// (FRR, BIRD, GoBGP).
+pub const DEFAULT_GRACEFUL_RESTART_TIME: Duration = Duration::from_secs(120);
+/// RFC 4271 section 10 suggests 120s for the ConnectRetryTimer.
+pub const DEFAULT_CONNECT_RETRY_TIME: Duration = Duration::from_secs(120);
+
+/// A whole validated config file.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Config {
+    /// In file order; `Peer::index` is the position.
+    pub peers: Vec<Peer>,
+    /// In file order.
+    pub pools: Vec<AddressPool>,
+    /// `bgp-communities`: name -> value. Already resolved wherever a name was used.
+    pub communities: BTreeMap<String, CommunityValue>,
+    /// `bfd-profiles` by name.
+    pub bfd_profiles: BTreeMap<String, BfdProfile>,
+    /// The speaker-wide defaults as written (already applied to every peer).
+    pub speaker: SpeakerOptions,
+}
+
+/// Identity of a BGP session as seen from one node: the remote transport endpoint.
+///
+/// A node can hold only one session to a given address and port (the router would
+/// resolve two as a collision, RFC 4271 section 6.8), so this is what a session is
+/// keyed by across reloads. Everything else about a peer is either a session parameter
+/// (changing it resets the session), an advertisement attribute (changing it re-sends
+/// the routes) or a live setting (applied in place); see [`Peer::session_params`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PeerKey {
+    pub address: IpAddr,
+    pub port: u16,
+}
+
+impl fmt::Display for PeerKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", SocketAddr::new(self.address, self.port))
+    }
+}
+
+/// One `peers` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Peer {
+    /// Position in the file's `peers` list, for messages (`peers[2]`).
+    pub index: usize,
+    /// `peer-address`. IPv4-mapped IPv6 addresses are stored as IPv4.
+    pub address: IpAddr,
+    /// `peer-port`, 179 when absent or 0 (as MetalLB).
+    pub port: u16,
+    /// `peer-asn` (RFC 6793 4-octet AS number; 0 is refused).
+    pub peer_asn: u32,
+    /// `my-asn`.
+    pub my_asn: u32,
+    /// `hold-time` in whole seconds (MetalLB truncated): 0, or 3s..65535s
+    /// (RFC 4271 section 4.2). Default 90s.
+    pub hold_time: Duration,
+    /// `keepalive-time` in whole seconds; default one third of the hold time. The
+    /// session uses the smaller of this and a third of the negotiated hold time.
+    pub keepalive_time: Duration,
+    /// `router-id`: the BGP Identifier to send (RFC 4271 section 4.2, RFC 6286). None:
+    /// the driver uses the node's IPv4 address.
+    pub router_id: Option<Ipv4Addr>,
+    /// `source-address` to bind before connecting; same family as `address`.
+    pub source_address: Option<IpAddr>,
+    /// `password`: the TCP MD5 signature key (RFC 2385).
+    pub password: Option<Secret>,
+    /// `ebgp-multihop`: the peer is not directly connected (TTL 255 instead of 1).
+    pub ebgp_multihop: bool,
+    /// `bfd-profile`: the name of a profile in `Config::bfd_profiles`.
+    pub bfd_profile: Option<String>,
+    /// `node-selectors`, ORed; empty selects every node.
+    pub node_selectors: Vec<LabelSelector>,
+    /// `graceful-restart`: advertise the Graceful Restart capability (RFC 4724).
+    pub graceful_restart: bool,
+    /// `graceful-restart-time`: the Restart Time advertised, 1s..4095s.
+    pub graceful_restart_time: Duration,
+    /// `connect-retry-time`: ConnectRetryTimer (RFC 4271 section 10).
+    pub connect_retry_time: Duration,
+    /// `origin` of the pod CIDR routes (RFC 4271 section 5.1.1): IGP or INCOMPLETE.
+    pub origin: Origin,
+    /// `pod-cidr-communities`: standard communities (RFC 1997) on pod CIDR routes.
+    pub pod_cidr_communities: Vec<Community>,
+    /// The `large:` entries of `pod-cidr-communities` (RFC 8092).
+    pub pod_cidr_large_communities: Vec<LargeCommunity>,
+    /// `pod-cidr-local-pref`: LOCAL_PREF on pod CIDR routes; iBGP only (RFC 4271
+    /// section 5.1.5).
+    pub pod_cidr_local_pref: Option<u32>,
+    /// `max-prefix`: what to do when the peer sends more prefixes than this.
+    pub max_prefix: Option<MaxPrefix>,
+    /// `passive`: never connect, only accept the peer's connection.
+    pub passive: bool,
+    /// `ttl-security`: GTSM (RFC 5082): send with TTL 255, accept only TTL 255.
+    pub ttl_security: bool,
+}
+
+/// What must be equal for an established session to be kept across a reload: the
+/// parameters of the TCP connection and of the OPEN message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionParams<'a> {
+    pub peer_asn: u32,
+    pub my_asn: u32,
+    pub hold_time: Duration,
+    pub keepalive_time: Duration,
+    pub router_id: Option<Ipv4Addr>,
+    pub source_address: Option<IpAddr>,
+    pub password: Option<&'a Secret>,
+    pub ebgp_multihop: bool,
+    pub ttl_security: bool,
+    pub passive: bool,
+    pub graceful_restart: bool,
+    pub graceful_restart_time: Duration,
+}
+
+/// The path attributes this peer's pod CIDR routes carry: a change re-sends the routes
+/// on the running session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdvertisementParams<'a> {
+    pub origin: Origin,
+    pub communities: &'a [Community],
+    pub large_communities: &'a [LargeCommunity],
+    pub local_pref: Option<u32>,
+}
+
+/// Settings a running session applies in place, without a reset or a re-send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveParams<'a> {
+    pub connect_retry_time: Duration,
+    pub max_prefix: Option<MaxPrefix>,
+    pub bfd_profile: Option<&'a str>,
+}
+
+impl Peer {
+    pub fn key(&self) -> PeerKey {
+        PeerKey {
+            address: self.address,
+            port: self.port,
+        }
+    }
+
+    /// iBGP when both ends are in the same AS (RFC 4271 section 1.1).
+    pub fn is_ibgp(&self) -> bool {
+        self.peer_asn == self.my_asn
+    }
+
+    /// Whether the node with these labels peers with this router.
+    pub fn selects(&self, labels: &BTreeMap<String, String>) -> bool {
+        any_matches(&self.node_selectors, labels)
+    }
+
+    pub fn session_params(&self) -> SessionParams<'_> {
+        SessionParams {
+            peer_asn: self.peer_asn,
+            my_asn: self.my_asn,
+            hold_time: self.hold_time,
+            keepalive_time: self.keepalive_time,
+            router_id: self.router_id,
+            source_address: self.source_address,
+            password: self.password.as_ref(),
+            ebgp_multihop: self.ebgp_multihop,
+            ttl_security: self.ttl_security,
+            passive: self.passive,
+            graceful_restart: self.graceful_restart,
+            graceful_restart_time: self.graceful_restart_time,
+        }
+    }
+
+    pub fn advertisement_params(&self) -> AdvertisementParams<'_> {
+        AdvertisementParams {
+            origin: self.origin,
+            communities: &self.pod_cidr_communities,
+            large_communities: &self.pod_cidr_large_communities,
+            local_pref: self.pod_cidr_local_pref,
+        }
+    }
+
+    pub fn live_params(&self) -> LiveParams<'_> {
+        LiveParams {
+            connect_retry_time: self.connect_retry_time,
+            max_prefix: self.max_prefix,
+            bfd_profile: self.bfd_profile.as_deref(),
+        }
+    }
+}
+
+/// The peers one node uses, by key. When two `peers` entries with the same address and
+/// port both select the node, the first in the file is used and the clash is reported.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NodePeers<'a> {
+    pub peers: BTreeMap<PeerKey, &'a Peer>,
+    pub conflicts: Vec<PeerConflict>,
+}
+
+/// Two or more `peers` entries that would open the same session from one node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerConflict {
+    pub key: PeerKey,
+    /// `peers` indexes, the one in use first.
+    pub indexes: Vec<usize>,
+}
+
+impl fmt::Display for PeerConflict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let list: Vec<String> = self.indexes.iter().map(|i| format!("peers[{i}]")).collect();
+        write!(
+            f,
+            "{} all select this node for {}; using {}",
+            list.join(", "),
+            self.key,
+            list[0]
+        )
+    }
+}
+
+impl Config {
+    /// The peers selected for a node with these labels.
+    pub fn peers_for_node(&self, labels: &BTreeMap<String, String>) -> NodePeers<'_> {
+        let mut out = NodePeers::default();
+        let mut clashes: BTreeMap<PeerKey, Vec<usize>> = BTreeMap::new();
+        for p in self.peers.iter().filter(|p| p.selects(labels)) {
+            match out.peers.get(&p.key()) {
+                Some(first) => clashes
+                    .entry(p.key())
+                    .or_insert_with(|| vec![first.index])
+                    .push(p.index),
+                None => {
+                    out.peers.insert(p.key(), p);
+                }
+            }
+        }
+        out.conflicts = clashes
+            .into_iter()
+            .map(|(key, indexes)| PeerConflict { key, indexes })
+            .collect();
+        out
+    }
+}
+
+/// A password that never prints: Debug and Display show `<redacted>`, so it cannot
+/// leak into logs, status or plan output.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(s: impl Into<String>) -> Secret {
+        Secret(s.into())
+    }
+
+    /// The key itself, for the socket option only.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// A standard community (RFC 1997): two 16-bit halves, written `a:b`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Community(pub u32);
+
+impl Community {
+    /// IANA "BGP Well-known Communities".
+    pub const NO_EXPORT: Community = Community(0xFFFF_FF01);
+    pub const NO_ADVERTISE: Community = Community(0xFFFF_FF02);
+    pub const NO_EXPORT_SUBCONFED: Community = Community(0xFFFF_FF03);
+    pub const NO_PEER: Community = Community(0xFFFF_FF04);
+    pub const BLACKHOLE: Community = Community(0xFFFF_029A);
+
+    pub fn new(high: u16, low: u16) -> Community {
+        Community((u32::from(high) << 16) | u32::from(low))
+    }
+}
+
+impl fmt::Display for Community {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.0 >> 16, self.0 & 0xFFFF)
+    }
+}
+
+/// A community as `bgp-communities` and the communities lists accept it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum CommunityValue {
+    Standard(Community),
+    Large(LargeCommunity),
+}
+
+impl fmt::Display for CommunityValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CommunityValue::Standard(c) => write!(f, "{c}"),
+            CommunityValue::Large(l) => {
+                write!(
+                    f,
+                    "large:{}:{}:{}",
+                    l.global_admin, l.local_data1, l.local_data2
+                )
+            }
+        }
+    }
+}
+
+/// `max-prefix`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MaxPrefix {
+    /// More than this many prefixes received triggers the action.
+    pub limit: u32,
+    pub action: MaxPrefixAction,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MaxPrefixAction {
+    /// Log and count, keep the session.
+    Warn,
+    /// Close the session with a NOTIFICATION Cease / Maximum Number of Prefixes
+    /// Reached (RFC 4486 subcode 1).
+    Cease,
+}
+
+/// `bfd-profiles` entry, with MetalLB's ranges. Unset values use the BFD daemon's
+/// defaults (FRR: 300ms intervals, multiplier 3, echo 50ms, minimum TTL 254).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BfdProfile {
+    pub name: String,
+    /// Milliseconds, 10..60000.
+    pub receive_interval: Option<u32>,
+    /// Milliseconds, 10..60000.
+    pub transmit_interval: Option<u32>,
+    /// 2..255.
+    pub detect_multiplier: Option<u32>,
+    /// Milliseconds, 10..60000.
+    pub echo_interval: Option<u32>,
+    pub echo_mode: bool,
+    pub passive_mode: bool,
+    /// 1..254.
+    pub minimum_ttl: Option<u32>,
+}
+
+/// `address-pools` `protocol`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    Bgp,
+    Layer2,
+}
+
+/// An `address-pools` entry (LoadBalancer addresses in MetalLB).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AddressPool {
+    pub name: String,
+    pub protocol: Protocol,
+    /// The `addresses` as CIDRs: ranges summarised into the fewest prefixes, host bits
+    /// cleared. Non-overlapping within and across pools.
+    pub cidrs: Vec<IpNet>,
+    pub avoid_buggy_ips: bool,
+    /// Default true.
+    pub auto_assign: bool,
+    /// For a bgp pool without `bgp-advertisements`, MetalLB's single default
+    /// advertisement (/32, /128, no attributes); empty for a layer2 pool.
+    pub bgp_advertisements: Vec<BgpAdvertisement>,
+}
+
+/// A `bgp-advertisements` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BgpAdvertisement {
+    /// 0..32, default 32; not shorter than any IPv4 prefix of the pool.
+    pub aggregation_length: u8,
+    /// 0..128, default 128; not shorter than any IPv6 prefix of the pool.
+    pub aggregation_length_v6: u8,
+    /// LOCAL_PREF, sent to iBGP peers only.
+    pub local_pref: Option<u32>,
+    pub communities: Vec<Community>,
+    pub large_communities: Vec<LargeCommunity>,
+}
+
+impl Default for BgpAdvertisement {
+    fn default() -> Self {
+        BgpAdvertisement {
+            aggregation_length: 32,
+            aggregation_length_v6: 128,
+            local_pref: None,
+            communities: Vec::new(),
+            large_communities: Vec::new(),
+        }
+    }
+}
+
+/// The top-level `speaker` block: defaults for every peer's speaker extensions. A key
+/// set on a peer replaces the default (lists are replaced, not merged).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpeakerOptions {
+    pub graceful_restart: bool,
+    pub graceful_restart_time: Duration,
+    pub connect_retry_time: Duration,
+    pub origin: Origin,
+    pub pod_cidr_communities: Vec<Community>,
+    pub pod_cidr_large_communities: Vec<LargeCommunity>,
+    /// Applied to iBGP peers only.
+    pub pod_cidr_local_pref: Option<u32>,
+    pub max_prefix: Option<MaxPrefix>,
+    pub passive: bool,
+    /// Applied to peers without `ebgp-multihop` only.
+    pub ttl_security: bool,
+}
+
+impl Default for SpeakerOptions {
+    fn default() -> Self {
+        SpeakerOptions {
+            graceful_restart: false,
+            graceful_restart_time: DEFAULT_GRACEFUL_RESTART_TIME,
+            connect_retry_time: DEFAULT_CONNECT_RETRY_TIME,
+            // What MetalLB's and Cilium's speakers sent for the routes they originated.
+            origin: Origin::Incomplete,
+            pod_cidr_communities: Vec::new(),
+            pod_cidr_large_communities: Vec::new(),
+            pod_cidr_local_pref: None,
+            max_prefix: None,
+            passive: false,
+            ttl_security: false,
+        }
+    }
+}

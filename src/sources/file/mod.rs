@@ -1,0 +1,354 @@
+//! The standalone sources: `--cluster-state PATH` (a YAML/JSON file, or a directory of
+//! them, holding Nodes, CiliumNodes and optionally cilium-config) and `--bgp-config
+//! FILE`, each polled for changes.
+//!
+//! - Change detection polls metadata (size, mtime and ctime to the nanosecond, inode)
+//!   every `poll` (250 ms by default): editors and `kubectl ... > file` replace or
+//!   rewrite files, and a ConfigMap volume swaps a symlink, all of which this sees. A
+//!   change is loaded once it has been stable for one poll, so a half-written file is
+//!   not read; an edit is applied within about two polls.
+//! - A directory is read non-recursively: `*.yaml`, `*.yml`, `*.json`, skipping names
+//!   that start with `.` (a ConfigMap volume's `..data`), in name order.
+//! - Loading is all or nothing ([`parse::cluster_state`]): a file that fails to read or
+//!   parse keeps the last good state, and the error is logged once per distinct error.
+//!   A missing path is such an error, not an empty cluster.
+//! - Removing a Node from the files is that node's deletion.
+//! - Nothing is sent before the first good load; afterwards only changed states.
+
+pub mod parse;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use tracing::{info, warn};
+
+use super::error::SourceError;
+use super::model::{ClusterState, IpamOverride};
+use super::{
+    snapshot_and_report, Closed, NoEvents, ReportTracker, Resource, SourceSender, SourceUpdate,
+};
+
+/// How often the files are checked for changes.
+pub const DEFAULT_POLL: Duration = Duration::from_millis(250);
+
+/// What the file source reads and how it decides the view.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileSourceConfig {
+    /// `--cluster-state PATH`: a file or a directory.
+    pub path: PathBuf,
+    pub ipam: IpamOverride,
+    pub poll: Duration,
+}
+
+/// Reads a cluster-state path once (the `plan` command, and each reload).
+pub fn load(path: &Path) -> Result<ClusterState, SourceError> {
+    parse::cluster_state(&read_files(path)?)
+}
+
+/// Follows `config.path` until the receiver is dropped.
+#[tracing::instrument(name = "file_source", skip_all, fields(path = %config.path.display(), ipam = %config.ipam))]
+pub async fn run(config: FileSourceConfig, out: SourceSender) -> Result<(), Closed> {
+    let resource = Resource::ClusterStateFile;
+    out.register(resource);
+    let mut tracker = ReportTracker::new();
+    let mut last_sent: Option<ClusterState> = None;
+    let mut errors = ErrorLog::default();
+    let mut poller = Poller::new(config.path.clone());
+    let mut tick = tokio::time::interval(config.poll);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        if out.is_closed() {
+            return Err(Closed);
+        }
+        if !poller.changed() {
+            continue;
+        }
+        let path = config.path.clone();
+        let loaded = tokio::task::spawn_blocking(move || load(&path))
+            .await
+            .unwrap_or_else(|e| {
+                Err(SourceError::Io {
+                    path: config.path.clone(),
+                    reason: format!("loader task failed: {e}"),
+                })
+            });
+        match loaded {
+            Ok(state) => {
+                errors.clear(&config.path);
+                if last_sent.as_ref() != Some(&state) {
+                    last_sent = Some(state.clone());
+                    let snapshot = snapshot_and_report(state, config.ipam, &mut tracker, &NoEvents);
+                    out.send(SourceUpdate::Cluster(snapshot)).await?;
+                }
+                out.status(resource, |s| {
+                    s.up = true;
+                    s.synced = true;
+                    s.events += 1;
+                    s.relists += 1;
+                    s.last_event = Some(SystemTime::now());
+                    s.last_error = None;
+                });
+            }
+            Err(e) => {
+                errors.report(&e, "cluster state not loaded, keeping the last good state");
+                out.status(resource, |s| {
+                    s.up = false;
+                    s.errors += 1;
+                    s.last_error = Some(e.to_string());
+                });
+            }
+        }
+    }
+}
+
+/// Follows a text file (`--bgp-config FILE`) and sends its contents on change.
+///
+/// A file that cannot be read keeps the last text (an editor's delete-and-recreate must
+/// not look like a deleted configuration); `BgpConfigText(None)` is never sent.
+#[tracing::instrument(name = "bgp_config_file", skip_all, fields(path = %path.display()))]
+pub async fn watch_text_file(
+    path: PathBuf,
+    poll: Duration,
+    out: SourceSender,
+) -> Result<(), Closed> {
+    let resource = Resource::BgpConfigFile;
+    out.register(resource);
+    let mut last_sent: Option<String> = None;
+    let mut errors = ErrorLog::default();
+    let mut poller = Poller::new(path.clone());
+    let mut tick = tokio::time::interval(poll);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        if out.is_closed() {
+            return Err(Closed);
+        }
+        if !poller.changed() {
+            continue;
+        }
+        match std::fs::read_to_string(&path) {
+            Ok(text) => {
+                errors.clear(&path);
+                if last_sent.as_ref() != Some(&text) {
+                    last_sent = Some(text.clone());
+                    out.send(SourceUpdate::BgpConfigText(Some(text))).await?;
+                }
+                out.status(resource, |s| {
+                    s.up = true;
+                    s.synced = true;
+                    s.events += 1;
+                    s.relists += 1;
+                    s.last_event = Some(SystemTime::now());
+                    s.last_error = None;
+                });
+            }
+            Err(e) => {
+                let e = SourceError::Io {
+                    path: path.clone(),
+                    reason: e.to_string(),
+                };
+                errors.report(&e, "bgp config file not read, keeping the last text");
+                out.status(resource, |s| {
+                    s.up = false;
+                    s.errors += 1;
+                    s.last_error = Some(e.to_string());
+                });
+            }
+        }
+    }
+}
+
+/// Logs an error once until it changes or clears.
+#[derive(Default)]
+struct ErrorLog {
+    last: Option<SourceError>,
+}
+
+impl ErrorLog {
+    fn report(&mut self, error: &SourceError, message: &'static str) {
+        if self.last.as_ref() != Some(error) {
+            warn!(error = %error, "{message}");
+            self.last = Some(error.clone());
+        }
+    }
+
+    fn clear(&mut self, path: &Path) {
+        if self.last.take().is_some() {
+            info!(path = %path.display(), "loaded again");
+        }
+    }
+}
+
+/// Decides when to (re)load: at once the first time, then when the path's fingerprint
+/// changed and stayed the same for one poll.
+struct Poller {
+    path: PathBuf,
+    applied: Option<Fingerprint>,
+    pending: Option<Fingerprint>,
+}
+
+impl Poller {
+    fn new(path: PathBuf) -> Self {
+        Self {
+            path,
+            applied: None,
+            pending: None,
+        }
+    }
+
+    fn changed(&mut self) -> bool {
+        let now = fingerprint(&self.path);
+        if self.applied.is_none() {
+            self.applied = Some(now);
+            return true;
+        }
+        if self.applied.as_ref() == Some(&now) {
+            self.pending = None;
+            return false;
+        }
+        if self.pending.as_ref() == Some(&now) {
+            self.pending = None;
+            self.applied = Some(now);
+            return true;
+        }
+        self.pending = Some(now);
+        false
+    }
+}
+
+/// What the files look like from their metadata; an error is a fingerprint too, so
+/// going from broken to fixed (or back) is a change.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Fingerprint {
+    Files(Vec<FileStamp>),
+    Error(String),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct FileStamp {
+    path: PathBuf,
+    len: u64,
+    modified: Option<SystemTime>,
+    changed: (i64, i64),
+    inode: (u64, u64),
+}
+
+fn fingerprint(path: &Path) -> Fingerprint {
+    use std::os::unix::fs::MetadataExt;
+    let files = match list_files(path) {
+        Ok(files) => files,
+        Err(e) => return Fingerprint::Error(e.to_string()),
+    };
+    let mut stamps = Vec::with_capacity(files.len());
+    for file in files {
+        match std::fs::metadata(&file) {
+            Ok(m) => stamps.push(FileStamp {
+                path: file,
+                len: m.len(),
+                modified: m.modified().ok(),
+                changed: (m.ctime(), m.ctime_nsec()),
+                inode: (m.dev(), m.ino()),
+            }),
+            Err(e) => return Fingerprint::Error(format!("{}: {e}", file.display())),
+        }
+    }
+    Fingerprint::Files(stamps)
+}
+
+/// The files a cluster-state path stands for, in name order.
+fn list_files(path: &Path) -> Result<Vec<PathBuf>, SourceError> {
+    let io = |p: &Path, e: std::io::Error| SourceError::Io {
+        path: p.to_owned(),
+        reason: e.to_string(),
+    };
+    let meta = std::fs::metadata(path).map_err(|e| io(path, e))?;
+    if !meta.is_dir() {
+        return Ok(vec![path.to_owned()]);
+    }
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(path).map_err(|e| io(path, e))? {
+        let entry = entry.map_err(|e| io(path, e))?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        let wanted = !name.starts_with('.')
+            && [".yaml", ".yml", ".json"]
+                .iter()
+                .any(|ext| name.ends_with(ext));
+        let file = entry.path();
+        // Follows symlinks: a ConfigMap volume's files are links into `..data`.
+        if wanted && std::fs::metadata(&file).is_ok_and(|m| m.is_file()) {
+            files.push(file);
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+fn read_files(path: &Path) -> Result<Vec<(PathBuf, String)>, SourceError> {
+    list_files(path)?
+        .into_iter()
+        .map(|file| match std::fs::read_to_string(&file) {
+            Ok(text) => Ok((file, text)),
+            Err(e) => Err(SourceError::Io {
+                path: file,
+                reason: e.to_string(),
+            }),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "podcidr-speaker-file-{name}-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn directory_lists_yaml_yml_json_in_order_skipping_dot_files() {
+        let dir = scratch("list");
+        for name in ["b.yaml", "a.yml", "c.json", ".hidden.yaml", "notes.txt"] {
+            std::fs::write(dir.join(name), "").unwrap();
+        }
+        std::fs::create_dir(dir.join("sub.yaml")).unwrap();
+        let names: Vec<String> = list_files(&dir)
+            .unwrap()
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["a.yml", "b.yaml", "c.json"]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn poller_loads_first_then_only_stable_changes() {
+        let dir = scratch("poller");
+        let file = dir.join("state.yaml");
+        std::fs::write(&file, "a").unwrap();
+        let mut poller = Poller::new(file.clone());
+        assert!(poller.changed(), "first poll loads");
+        assert!(!poller.changed(), "unchanged");
+        std::fs::write(&file, "bb").unwrap();
+        assert!(!poller.changed(), "a change waits one poll");
+        assert!(poller.changed(), "stable change loads");
+        assert!(!poller.changed());
+        std::fs::remove_file(&file).unwrap();
+        assert!(!poller.changed());
+        assert!(poller.changed(), "a missing file is a change (to an error)");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn missing_path_is_an_error_not_an_empty_cluster() {
+        let err = load(Path::new("/nonexistent/podcidr-speaker/state.yaml")).unwrap_err();
+        assert!(matches!(err, SourceError::Io { .. }), "{err:?}");
+    }
+}

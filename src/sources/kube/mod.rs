@@ -1,0 +1,595 @@
+//! The Kubernetes source: kube-rs watchers for Nodes, CiliumNodes, the cilium-config
+//! ConfigMap and the bgp-config ConfigMap, folded into one [`ClusterState`].
+//!
+//! - `WatchScope::Local` (the DaemonSet, `--announce local`) watches only its own Node
+//!   and CiliumNode with a `metadata.name` field selector: a 5,000-node cluster costs
+//!   each speaker two objects. `WatchScope::Cluster` watches all of them.
+//! - ConfigMaps are watched by name in their namespace (field selector as well).
+//! - Relists replace a resource's facts atomically at `InitDone` ([`store`]); an
+//!   unchanged relist sends nothing.
+//! - API trouble (errors, 410 Gone, disconnects) never clears anything: the last known
+//!   facts stay, the resource is marked down in the status, kube-rs's backoff retries.
+//! - An object whose facts cannot be read is logged and skipped; it keeps its last good
+//!   facts; the watch goes on.
+//! - Nothing is sent before every resource completed its first list. A CiliumNode CRD
+//!   that is not installed (404 on the first list) counts as an empty, synced resource.
+//!
+//! The mapping object -> facts lives in [`super::objects`]; the rules in [`super::model`].
+
+pub mod events;
+pub mod store;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use futures::stream::{self, BoxStream};
+use futures::StreamExt;
+use ipnet::IpNet;
+use k8s_openapi::api::core::v1::{ConfigMap, Node};
+use kube::runtime::utils::Backoff;
+use kube::runtime::watcher::{self, DefaultBackoff, Event};
+use kube::runtime::WatchStreamExt;
+use kube::{Api, Client};
+use tracing::{debug, info, warn};
+
+use super::error::SourceError;
+use super::model::{CiliumConfig, ClusterState, IpamOverride, NodeFacts};
+use super::objects::{self, CiliumNode};
+use super::{
+    snapshot_and_report, Closed, EventSink, ReportTracker, Resource, ResourceStatus, SourceSender,
+    SourceUpdate,
+};
+use store::Store;
+
+/// Which Nodes and CiliumNodes to watch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WatchScope {
+    /// Only the named node (the DaemonSet: `--announce local`, `--node NAME`).
+    Local { node: String },
+    /// Every node (`--announce cluster`).
+    Cluster,
+}
+
+/// A ConfigMap by namespace and name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigMapRef {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl ConfigMapRef {
+    /// Cilium's own configuration: `kube-system/cilium-config`.
+    pub fn cilium_config() -> Self {
+        Self {
+            namespace: "kube-system".into(),
+            name: "cilium-config".into(),
+        }
+    }
+}
+
+/// The bgp-config ConfigMap and the key holding the text: `--bgp-config-map
+/// NS/NAME[:KEY]` (default key `config.yaml`; MetalLB's legacy one is
+/// `metallb-system/config:config`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BgpConfigMapRef {
+    pub namespace: String,
+    pub name: String,
+    pub key: String,
+}
+
+impl Default for BgpConfigMapRef {
+    fn default() -> Self {
+        Self {
+            namespace: "kube-system".into(),
+            name: "bgp-config".into(),
+            key: Self::DEFAULT_KEY.into(),
+        }
+    }
+}
+
+impl BgpConfigMapRef {
+    pub const DEFAULT_KEY: &'static str = "config.yaml";
+}
+
+/// `--bgp-config-map` is not `NS/NAME[:KEY]`.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("--bgp-config-map: {value:?} must be NAMESPACE/NAME or NAMESPACE/NAME:KEY")]
+pub struct BadConfigMapRef {
+    pub value: String,
+}
+
+impl FromStr for BgpConfigMapRef {
+    type Err = BadConfigMapRef;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || BadConfigMapRef {
+            value: s.to_owned(),
+        };
+        let (namespace, rest) = s.split_once('/').ok_or_else(bad)?;
+        let (name, key) = match rest.split_once(':') {
+            Some((name, key)) => (name, key),
+            None => (rest, Self::DEFAULT_KEY),
+        };
+        let valid = |part: &str| !part.is_empty() && !part.contains(['/', ':']);
+        if !valid(namespace) || !valid(name) || !valid(key) {
+            return Err(bad());
+        }
+        Ok(Self {
+            namespace: namespace.into(),
+            name: name.into(),
+            key: key.into(),
+        })
+    }
+}
+
+impl fmt::Display for BgpConfigMapRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}:{}", self.namespace, self.name, self.key)
+    }
+}
+
+/// How long to wait before retrying after an API error.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Retry {
+    /// kube-rs's default (client-go's): 800 ms doubling to 30 s, with jitter.
+    #[default]
+    KubeDefault,
+    /// A fixed delay (tests).
+    Fixed(Duration),
+}
+
+/// What the Kubernetes source watches and how it decides the view.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KubeSourceConfig {
+    pub scope: WatchScope,
+    pub cilium_config: ConfigMapRef,
+    /// `None` when the bgp-config comes from a file (`--bgp-config FILE`).
+    pub bgp_config: Option<BgpConfigMapRef>,
+    pub ipam: IpamOverride,
+    pub retry: Retry,
+}
+
+/// Watches the cluster until the receiver is dropped. Never returns an error for API
+/// trouble: it retries forever and keeps the last known state meanwhile.
+#[tracing::instrument(name = "kube_source", skip_all, fields(scope = ?config.scope, ipam = %config.ipam))]
+pub async fn run(
+    client: Client,
+    config: KubeSourceConfig,
+    out: SourceSender,
+    events: Arc<dyn EventSink>,
+) -> Result<(), Closed> {
+    let mut fold = Fold::new(&config);
+    for resource in fold.resources() {
+        out.register(resource);
+    }
+    let mut inputs = stream::select_all(inputs(&client, &config));
+    loop {
+        let input = tokio::select! {
+            input = inputs.next() => input,
+            () = out.closed() => return Err(Closed),
+        };
+        // The watchers never end; if they did there would be nothing left to follow.
+        let Some(input) = input else { return Ok(()) };
+        let resource = fold.handle(input, SystemTime::now());
+        if let Some(update) = fold.cluster_update(events.as_ref()) {
+            out.send(update).await?;
+        }
+        if let Some(update) = fold.bgp_config_update() {
+            out.send(update).await?;
+        }
+        // After the update is queued, so whoever sees the status also sees the update.
+        let status = fold.status(resource);
+        out.status(resource, |s| *s = status);
+    }
+}
+
+/// One watcher event, tagged with the resource it is for.
+enum Input {
+    /// Boxed: a Node is three times the size of the other objects.
+    Node(Box<watcher::Result<Event<Node>>>),
+    CiliumNode(watcher::Result<Event<CiliumNode>>),
+    CiliumConfig(watcher::Result<Event<ConfigMap>>),
+    BgpConfig(watcher::Result<Event<ConfigMap>>),
+}
+
+fn inputs(client: &Client, config: &KubeSourceConfig) -> Vec<BoxStream<'static, Input>> {
+    let by_name = |name: &str| watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let nodes = match &config.scope {
+        WatchScope::Local { node } => by_name(node),
+        WatchScope::Cluster => watcher::Config::default(),
+    };
+    let retry = config.retry;
+    let mut inputs = vec![
+        watcher::watcher(Api::<Node>::all(client.clone()), nodes.clone())
+            .backoff(RetryBackoff::new(retry))
+            .map(|item| Input::Node(Box::new(item)))
+            .boxed(),
+        watcher::watcher(Api::<CiliumNode>::all(client.clone()), nodes)
+            .backoff(RetryBackoff::new(retry))
+            .map(Input::CiliumNode)
+            .boxed(),
+        watcher::watcher(
+            Api::<ConfigMap>::namespaced(client.clone(), &config.cilium_config.namespace),
+            by_name(&config.cilium_config.name),
+        )
+        .backoff(RetryBackoff::new(retry))
+        .map(Input::CiliumConfig)
+        .boxed(),
+    ];
+    if let Some(bgp) = &config.bgp_config {
+        inputs.push(
+            watcher::watcher(
+                Api::<ConfigMap>::namespaced(client.clone(), &bgp.namespace),
+                by_name(&bgp.name),
+            )
+            .backoff(RetryBackoff::new(retry))
+            .map(Input::BgpConfig)
+            .boxed(),
+        );
+    }
+    inputs
+}
+
+/// The watchers' state: one store per resource, what was last sent, the status.
+struct Fold {
+    ipam: IpamOverride,
+    cilium_config_name: String,
+    bgp_config: Option<BgpConfigMapRef>,
+    nodes: Store<NodeFacts>,
+    cilium_nodes: Store<Vec<IpNet>>,
+    cilium_config: Store<CiliumConfig>,
+    bgp_text: Store<Option<String>>,
+    status: BTreeMap<Resource, ResourceStatus>,
+    cluster_dirty: bool,
+    last_cluster: Option<ClusterState>,
+    /// `None` until the first bgp-config text was sent.
+    last_bgp_text: Option<Option<String>>,
+    tracker: ReportTracker,
+}
+
+impl Fold {
+    fn new(config: &KubeSourceConfig) -> Self {
+        Self {
+            ipam: config.ipam,
+            cilium_config_name: config.cilium_config.name.clone(),
+            bgp_config: config.bgp_config.clone(),
+            nodes: Store::new(),
+            cilium_nodes: Store::new(),
+            cilium_config: Store::new(),
+            bgp_text: Store::new(),
+            status: BTreeMap::new(),
+            cluster_dirty: false,
+            last_cluster: None,
+            last_bgp_text: None,
+            tracker: ReportTracker::new(),
+        }
+    }
+
+    fn resources(&self) -> Vec<Resource> {
+        let mut resources = vec![
+            Resource::Nodes,
+            Resource::CiliumNodes,
+            Resource::CiliumConfig,
+        ];
+        if self.bgp_config.is_some() {
+            resources.push(Resource::BgpConfigMap);
+        }
+        resources
+    }
+
+    fn status(&self, resource: Resource) -> ResourceStatus {
+        self.status.get(&resource).cloned().unwrap_or_default()
+    }
+
+    /// Applies one watcher event; returns the resource it was for.
+    fn handle(&mut self, input: Input, now: SystemTime) -> Resource {
+        match input {
+            Input::Node(item) => {
+                let changed = step(
+                    Resource::Nodes,
+                    &mut self.nodes,
+                    self.status.entry(Resource::Nodes).or_default(),
+                    *item,
+                    now,
+                    |n| objects::node_facts(n).map(|(_, facts)| facts),
+                );
+                self.cluster_dirty |= changed;
+                Resource::Nodes
+            }
+            Input::CiliumNode(item) => {
+                let changed = step(
+                    Resource::CiliumNodes,
+                    &mut self.cilium_nodes,
+                    self.status.entry(Resource::CiliumNodes).or_default(),
+                    item,
+                    now,
+                    |n| objects::cilium_node_cidrs(n).map(|(_, cidrs)| cidrs),
+                );
+                self.cluster_dirty |= changed;
+                Resource::CiliumNodes
+            }
+            Input::CiliumConfig(item) => {
+                let changed = step(
+                    Resource::CiliumConfig,
+                    &mut self.cilium_config,
+                    self.status.entry(Resource::CiliumConfig).or_default(),
+                    item,
+                    now,
+                    objects::cilium_config,
+                );
+                self.cluster_dirty |= changed;
+                Resource::CiliumConfig
+            }
+            Input::BgpConfig(item) => {
+                let key = self
+                    .bgp_config
+                    .as_ref()
+                    .map(|b| b.key.clone())
+                    .unwrap_or_default();
+                step(
+                    Resource::BgpConfigMap,
+                    &mut self.bgp_text,
+                    self.status.entry(Resource::BgpConfigMap).or_default(),
+                    item,
+                    now,
+                    |cm| Ok(objects::config_map_text(cm, &key)),
+                );
+                Resource::BgpConfigMap
+            }
+        }
+    }
+
+    /// The snapshot to send, when every cluster resource is synced and the facts
+    /// differ from the last snapshot sent.
+    fn cluster_update(&mut self, events: &dyn EventSink) -> Option<SourceUpdate> {
+        let synced =
+            self.nodes.synced() && self.cilium_nodes.synced() && self.cilium_config.synced();
+        if !synced || !(self.cluster_dirty || self.last_cluster.is_none()) {
+            return None;
+        }
+        self.cluster_dirty = false;
+        let state = ClusterState {
+            nodes: self.nodes.live().clone(),
+            cilium_nodes: self.cilium_nodes.live().clone(),
+            cilium_config: self
+                .cilium_config
+                .live()
+                .get(&self.cilium_config_name)
+                .cloned(),
+        };
+        if self.last_cluster.as_ref() == Some(&state) {
+            return None;
+        }
+        self.last_cluster = Some(state.clone());
+        let snapshot = snapshot_and_report(state, self.ipam, &mut self.tracker, events);
+        Some(SourceUpdate::Cluster(snapshot))
+    }
+
+    /// The bgp-config text to send, after its first sync and on change.
+    fn bgp_config_update(&mut self) -> Option<SourceUpdate> {
+        let name = &self.bgp_config.as_ref()?.name;
+        if !self.bgp_text.synced() {
+            return None;
+        }
+        let text = self.bgp_text.live().get(name).cloned().flatten();
+        if self.last_bgp_text.as_ref() == Some(&text) {
+            return None;
+        }
+        if text.is_none() {
+            warn!(config_map = %self.bgp_config.as_ref().map(ToString::to_string).unwrap_or_default(),
+                "bgp-config configmap or key not found");
+        }
+        self.last_bgp_text = Some(text.clone());
+        Some(SourceUpdate::BgpConfigText(text))
+    }
+}
+
+/// Folds one watcher item into a store; true when the store's facts changed.
+fn step<K, F>(
+    resource: Resource,
+    store: &mut Store<F>,
+    status: &mut ResourceStatus,
+    item: watcher::Result<Event<K>>,
+    now: SystemTime,
+    map: impl Fn(&K) -> Result<F, SourceError>,
+) -> bool
+where
+    K: kube::Resource,
+    F: Clone + PartialEq,
+{
+    let event = match item {
+        Ok(event) => event,
+        Err(e) => return watch_error(resource, store, status, &e),
+    };
+    status.up = true;
+    status.last_event = Some(now);
+    let mapped = |object: &K, status: &mut ResourceStatus| -> Option<(String, Option<F>)> {
+        status.events += 1;
+        let Some(name) = object.meta().name.clone() else {
+            status.errors += 1;
+            let e = SourceError::MissingName {
+                kind: resource_kind(resource),
+            };
+            warn!(resource = %resource, error = %e, "object skipped");
+            status.last_error = Some(e.to_string());
+            return None;
+        };
+        match map(object) {
+            Ok(facts) => Some((name, Some(facts))),
+            Err(e) => {
+                status.errors += 1;
+                warn!(resource = %resource, name = %name, error = %e,
+                    "object skipped, its last good facts stay in force");
+                status.last_error = Some(e.to_string());
+                Some((name, None))
+            }
+        }
+    };
+    match event {
+        Event::Init => {
+            debug!(resource = %resource, "relist started");
+            store.init();
+            false
+        }
+        Event::InitApply(object) => {
+            match mapped(&object, status) {
+                Some((name, Some(facts))) => store.init_apply(name, facts),
+                Some((name, None)) => store.init_keep(&name),
+                None => {}
+            }
+            false
+        }
+        Event::InitDone => {
+            status.relists += 1;
+            status.synced = true;
+            let changed = store.init_done();
+            debug!(resource = %resource, changed, "relist complete");
+            changed
+        }
+        Event::Apply(object) => match mapped(&object, status) {
+            Some((name, Some(facts))) => store.apply(name, facts),
+            _ => false,
+        },
+        Event::Delete(object) => {
+            status.events += 1;
+            object
+                .meta()
+                .name
+                .as_deref()
+                .is_some_and(|name| store.delete(name))
+        }
+    }
+}
+
+/// Keeps the state; marks the resource down unless the error is routine. True only
+/// when a CRD that is not installed made the (never synced) resource empty.
+fn watch_error<F: Clone + PartialEq>(
+    resource: Resource,
+    store: &mut Store<F>,
+    status: &mut ResourceStatus,
+    error: &watcher::Error,
+) -> bool {
+    match error {
+        // The watch window expired; kube-rs relists. Not an outage.
+        watcher::Error::WatchError(s) if s.code == 410 => {
+            info!(resource = %resource, "watch expired (410 gone), relisting");
+            return false;
+        }
+        watcher::Error::InitialListFailed(kube::Error::Api(s))
+            if s.code == 404 && resource == Resource::CiliumNodes && !store.synced() =>
+        {
+            warn!(resource = %resource, error = %error,
+                "ciliumnodes not served (is the cilium crd installed?): treating as none");
+            status.synced = true;
+            status.last_error = Some(error.to_string());
+            return store.mark_absent();
+        }
+        // One event that does not decode; the watch goes on. kube-rs reports such a
+        // line as a SerdeError, or, when the line is any JSON object, as an Api error
+        // of a Status with code 0 (every Status field is optional).
+        watcher::Error::WatchFailed(kube::Error::SerdeError(_)) => {
+            return undecodable(resource, status, error)
+        }
+        watcher::Error::WatchFailed(kube::Error::Api(s)) if s.code == 0 => {
+            return undecodable(resource, status, error)
+        }
+        _ => {}
+    }
+    status.up = false;
+    status.errors += 1;
+    status.last_error = Some(error.to_string());
+    warn!(resource = %resource, error = %error, "watch error, keeping the last known state");
+    false
+}
+
+fn undecodable(resource: Resource, status: &mut ResourceStatus, error: &watcher::Error) -> bool {
+    status.errors += 1;
+    status.last_error = Some(format!("undecodable watch event: {error}"));
+    warn!(resource = %resource, error = %error, "undecodable watch event skipped");
+    false
+}
+
+fn resource_kind(resource: Resource) -> &'static str {
+    match resource {
+        Resource::Nodes => "Node",
+        Resource::CiliumNodes => "CiliumNode",
+        _ => "ConfigMap",
+    }
+}
+
+/// kube-rs's default backoff or a fixed delay, behind one type for `StreamBackoff`.
+enum RetryBackoff {
+    Default(Box<DefaultBackoff>),
+    Fixed(Duration),
+}
+
+impl RetryBackoff {
+    fn new(retry: Retry) -> Self {
+        match retry {
+            Retry::KubeDefault => Self::Default(Box::default()),
+            Retry::Fixed(delay) => Self::Fixed(delay),
+        }
+    }
+}
+
+impl Iterator for RetryBackoff {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        match self {
+            Self::Default(b) => b.next(),
+            Self::Fixed(delay) => Some(*delay),
+        }
+    }
+}
+
+impl Backoff for RetryBackoff {
+    fn reset(&mut self) {
+        if let Self::Default(b) = self {
+            b.reset();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bgp_config_map_ref_parses_ns_name_and_key() {
+        assert_eq!(
+            "kube-system/bgp-config".parse::<BgpConfigMapRef>().unwrap(),
+            BgpConfigMapRef::default()
+        );
+        let legacy: BgpConfigMapRef = "metallb-system/config:config".parse().unwrap();
+        assert_eq!(
+            legacy,
+            BgpConfigMapRef {
+                namespace: "metallb-system".into(),
+                name: "config".into(),
+                key: "config".into()
+            }
+        );
+        assert_eq!(legacy.to_string(), "metallb-system/config:config");
+        for bad in ["bgp-config", "/x", "ns/", "ns/name:", "a/b/c", "ns/n:k:z"] {
+            assert!(bad.parse::<BgpConfigMapRef>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn fixed_retry_never_gives_up() {
+        let mut b = RetryBackoff::new(Retry::Fixed(Duration::from_millis(5)));
+        for _ in 0..100 {
+            assert_eq!(b.next(), Some(Duration::from_millis(5)));
+        }
+        let mut d = RetryBackoff::new(Retry::KubeDefault);
+        let first = d.next().unwrap();
+        assert!(
+            first >= Duration::from_millis(800) && first < Duration::from_secs(3),
+            "{first:?}"
+        );
+    }
+}

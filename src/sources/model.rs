@@ -1,0 +1,822 @@
+//! The cluster facts the sources gather and the pure rule that turns them into the node
+//! view: which pod CIDRs each node announces, which it may not, and where the Node and
+//! CiliumNode disagree.
+//!
+//! This file is pure: no tokio, no clock, no I/O, no logging above debug. Both the kube
+//! watchers and the file source fill a [`ClusterState`]; [`node_view`] is the only place
+//! that decides which object is in force for the cluster's IPAM mode.
+//!
+//! The rules (issue #5):
+//! - IPAM `kubernetes`: the Node's `spec.podCIDRs` with `spec.podCIDR` first (already
+//!   ordered by the mapping, see `objects::node_facts`); when the Node sets neither, the
+//!   `io.cilium.network.ipv4-pod-cidr` / `ipv6-pod-cidr` annotations.
+//! - IPAM `cluster-pool`: the CiliumNode's `spec.ipam.podCIDRs`; a CIDR outside the
+//!   configured cluster pool of its family is refused. When cilium-config configures no
+//!   pool for a family, CIDRs of that family cannot be checked: they are announced and
+//!   the view carries [`ViewWarning::ClusterPoolUnknown`].
+//! - IPAM `auto`: the `ipam` key of cilium-config. When cilium-config does not exist, or
+//!   has no `ipam` key, the mode is `cluster-pool`, Cilium's own default; the view then
+//!   carries [`ViewWarning::CiliumConfigAbsent`] (or nothing, when only the key is absent,
+//!   which is how Cilium itself reads it). Any other mode is refused with an error naming it.
+//! - `bgp-announce-pod-cidr: "false"` in cilium-config announces nothing, in every mode.
+//! - 0.0.0.0/0 and ::/0 are never announced.
+//! - A node exists in the view while its Node exists. Without the object its IPAM mode
+//!   reads (no CiliumNode in cluster-pool), it is in the view with no prefixes.
+//! - Drift: when both the Node (spec or annotations) and the CiliumNode list CIDRs and the
+//!   two sets differ, the entry carries both lists; the IPAM mode decides what is announced.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::str::FromStr;
+use std::sync::Arc;
+
+use ipnet::IpNet;
+
+/// Everything the sources know about the cluster, as raw facts: what each object says,
+/// not yet what is announced. Compared by value so an unchanged relist or reload is
+/// recognised and sends nothing.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClusterState {
+    /// Facts from each Node object, by node name.
+    pub nodes: BTreeMap<String, NodeFacts>,
+    /// `spec.ipam.podCIDRs` of each CiliumNode (cilium.io/v2), by name (= node name).
+    /// Kept apart from `nodes` because either object can exist without the other.
+    pub cilium_nodes: BTreeMap<String, Vec<IpNet>>,
+    /// The `cilium-config` ConfigMap, `None` when it does not exist (or is not watched).
+    pub cilium_config: Option<CiliumConfig>,
+}
+
+/// What one Node object says about itself.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NodeFacts {
+    /// `metadata.uid`, so Kubernetes Events about the node attach to it.
+    pub uid: Option<String>,
+    /// `metadata.labels`: the planner matches peers' node selectors against them.
+    pub labels: BTreeMap<String, String>,
+    /// First `status.addresses` entry of type InternalIP that is an IPv4 address.
+    pub internal_ipv4: Option<Ipv4Addr>,
+    /// First `status.addresses` entry of type InternalIP that is an IPv6 address.
+    pub internal_ipv6: Option<Ipv6Addr>,
+    /// `spec.podCIDRs`, with `spec.podCIDR` first when it differs from `podCIDRs[0]`.
+    pub node_cidrs: Vec<IpNet>,
+    /// The `io.cilium.network.ipv4-pod-cidr` and `ipv6-pod-cidr` annotations, IPv4 first.
+    pub annotation_cidrs: Vec<IpNet>,
+}
+
+/// The keys of Cilium's `cilium-config` ConfigMap that decide what is announced.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CiliumConfig {
+    /// The `ipam` key as written, `None` when the key is absent.
+    pub ipam: Option<String>,
+    /// `bgp-announce-pod-cidr`; absent means true.
+    pub announce_pod_cidr: bool,
+    /// `cluster-pool-ipv4-cidr` (one or more CIDRs, separated by spaces or commas).
+    pub cluster_pool_v4: Vec<IpNet>,
+    /// `cluster-pool-ipv6-cidr`.
+    pub cluster_pool_v6: Vec<IpNet>,
+}
+
+impl Default for CiliumConfig {
+    fn default() -> Self {
+        Self {
+            ipam: None,
+            announce_pod_cidr: true,
+            cluster_pool_v4: Vec::new(),
+            cluster_pool_v6: Vec::new(),
+        }
+    }
+}
+
+/// The `--ipam` flag: which object is in force, or `Auto` to follow cilium-config.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum IpamOverride {
+    /// Follow the `ipam` key of cilium-config, live.
+    #[default]
+    Auto,
+    /// Announce the Node's CIDRs whatever cilium-config says.
+    Kubernetes,
+    /// Announce the CiliumNode's CIDRs whatever cilium-config says.
+    ClusterPool,
+}
+
+impl FromStr for IpamOverride {
+    type Err = IpamError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "auto" => Ok(Self::Auto),
+            "kubernetes" => Ok(Self::Kubernetes),
+            "cluster-pool" => Ok(Self::ClusterPool),
+            other => Err(IpamError::UnknownOverride {
+                value: other.to_owned(),
+            }),
+        }
+    }
+}
+
+impl fmt::Display for IpamOverride {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Auto => "auto",
+            Self::Kubernetes => "kubernetes",
+            Self::ClusterPool => "cluster-pool",
+        })
+    }
+}
+
+/// The IPAM mode in force: Cilium's `ipam` option values that this speaker supports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum IpamMode {
+    /// `ipam: kubernetes`: the Node object is in force.
+    Kubernetes,
+    /// `ipam: cluster-pool`: the CiliumNode object is in force.
+    ClusterPool,
+}
+
+impl IpamMode {
+    /// The name Cilium uses for the mode in cilium-config.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Kubernetes => "kubernetes",
+            Self::ClusterPool => "cluster-pool",
+        }
+    }
+}
+
+impl fmt::Display for IpamMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why the IPAM mode cannot be decided.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum IpamError {
+    /// cilium-config names a mode whose per-node CIDRs live somewhere this speaker does
+    /// not read (multi-pool, eni, azure, crd, ...).
+    #[error(
+        "cilium-config ipam: {mode:?} is not supported: pod CIDRs can be announced only for \
+         ipam \"kubernetes\" or \"cluster-pool\" (or pass --ipam to override)"
+    )]
+    Unsupported { mode: String },
+    /// The `--ipam` value is not one of the known ones.
+    #[error("--ipam: {value:?} must be one of auto, kubernetes, cluster-pool")]
+    UnknownOverride { value: String },
+}
+
+/// The pod CIDRs in force per node, decided by [`node_view`]. What the planner reads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeView {
+    /// The IPAM mode that decided which object is announced.
+    pub ipam: IpamMode,
+    /// False when cilium-config says `bgp-announce-pod-cidr: "false"`: every node's
+    /// `prefixes` is then empty.
+    pub announce_pod_cidr: bool,
+    /// One entry per Node object, by name.
+    pub nodes: BTreeMap<Arc<str>, NodeEntry>,
+    /// Facts about the whole view worth showing to an operator.
+    pub warnings: Vec<ViewWarning>,
+}
+
+impl NodeView {
+    /// Nodes whose Node and CiliumNode disagree (for a gauge).
+    pub fn drift_count(&self) -> usize {
+        self.nodes.values().filter(|n| n.drift.is_some()).count()
+    }
+
+    /// Prefixes refused across all nodes (for a gauge).
+    pub fn refused_count(&self) -> usize {
+        self.nodes.values().map(|n| n.refused.len()).sum()
+    }
+}
+
+/// One node in the view.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeEntry {
+    /// The node name, shared so the planner can tag routes without allocating.
+    pub name: Arc<str>,
+    /// `metadata.uid` of the Node.
+    pub uid: Option<String>,
+    pub labels: BTreeMap<String, String>,
+    pub internal_ipv4: Option<Ipv4Addr>,
+    pub internal_ipv6: Option<Ipv6Addr>,
+    /// Which object the prefixes were read from; `None` when no object lists any.
+    pub source: Option<CidrSource>,
+    /// The pod CIDRs to announce, in the object's order, without duplicates.
+    pub prefixes: Vec<IpNet>,
+    /// CIDRs the object in force lists but that must not be announced.
+    pub refused: Vec<(IpNet, Refusal)>,
+    /// Set when the Node and the CiliumNode list different CIDRs.
+    pub drift: Option<Drift>,
+}
+
+/// The object (and field) a node's prefixes were read from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CidrSource {
+    /// Node `spec.podCIDR` / `spec.podCIDRs`.
+    NodeSpec,
+    /// Node annotations `io.cilium.network.ipv4-pod-cidr` / `ipv6-pod-cidr`.
+    NodeAnnotations,
+    /// CiliumNode `spec.ipam.podCIDRs`.
+    CiliumNode,
+}
+
+impl fmt::Display for CidrSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::NodeSpec => "Node spec.podCIDRs",
+            Self::NodeAnnotations => "Node annotations io.cilium.network.ipv*-pod-cidr",
+            Self::CiliumNode => "CiliumNode spec.ipam.podCIDRs",
+        })
+    }
+}
+
+/// Why a CIDR listed by the object in force is not announced.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// 0.0.0.0/0 or ::/0: announcing it would attract all traffic to one node.
+    DefaultRoute,
+    /// In cluster-pool mode, the CIDR lies outside `cluster-pool-ipv4-cidr` /
+    /// `cluster-pool-ipv6-cidr` (the pool is given for reporting).
+    OutsideClusterPool { pool: Vec<IpNet> },
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::DefaultRoute => f.write_str("a default route is never announced"),
+            Self::OutsideClusterPool { pool } => {
+                write!(f, "outside the cluster pool {}", CidrList(pool))
+            }
+        }
+    }
+}
+
+/// The Node and the CiliumNode of one node list different CIDRs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Drift {
+    /// Node `spec.podCIDRs` (or its annotations when the spec has none).
+    pub node_cidrs: Vec<IpNet>,
+    /// CiliumNode `spec.ipam.podCIDRs`.
+    pub cilium_cidrs: Vec<IpNet>,
+}
+
+impl fmt::Display for Drift {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "Node {} vs CiliumNode {}",
+            CidrList(&self.node_cidrs),
+            CidrList(&self.cilium_cidrs)
+        )
+    }
+}
+
+/// View-wide facts an operator should see (`plan`, `status`, logs).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ViewWarning {
+    /// Auto mode found no cilium-config: Cilium's default, cluster-pool, was assumed.
+    CiliumConfigAbsent,
+    /// Cluster-pool mode without a pool of this family in cilium-config: CIDRs of that
+    /// family were announced unchecked.
+    ClusterPoolUnknown { family: Family },
+}
+
+impl fmt::Display for ViewWarning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::CiliumConfigAbsent => f.write_str(
+                "cilium-config not found: assuming ipam cluster-pool (Cilium's default)",
+            ),
+            Self::ClusterPoolUnknown { family } => write!(
+                f,
+                "cilium-config has no cluster-pool-{family}-cidr: {family} pod CIDRs are not \
+                 checked against the cluster pool"
+            ),
+        }
+    }
+}
+
+/// An address family, for messages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Family {
+    Ipv4,
+    Ipv6,
+}
+
+impl fmt::Display for Family {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Ipv4 => "ipv4",
+            Self::Ipv6 => "ipv6",
+        })
+    }
+}
+
+/// Formats CIDRs as `[10.0.0.0/24, fd00::/64]` for messages.
+pub struct CidrList<'a>(pub &'a [IpNet]);
+
+impl fmt::Display for CidrList<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[")?;
+        for (i, net) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{net}")?;
+        }
+        f.write_str("]")
+    }
+}
+
+/// Decides the IPAM mode and, for every Node, the prefixes to announce.
+///
+/// Pure and deterministic: equal states give equal views, so a caller can skip work
+/// when the view did not change.
+pub fn node_view(state: &ClusterState, ipam: IpamOverride) -> Result<NodeView, IpamError> {
+    let mut warnings = Vec::new();
+    let mode = match ipam {
+        IpamOverride::Kubernetes => IpamMode::Kubernetes,
+        IpamOverride::ClusterPool => IpamMode::ClusterPool,
+        IpamOverride::Auto => match &state.cilium_config {
+            None => {
+                warnings.push(ViewWarning::CiliumConfigAbsent);
+                IpamMode::ClusterPool
+            }
+            Some(config) => mode_from_config(config.ipam.as_deref())?,
+        },
+    };
+    let announce_pod_cidr = state
+        .cilium_config
+        .as_ref()
+        .is_none_or(|c| c.announce_pod_cidr);
+    let (pool_v4, pool_v6) = match &state.cilium_config {
+        Some(c) => (c.cluster_pool_v4.as_slice(), c.cluster_pool_v6.as_slice()),
+        None => (&[][..], &[][..]),
+    };
+
+    let mut nodes = BTreeMap::new();
+    let mut unchecked_v4 = false;
+    let mut unchecked_v6 = false;
+    for (name, facts) in &state.nodes {
+        let cilium = state.cilium_nodes.get(name);
+        let (node_side, node_source) = if !facts.node_cidrs.is_empty() {
+            (facts.node_cidrs.as_slice(), Some(CidrSource::NodeSpec))
+        } else if !facts.annotation_cidrs.is_empty() {
+            (
+                facts.annotation_cidrs.as_slice(),
+                Some(CidrSource::NodeAnnotations),
+            )
+        } else {
+            (&[][..], None)
+        };
+        let cilium_side = cilium.map(Vec::as_slice).unwrap_or_default();
+        let drift = (!node_side.is_empty()
+            && !cilium_side.is_empty()
+            && as_set(node_side) != as_set(cilium_side))
+        .then(|| Drift {
+            node_cidrs: node_side.to_vec(),
+            cilium_cidrs: cilium_side.to_vec(),
+        });
+
+        let (listed, source) = match mode {
+            IpamMode::Kubernetes => (node_side, node_source),
+            IpamMode::ClusterPool => (
+                cilium_side,
+                (!cilium_side.is_empty()).then_some(CidrSource::CiliumNode),
+            ),
+        };
+        let mut prefixes = Vec::new();
+        let mut refused = Vec::new();
+        let mut seen = BTreeSet::new();
+        for &net in listed {
+            if !seen.insert(net) {
+                continue;
+            }
+            if net.prefix_len() == 0 {
+                refused.push((net, Refusal::DefaultRoute));
+                continue;
+            }
+            if mode == IpamMode::ClusterPool {
+                let (pool, unchecked) = match net {
+                    IpNet::V4(_) => (pool_v4, &mut unchecked_v4),
+                    IpNet::V6(_) => (pool_v6, &mut unchecked_v6),
+                };
+                if pool.is_empty() {
+                    *unchecked = true;
+                } else if !pool.iter().any(|p| p.contains(&net)) {
+                    refused.push((
+                        net,
+                        Refusal::OutsideClusterPool {
+                            pool: pool.to_vec(),
+                        },
+                    ));
+                    continue;
+                }
+            }
+            if announce_pod_cidr {
+                prefixes.push(net);
+            }
+        }
+
+        let name: Arc<str> = Arc::from(name.as_str());
+        nodes.insert(
+            Arc::clone(&name),
+            NodeEntry {
+                name,
+                uid: facts.uid.clone(),
+                labels: facts.labels.clone(),
+                internal_ipv4: facts.internal_ipv4,
+                internal_ipv6: facts.internal_ipv6,
+                source,
+                prefixes,
+                refused,
+                drift,
+            },
+        );
+    }
+    if unchecked_v4 {
+        warnings.push(ViewWarning::ClusterPoolUnknown {
+            family: Family::Ipv4,
+        });
+    }
+    if unchecked_v6 {
+        warnings.push(ViewWarning::ClusterPoolUnknown {
+            family: Family::Ipv6,
+        });
+    }
+    Ok(NodeView {
+        ipam: mode,
+        announce_pod_cidr,
+        nodes,
+        warnings,
+    })
+}
+
+/// Cilium's `ipam` option: an absent or empty key means its default, cluster-pool.
+fn mode_from_config(ipam: Option<&str>) -> Result<IpamMode, IpamError> {
+    match ipam.map(str::trim) {
+        None | Some("") | Some("cluster-pool") => Ok(IpamMode::ClusterPool),
+        Some("kubernetes") => Ok(IpamMode::Kubernetes),
+        Some(other) => Err(IpamError::Unsupported {
+            mode: other.to_owned(),
+        }),
+    }
+}
+
+fn as_set(nets: &[IpNet]) -> BTreeSet<IpNet> {
+    nets.iter().copied().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn net(s: &str) -> IpNet {
+        s.parse().unwrap()
+    }
+
+    fn nets(list: &[&str]) -> Vec<IpNet> {
+        list.iter().map(|s| net(s)).collect()
+    }
+
+    fn node(cidrs: &[&str]) -> NodeFacts {
+        NodeFacts {
+            node_cidrs: nets(cidrs),
+            ..NodeFacts::default()
+        }
+    }
+
+    fn config(ipam: &str, pool_v4: &[&str]) -> CiliumConfig {
+        CiliumConfig {
+            ipam: Some(ipam.to_owned()),
+            announce_pod_cidr: true,
+            cluster_pool_v4: nets(pool_v4),
+            cluster_pool_v6: Vec::new(),
+        }
+    }
+
+    /// The outage: four nodes whose Node and CiliumNode CIDRs are a permutation of each
+    /// other.
+    fn outage_state(ipam: &str) -> ClusterState {
+        let pairs = [
+            ("master1", "10.5.112.0/24", "10.5.113.0/24"),
+            ("master2", "10.5.113.0/24", "10.5.114.0/24"),
+            ("master3", "10.5.114.0/24", "10.5.115.0/24"),
+            ("worker1", "10.5.115.0/24", "10.5.112.0/24"),
+        ];
+        let mut state = ClusterState {
+            cilium_config: Some(config(ipam, &["10.5.112.0/20"])),
+            ..ClusterState::default()
+        };
+        for (name, node_cidr, cilium_cidr) in pairs {
+            state.nodes.insert(name.into(), node(&[node_cidr]));
+            state.cilium_nodes.insert(name.into(), nets(&[cilium_cidr]));
+        }
+        state
+    }
+
+    fn prefixes(view: &NodeView, name: &str) -> Vec<IpNet> {
+        view.nodes[name].prefixes.clone()
+    }
+
+    #[test]
+    fn outage_cluster_pool_announces_cilium_node_cidrs_and_reports_drift_on_all_four() {
+        let view = node_view(&outage_state("cluster-pool"), IpamOverride::Auto).unwrap();
+        assert_eq!(view.ipam, IpamMode::ClusterPool);
+        assert_eq!(prefixes(&view, "master1"), nets(&["10.5.113.0/24"]));
+        assert_eq!(prefixes(&view, "master2"), nets(&["10.5.114.0/24"]));
+        assert_eq!(prefixes(&view, "master3"), nets(&["10.5.115.0/24"]));
+        assert_eq!(prefixes(&view, "worker1"), nets(&["10.5.112.0/24"]));
+        assert_eq!(view.drift_count(), 4);
+        assert_eq!(
+            view.nodes["master1"].drift,
+            Some(Drift {
+                node_cidrs: nets(&["10.5.112.0/24"]),
+                cilium_cidrs: nets(&["10.5.113.0/24"]),
+            })
+        );
+        assert!(view
+            .nodes
+            .values()
+            .all(|n| n.source == Some(CidrSource::CiliumNode)));
+        assert!(view.warnings.is_empty());
+    }
+
+    #[test]
+    fn outage_kubernetes_announces_node_cidrs_and_reports_drift_on_all_four() {
+        let view = node_view(&outage_state("kubernetes"), IpamOverride::Auto).unwrap();
+        assert_eq!(view.ipam, IpamMode::Kubernetes);
+        assert_eq!(prefixes(&view, "master1"), nets(&["10.5.112.0/24"]));
+        assert_eq!(prefixes(&view, "master2"), nets(&["10.5.113.0/24"]));
+        assert_eq!(prefixes(&view, "master3"), nets(&["10.5.114.0/24"]));
+        assert_eq!(prefixes(&view, "worker1"), nets(&["10.5.115.0/24"]));
+        assert_eq!(view.drift_count(), 4);
+        assert_eq!(
+            view.nodes["worker1"].drift,
+            Some(Drift {
+                node_cidrs: nets(&["10.5.115.0/24"]),
+                cilium_cidrs: nets(&["10.5.112.0/24"]),
+            })
+        );
+    }
+
+    #[test]
+    fn override_wins_over_cilium_config() {
+        let state = outage_state("cluster-pool");
+        let view = node_view(&state, IpamOverride::Kubernetes).unwrap();
+        assert_eq!(view.ipam, IpamMode::Kubernetes);
+        assert_eq!(prefixes(&view, "master1"), nets(&["10.5.112.0/24"]));
+        let state = outage_state("kubernetes");
+        let view = node_view(&state, IpamOverride::ClusterPool).unwrap();
+        assert_eq!(view.ipam, IpamMode::ClusterPool);
+        assert_eq!(prefixes(&view, "master1"), nets(&["10.5.113.0/24"]));
+    }
+
+    #[test]
+    fn unsupported_mode_is_refused_naming_it() {
+        let err = node_view(&outage_state("multi-pool"), IpamOverride::Auto).unwrap_err();
+        assert_eq!(
+            err,
+            IpamError::Unsupported {
+                mode: "multi-pool".into()
+            }
+        );
+        assert!(err.to_string().contains("\"multi-pool\""), "{err}");
+        // An explicit override does not read cilium-config's mode at all.
+        assert!(node_view(&outage_state("eni"), IpamOverride::Kubernetes).is_ok());
+    }
+
+    #[test]
+    fn absent_cilium_config_defaults_to_cluster_pool_with_a_warning() {
+        let mut state = outage_state("kubernetes");
+        state.cilium_config = None;
+        let view = node_view(&state, IpamOverride::Auto).unwrap();
+        assert_eq!(view.ipam, IpamMode::ClusterPool);
+        assert_eq!(prefixes(&view, "master1"), nets(&["10.5.113.0/24"]));
+        assert_eq!(
+            view.warnings,
+            vec![
+                ViewWarning::CiliumConfigAbsent,
+                ViewWarning::ClusterPoolUnknown {
+                    family: Family::Ipv4
+                }
+            ]
+        );
+    }
+
+    #[test]
+    fn absent_or_empty_ipam_key_is_cluster_pool_without_warning() {
+        for ipam in [None, Some(String::new())] {
+            let mut state = outage_state("kubernetes");
+            if let Some(c) = state.cilium_config.as_mut() {
+                c.ipam = ipam.clone();
+            }
+            let view = node_view(&state, IpamOverride::Auto).unwrap();
+            assert_eq!(view.ipam, IpamMode::ClusterPool, "ipam {ipam:?}");
+            assert!(
+                view.warnings.is_empty(),
+                "ipam {ipam:?}: {:?}",
+                view.warnings
+            );
+        }
+    }
+
+    #[test]
+    fn announce_pod_cidr_false_announces_nothing_but_still_reports() {
+        let mut state = outage_state("cluster-pool");
+        if let Some(c) = state.cilium_config.as_mut() {
+            c.announce_pod_cidr = false;
+        }
+        let view = node_view(&state, IpamOverride::Auto).unwrap();
+        assert!(!view.announce_pod_cidr);
+        assert!(view.nodes.values().all(|n| n.prefixes.is_empty()));
+        assert_eq!(view.nodes.len(), 4);
+        assert_eq!(view.drift_count(), 4);
+    }
+
+    #[test]
+    fn cluster_pool_refuses_cidrs_outside_the_pool_per_family() {
+        let mut state = ClusterState {
+            cilium_config: Some(CiliumConfig {
+                ipam: Some("cluster-pool".into()),
+                announce_pod_cidr: true,
+                cluster_pool_v4: nets(&["10.0.0.0/16", "10.1.0.0/16"]),
+                cluster_pool_v6: nets(&["fd00:10::/104"]),
+            }),
+            ..ClusterState::default()
+        };
+        state.nodes.insert("a".into(), NodeFacts::default());
+        state.cilium_nodes.insert(
+            "a".into(),
+            nets(&[
+                "10.1.7.0/24",
+                "10.2.0.0/24",
+                "fd00:10::1:0/120",
+                "fd00:99::/120",
+                "10.0.0.0/8",
+            ]),
+        );
+        let view = node_view(&state, IpamOverride::Auto).unwrap();
+        let a = &view.nodes["a"];
+        assert_eq!(a.prefixes, nets(&["10.1.7.0/24", "fd00:10::1:0/120"]));
+        let pool4 = Refusal::OutsideClusterPool {
+            pool: nets(&["10.0.0.0/16", "10.1.0.0/16"]),
+        };
+        let pool6 = Refusal::OutsideClusterPool {
+            pool: nets(&["fd00:10::/104"]),
+        };
+        assert_eq!(
+            a.refused,
+            vec![
+                (net("10.2.0.0/24"), pool4.clone()),
+                (net("fd00:99::/120"), pool6),
+                // A supernet of a pool member is not inside the pool.
+                (net("10.0.0.0/8"), pool4),
+            ]
+        );
+        assert_eq!(view.refused_count(), 3);
+        assert!(view.warnings.is_empty());
+    }
+
+    #[test]
+    fn pool_is_not_checked_in_kubernetes_mode() {
+        let mut state = ClusterState {
+            cilium_config: Some(config("kubernetes", &["10.0.0.0/16"])),
+            ..ClusterState::default()
+        };
+        state.nodes.insert("a".into(), node(&["192.168.3.0/24"]));
+        let view = node_view(&state, IpamOverride::Auto).unwrap();
+        assert_eq!(prefixes(&view, "a"), nets(&["192.168.3.0/24"]));
+        assert!(view.nodes["a"].refused.is_empty());
+    }
+
+    #[test]
+    fn default_routes_are_never_announced_in_either_mode() {
+        let mut state = ClusterState {
+            cilium_config: Some(config("kubernetes", &[])),
+            ..ClusterState::default()
+        };
+        state
+            .nodes
+            .insert("a".into(), node(&["0.0.0.0/0", "::/0", "10.9.0.0/24"]));
+        state
+            .cilium_nodes
+            .insert("a".into(), nets(&["0.0.0.0/0", "::/0"]));
+        let view = node_view(&state, IpamOverride::Auto).unwrap();
+        assert_eq!(prefixes(&view, "a"), nets(&["10.9.0.0/24"]));
+        assert_eq!(
+            view.nodes["a"].refused,
+            vec![
+                (net("0.0.0.0/0"), Refusal::DefaultRoute),
+                (net("::/0"), Refusal::DefaultRoute)
+            ]
+        );
+        let view = node_view(&state, IpamOverride::ClusterPool).unwrap();
+        assert!(prefixes(&view, "a").is_empty());
+        assert_eq!(view.nodes["a"].refused.len(), 2);
+    }
+
+    #[test]
+    fn annotations_are_used_only_when_the_node_spec_has_no_cidrs() {
+        let mut state = ClusterState {
+            cilium_config: Some(config("kubernetes", &[])),
+            ..ClusterState::default()
+        };
+        state.nodes.insert(
+            "annotated".into(),
+            NodeFacts {
+                annotation_cidrs: nets(&["10.20.0.0/24", "fd00:20::/64"]),
+                ..NodeFacts::default()
+            },
+        );
+        state.nodes.insert(
+            "both".into(),
+            NodeFacts {
+                node_cidrs: nets(&["10.30.0.0/24"]),
+                annotation_cidrs: nets(&["10.20.1.0/24"]),
+                ..NodeFacts::default()
+            },
+        );
+        let view = node_view(&state, IpamOverride::Auto).unwrap();
+        assert_eq!(
+            prefixes(&view, "annotated"),
+            nets(&["10.20.0.0/24", "fd00:20::/64"])
+        );
+        assert_eq!(
+            view.nodes["annotated"].source,
+            Some(CidrSource::NodeAnnotations)
+        );
+        assert_eq!(prefixes(&view, "both"), nets(&["10.30.0.0/24"]));
+        assert_eq!(view.nodes["both"].source, Some(CidrSource::NodeSpec));
+    }
+
+    #[test]
+    fn node_without_its_ipam_object_is_present_with_no_prefixes() {
+        let mut state = ClusterState {
+            cilium_config: Some(config("cluster-pool", &["10.0.0.0/8"])),
+            ..ClusterState::default()
+        };
+        state.nodes.insert("a".into(), node(&["10.0.1.0/24"]));
+        // A CiliumNode whose Node does not exist is not a node of the view.
+        state
+            .cilium_nodes
+            .insert("ghost".into(), nets(&["10.0.2.0/24"]));
+        let view = node_view(&state, IpamOverride::Auto).unwrap();
+        assert_eq!(view.nodes.keys().map(|k| &**k).collect::<Vec<_>>(), ["a"]);
+        assert!(view.nodes["a"].prefixes.is_empty());
+        assert_eq!(view.nodes["a"].source, None);
+        // One side empty is not drift: that is how cluster-pool clusters look.
+        assert_eq!(view.nodes["a"].drift, None);
+    }
+
+    #[test]
+    fn same_cidrs_in_another_order_are_not_drift_and_duplicates_collapse() {
+        let mut state = ClusterState {
+            cilium_config: Some(config("kubernetes", &[])),
+            ..ClusterState::default()
+        };
+        state.nodes.insert(
+            "a".into(),
+            node(&["10.0.1.0/24", "fd00::/64", "10.0.1.0/24"]),
+        );
+        state
+            .cilium_nodes
+            .insert("a".into(), nets(&["fd00::/64", "10.0.1.0/24"]));
+        let view = node_view(&state, IpamOverride::Auto).unwrap();
+        assert_eq!(view.nodes["a"].drift, None);
+        assert_eq!(prefixes(&view, "a"), nets(&["10.0.1.0/24", "fd00::/64"]));
+    }
+
+    #[test]
+    fn equal_states_give_equal_views_and_a_change_changes_the_view() {
+        let a = node_view(&outage_state("cluster-pool"), IpamOverride::Auto).unwrap();
+        let b = node_view(&outage_state("cluster-pool"), IpamOverride::Auto).unwrap();
+        assert_eq!(a, b);
+        let mut changed = outage_state("cluster-pool");
+        changed
+            .cilium_nodes
+            .insert("master1".into(), nets(&["10.5.116.0/24"]));
+        let c = node_view(&changed, IpamOverride::Auto).unwrap();
+        assert_ne!(a, c);
+    }
+
+    #[test]
+    fn override_parses_and_prints_its_flag_values() {
+        for (text, value) in [
+            ("auto", IpamOverride::Auto),
+            ("kubernetes", IpamOverride::Kubernetes),
+            ("cluster-pool", IpamOverride::ClusterPool),
+        ] {
+            assert_eq!(text.parse::<IpamOverride>().unwrap(), value);
+            assert_eq!(value.to_string(), text);
+        }
+        assert_eq!(
+            "crd".parse::<IpamOverride>().unwrap_err(),
+            IpamError::UnknownOverride {
+                value: "crd".into()
+            }
+        );
+    }
+}

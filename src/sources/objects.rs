@@ -1,0 +1,564 @@
+//! The Kubernetes objects the sources read (Node, CiliumNode, ConfigMap) and the pure
+//! mapping from each object to the facts of [`ClusterState`](super::model::ClusterState).
+//!
+//! Shared by the kube watchers and the file source, so a node read from the API and the
+//! same node read from `kubectl get -o yaml` give the same facts. Pure: no tokio, no I/O,
+//! no logging. A field that cannot be read fails the whole object with a
+//! [`SourceError`] naming the field and the value; the caller decides what to keep.
+//!
+//! CIDRs are normalised the way Cilium's `net.ParseCIDR` reads them: host bits are
+//! cleared (`10.0.1.5/24` is `10.0.1.0/24`).
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+use k8s_openapi::api::core::v1::{ConfigMap, Node};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::ClusterResourceScope;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer};
+
+use super::error::SourceError;
+use super::model::{CiliumConfig, NodeFacts};
+
+/// Cilium's annotation for a node's IPv4 pod CIDR (Cilium `annotation.V4CIDRName`).
+pub const ANNOTATION_V4_CIDR: &str = "io.cilium.network.ipv4-pod-cidr";
+/// Cilium's annotation for a node's IPv6 pod CIDR (Cilium `annotation.V6CIDRName`).
+pub const ANNOTATION_V6_CIDR: &str = "io.cilium.network.ipv6-pod-cidr";
+
+/// cilium-config keys read by [`cilium_config`].
+pub const KEY_IPAM: &str = "ipam";
+pub const KEY_ANNOUNCE_POD_CIDR: &str = "bgp-announce-pod-cidr";
+pub const KEY_POOL_V4: &str = "cluster-pool-ipv4-cidr";
+pub const KEY_POOL_V6: &str = "cluster-pool-ipv6-cidr";
+
+/// A CiliumNode (`cilium.io/v2`, cluster-scoped, plural `ciliumnodes`), reduced to the
+/// fields this speaker reads; every other field is ignored.
+///
+/// `spec` is read leniently: a spec of the wrong shape does not fail the list or watch
+/// it arrives in (which would stall every other node), it fails only this object's
+/// mapping, in [`cilium_node_cidrs`].
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct CiliumNode {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: Lenient<CiliumNodeSpec>,
+}
+
+/// CiliumNode `spec`.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+pub struct CiliumNodeSpec {
+    #[serde(default)]
+    pub ipam: CiliumNodeIpam,
+}
+
+/// CiliumNode `spec.ipam`.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+pub struct CiliumNodeIpam {
+    /// The pod CIDRs the cluster-pool operator allocated to the node.
+    #[serde(default, rename = "podCIDRs")]
+    pub pod_cidrs: Option<Vec<String>>,
+}
+
+impl kube::Resource for CiliumNode {
+    type DynamicType = ();
+    type Scope = ClusterResourceScope;
+
+    fn kind(_: &()) -> Cow<'_, str> {
+        Cow::Borrowed("CiliumNode")
+    }
+
+    fn group(_: &()) -> Cow<'_, str> {
+        Cow::Borrowed("cilium.io")
+    }
+
+    fn version(_: &()) -> Cow<'_, str> {
+        Cow::Borrowed("v2")
+    }
+
+    fn plural(_: &()) -> Cow<'_, str> {
+        Cow::Borrowed("ciliumnodes")
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+/// A field that either has the expected shape or is kept as the reason it does not.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Lenient<T> {
+    /// Absent or null.
+    #[default]
+    Absent,
+    Valid(T),
+    /// Present but not of the expected shape: the deserializer's message.
+    Invalid(String),
+}
+
+impl<'de, T: DeserializeOwned> Deserialize<'de> for Lenient<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = serde_json::Value::deserialize(deserializer)?;
+        if value.is_null() {
+            return Ok(Self::Absent);
+        }
+        Ok(match serde_json::from_value(value) {
+            Ok(v) => Self::Valid(v),
+            Err(e) => Self::Invalid(e.to_string()),
+        })
+    }
+}
+
+/// The facts a Node states about itself, keyed by its name.
+///
+/// Pod CIDR order follows Kubernetes and Cilium: `spec.podCIDR` first when it is set and
+/// differs from `spec.podCIDRs[0]`, then the rest of `spec.podCIDRs`, without duplicates.
+pub fn node_facts(node: &Node) -> Result<(String, NodeFacts), SourceError> {
+    const KIND: &str = "Node";
+    let name = object_name(KIND, &node.metadata)?;
+    let spec = node.spec.as_ref();
+
+    let mut node_cidrs: Vec<IpNet> = Vec::new();
+    if let Some(primary) = spec
+        .and_then(|s| s.pod_cidr.as_deref())
+        .filter(|s| !s.is_empty())
+    {
+        node_cidrs.push(parse_cidr(KIND, &name, "spec.podCIDR", primary)?);
+    }
+    for (i, text) in spec
+        .and_then(|s| s.pod_cidrs.as_deref())
+        .unwrap_or_default()
+        .iter()
+        .enumerate()
+    {
+        let net = parse_cidr(KIND, &name, &format!("spec.podCIDRs[{i}]"), text)?;
+        if !node_cidrs.contains(&net) {
+            node_cidrs.push(net);
+        }
+    }
+
+    let annotations = node.metadata.annotations.as_ref();
+    let mut annotation_cidrs = Vec::new();
+    for (key, want_v4) in [(ANNOTATION_V4_CIDR, true), (ANNOTATION_V6_CIDR, false)] {
+        let Some(text) = annotations
+            .and_then(|a| a.get(key))
+            .map(|s| s.trim())
+            .filter(|s| !s.is_empty())
+        else {
+            continue;
+        };
+        let field = format!("metadata.annotations[{key}]");
+        let net = parse_cidr(KIND, &name, &field, text)?;
+        if matches!(net, IpNet::V4(_)) != want_v4 {
+            return Err(SourceError::WrongFamily {
+                kind: KIND,
+                name,
+                field,
+                value: text.to_owned(),
+                expected: if want_v4 { "IPv4" } else { "IPv6" },
+            });
+        }
+        annotation_cidrs.push(net);
+    }
+
+    let mut facts = NodeFacts {
+        uid: node.metadata.uid.clone(),
+        labels: node.metadata.labels.clone().unwrap_or_default(),
+        node_cidrs,
+        annotation_cidrs,
+        ..NodeFacts::default()
+    };
+    // Addresses are the kubelet's to validate; one we cannot read is not an InternalIP
+    // we could use as a next hop, and must not hide the node's pod CIDRs.
+    let addresses = node.status.as_ref().and_then(|s| s.addresses.as_deref());
+    for address in addresses.unwrap_or_default() {
+        if address.type_ != "InternalIP" {
+            continue;
+        }
+        match address.address.trim().parse::<IpAddr>() {
+            Ok(IpAddr::V4(v4)) if facts.internal_ipv4.is_none() => facts.internal_ipv4 = Some(v4),
+            Ok(IpAddr::V6(v6)) if facts.internal_ipv6.is_none() => facts.internal_ipv6 = Some(v6),
+            _ => {}
+        }
+    }
+    Ok((name, facts))
+}
+
+/// The pod CIDRs of a CiliumNode (`spec.ipam.podCIDRs`), keyed by its name, which is
+/// the node's name.
+pub fn cilium_node_cidrs(node: &CiliumNode) -> Result<(String, Vec<IpNet>), SourceError> {
+    const KIND: &str = "CiliumNode";
+    let name = object_name(KIND, &node.metadata)?;
+    let spec = match &node.spec {
+        Lenient::Absent => return Ok((name, Vec::new())),
+        Lenient::Valid(spec) => spec,
+        Lenient::Invalid(reason) => {
+            return Err(SourceError::Malformed {
+                kind: KIND,
+                name,
+                field: "spec".into(),
+                reason: reason.clone(),
+            })
+        }
+    };
+    let mut cidrs: Vec<IpNet> = Vec::new();
+    for (i, text) in spec
+        .ipam
+        .pod_cidrs
+        .as_deref()
+        .unwrap_or_default()
+        .iter()
+        .enumerate()
+    {
+        let net = parse_cidr(KIND, &name, &format!("spec.ipam.podCIDRs[{i}]"), text)?;
+        if !cidrs.contains(&net) {
+            cidrs.push(net);
+        }
+    }
+    Ok((name, cidrs))
+}
+
+/// The keys of Cilium's `cilium-config` ConfigMap this speaker reads.
+///
+/// `bgp-announce-pod-cidr` accepts what Go's `strconv.ParseBool` accepts (Cilium reads
+/// it with viper). Pool keys hold one or more CIDRs separated by spaces or commas.
+pub fn cilium_config(config_map: &ConfigMap) -> Result<CiliumConfig, SourceError> {
+    const KIND: &str = "ConfigMap";
+    let name = object_name(KIND, &config_map.metadata)?;
+    let empty = BTreeMap::new();
+    let data = config_map.data.as_ref().unwrap_or(&empty);
+    let field = |key: &str| format!("data[{key}]");
+
+    let announce_pod_cidr = match data.get(KEY_ANNOUNCE_POD_CIDR).map(|s| s.trim()) {
+        None | Some("") => true,
+        Some(text) => parse_bool(text).ok_or_else(|| SourceError::InvalidBool {
+            kind: KIND,
+            name: name.clone(),
+            field: field(KEY_ANNOUNCE_POD_CIDR),
+            value: text.to_owned(),
+        })?,
+    };
+    let mut pools = [Vec::new(), Vec::new()];
+    for (pool, key, want_v4) in [(0, KEY_POOL_V4, true), (1, KEY_POOL_V6, false)] {
+        let Some(text) = data.get(key) else { continue };
+        for part in text
+            .split(|c: char| c.is_whitespace() || c == ',')
+            .filter(|s| !s.is_empty())
+        {
+            let net = parse_cidr(KIND, &name, &field(key), part)?;
+            if matches!(net, IpNet::V4(_)) != want_v4 {
+                return Err(SourceError::WrongFamily {
+                    kind: KIND,
+                    name,
+                    field: field(key),
+                    value: part.to_owned(),
+                    expected: if want_v4 { "IPv4" } else { "IPv6" },
+                });
+            }
+            pools[pool].push(net);
+        }
+    }
+    let [cluster_pool_v4, cluster_pool_v6] = pools;
+    Ok(CiliumConfig {
+        ipam: data.get(KEY_IPAM).cloned(),
+        announce_pod_cidr,
+        cluster_pool_v4,
+        cluster_pool_v6,
+    })
+}
+
+/// The text under `key` of a ConfigMap (the bgp-config), `None` when the key is absent.
+pub fn config_map_text(config_map: &ConfigMap, key: &str) -> Option<String> {
+    config_map.data.as_ref().and_then(|d| d.get(key)).cloned()
+}
+
+fn object_name(kind: &'static str, meta: &ObjectMeta) -> Result<String, SourceError> {
+    meta.name
+        .clone()
+        .filter(|n| !n.is_empty())
+        .ok_or(SourceError::MissingName { kind })
+}
+
+fn parse_cidr(
+    kind: &'static str,
+    name: &str,
+    field: &str,
+    text: &str,
+) -> Result<IpNet, SourceError> {
+    text.trim()
+        .parse::<IpNet>()
+        .map(|net| net.trunc())
+        .map_err(|e| SourceError::InvalidCidr {
+            kind,
+            name: name.to_owned(),
+            field: field.to_owned(),
+            value: text.to_owned(),
+            reason: e.to_string(),
+        })
+}
+
+/// Go's `strconv.ParseBool`.
+fn parse_bool(text: &str) -> Option<bool> {
+    match text {
+        "1" | "t" | "T" | "true" | "TRUE" | "True" => Some(true),
+        "0" | "f" | "F" | "false" | "FALSE" | "False" => Some(false),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn net(s: &str) -> IpNet {
+        s.parse().unwrap()
+    }
+
+    fn node(value: serde_json::Value) -> Node {
+        serde_json::from_value(value).unwrap()
+    }
+
+    fn cilium(value: serde_json::Value) -> CiliumNode {
+        serde_json::from_value(value).unwrap()
+    }
+
+    fn config_map(data: serde_json::Value) -> ConfigMap {
+        serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "cilium-config", "namespace": "kube-system"},
+            "data": data,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn node_facts_reads_labels_uid_addresses_and_cidrs() {
+        let (name, facts) = node_facts(&node(json!({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {
+                "name": "master1", "uid": "7f0c", "labels": {"role": "master"},
+                "annotations": {ANNOTATION_V4_CIDR: "10.9.0.0/24"}
+            },
+            "spec": {"podCIDR": "10.5.112.0/24", "podCIDRs": ["10.5.112.0/24", "fd00:5:112::/64"]},
+            "status": {"addresses": [
+                {"type": "Hostname", "address": "master1"},
+                {"type": "ExternalIP", "address": "198.51.100.7"},
+                {"type": "InternalIP", "address": "not-an-ip"},
+                {"type": "InternalIP", "address": "192.168.10.11"},
+                {"type": "InternalIP", "address": "192.168.10.99"},
+                {"type": "InternalIP", "address": "fd00:192:168::11"}
+            ]}
+        })))
+        .unwrap();
+        assert_eq!(name, "master1");
+        assert_eq!(facts.uid.as_deref(), Some("7f0c"));
+        assert_eq!(facts.labels.get("role").map(String::as_str), Some("master"));
+        assert_eq!(facts.internal_ipv4, Some("192.168.10.11".parse().unwrap()));
+        assert_eq!(
+            facts.internal_ipv6,
+            Some("fd00:192:168::11".parse().unwrap())
+        );
+        assert_eq!(
+            facts.node_cidrs,
+            vec![net("10.5.112.0/24"), net("fd00:5:112::/64")]
+        );
+        assert_eq!(facts.annotation_cidrs, vec![net("10.9.0.0/24")]);
+    }
+
+    #[test]
+    fn pod_cidr_comes_first_when_it_differs_from_pod_cidrs_0() {
+        let (_, facts) = node_facts(&node(json!({
+            "metadata": {"name": "a"},
+            "spec": {"podCIDR": "10.0.2.0/24", "podCIDRs": ["fd00::/64", "10.0.2.0/24"]}
+        })))
+        .unwrap();
+        assert_eq!(facts.node_cidrs, vec![net("10.0.2.0/24"), net("fd00::/64")]);
+        // podCIDR alone (clusters older than dual-stack) is honoured.
+        let (_, facts) = node_facts(&node(json!({
+            "metadata": {"name": "a"}, "spec": {"podCIDR": "10.0.3.0/24"}
+        })))
+        .unwrap();
+        assert_eq!(facts.node_cidrs, vec![net("10.0.3.0/24")]);
+    }
+
+    #[test]
+    fn host_bits_are_cleared_as_cilium_reads_them() {
+        let (_, facts) = node_facts(&node(json!({
+            "metadata": {"name": "a"}, "spec": {"podCIDRs": ["10.0.4.9/24"]}
+        })))
+        .unwrap();
+        assert_eq!(facts.node_cidrs, vec![net("10.0.4.0/24")]);
+    }
+
+    #[test]
+    fn malformed_node_cidr_names_node_field_and_value() {
+        let err = node_facts(&node(json!({
+            "metadata": {"name": "worker7"},
+            "spec": {"podCIDRs": ["10.0.5.0/24", "10.0.300.0/24"]}
+        })))
+        .unwrap_err();
+        assert!(
+            matches!(&err, SourceError::InvalidCidr { name, field, value, .. }
+                if name == "worker7" && field == "spec.podCIDRs[1]" && value == "10.0.300.0/24"),
+            "{err:?}"
+        );
+        assert!(err
+            .to_string()
+            .starts_with("Node worker7: spec.podCIDRs[1]: \"10.0.300.0/24\" is not a CIDR"));
+    }
+
+    #[test]
+    fn annotation_of_the_wrong_family_is_an_error() {
+        let err = node_facts(&node(json!({
+            "metadata": {"name": "a", "annotations": {ANNOTATION_V4_CIDR: "fd00::/64"}}
+        })))
+        .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                SourceError::WrongFamily {
+                    expected: "IPv4",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn node_without_name_is_an_error() {
+        let err = node_facts(&node(json!({"metadata": {}}))).unwrap_err();
+        assert_eq!(err, SourceError::MissingName { kind: "Node" });
+    }
+
+    #[test]
+    fn cilium_node_reads_spec_ipam_pod_cidrs_and_ignores_the_rest() {
+        let (name, cidrs) = cilium_node_cidrs(&cilium(json!({
+            "apiVersion": "cilium.io/v2", "kind": "CiliumNode",
+            "metadata": {"name": "master1", "resourceVersion": "12"},
+            "spec": {
+                "addresses": [{"type": "InternalIP", "ip": "192.168.10.11"}],
+                "health": {"ipv4": "10.5.113.20"},
+                "ipam": {"podCIDRs": ["10.5.113.0/24"], "pool": {}},
+                "eni": {}
+            },
+            "status": {"ipam": {"operator-status": {}}}
+        })))
+        .unwrap();
+        assert_eq!(name, "master1");
+        assert_eq!(cidrs, vec![net("10.5.113.0/24")]);
+    }
+
+    #[test]
+    fn cilium_node_without_spec_or_ipam_has_no_cidrs() {
+        for value in [
+            json!({"metadata": {"name": "a"}}),
+            json!({"metadata": {"name": "a"}, "spec": null}),
+            json!({"metadata": {"name": "a"}, "spec": {}}),
+            json!({"metadata": {"name": "a"}, "spec": {"ipam": {}}}),
+        ] {
+            assert_eq!(
+                cilium_node_cidrs(&cilium(value.clone())).unwrap(),
+                ("a".to_owned(), Vec::new()),
+                "{value}"
+            );
+        }
+    }
+
+    #[test]
+    fn cilium_node_with_a_spec_of_the_wrong_shape_deserializes_and_fails_mapping() {
+        // Deserializing must succeed, or one bad object would fail a whole list.
+        let object = cilium(json!({
+            "metadata": {"name": "bad"}, "spec": {"ipam": {"podCIDRs": "10.0.0.0/24"}}
+        }));
+        let err = cilium_node_cidrs(&object).unwrap_err();
+        assert!(
+            matches!(&err, SourceError::Malformed { kind: "CiliumNode", name, field, .. }
+                if name == "bad" && field == "spec"),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn cilium_config_reads_mode_switch_and_pools() {
+        let config = cilium_config(&config_map(json!({
+            "ipam": "cluster-pool",
+            "bgp-announce-pod-cidr": "false",
+            "cluster-pool-ipv4-cidr": "10.0.0.0/16 10.1.0.0/16,10.2.0.0/16",
+            "cluster-pool-ipv6-cidr": "fd00::/104",
+            "cluster-pool-ipv4-mask-size": "24"
+        })))
+        .unwrap();
+        assert_eq!(
+            config,
+            CiliumConfig {
+                ipam: Some("cluster-pool".into()),
+                announce_pod_cidr: false,
+                cluster_pool_v4: vec![net("10.0.0.0/16"), net("10.1.0.0/16"), net("10.2.0.0/16")],
+                cluster_pool_v6: vec![net("fd00::/104")],
+            }
+        );
+    }
+
+    #[test]
+    fn cilium_config_defaults_and_go_booleans() {
+        assert_eq!(
+            cilium_config(&config_map(json!({}))).unwrap(),
+            CiliumConfig::default()
+        );
+        for (text, value) in [("True", true), ("0", false), ("F", false), ("1", true)] {
+            let config = cilium_config(&config_map(json!({KEY_ANNOUNCE_POD_CIDR: text}))).unwrap();
+            assert_eq!(config.announce_pod_cidr, value, "{text}");
+        }
+        let err = cilium_config(&config_map(json!({KEY_ANNOUNCE_POD_CIDR: "no"}))).unwrap_err();
+        assert!(
+            matches!(&err, SourceError::InvalidBool { value, .. } if value == "no"),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn cilium_config_rejects_bad_pools() {
+        let err = cilium_config(&config_map(json!({KEY_POOL_V4: "10.0.0.0/33"}))).unwrap_err();
+        assert!(matches!(err, SourceError::InvalidCidr { .. }), "{err:?}");
+        let err = cilium_config(&config_map(json!({KEY_POOL_V6: "10.0.0.0/8"}))).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                SourceError::WrongFamily {
+                    expected: "IPv6",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn config_map_text_reads_one_key() {
+        let cm = config_map(json!({"config.yaml": "peers: []\n"}));
+        assert_eq!(
+            config_map_text(&cm, "config.yaml").as_deref(),
+            Some("peers: []\n")
+        );
+        assert_eq!(config_map_text(&cm, "config"), None);
+    }
+
+    #[test]
+    fn cilium_node_resource_paths() {
+        use kube::Resource;
+        assert_eq!(
+            CiliumNode::url_path(&(), None),
+            "/apis/cilium.io/v2/ciliumnodes"
+        );
+        assert_eq!(CiliumNode::api_version(&()), "cilium.io/v2");
+    }
+}
