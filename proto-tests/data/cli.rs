@@ -111,7 +111,7 @@ fn malformed_message_prints_its_notification_and_exits_1() {
     let err = &r.lines[0];
     assert_eq!(
         err["notification"],
-        serde_json::json!({"code": 1, "subcode": 3, "data": "09"})
+        serde_json::json!({"code": 1, "subcode": 3, "name": "message header error BadMessageType (1/3)", "data": "09"})
     );
     assert!(err["error"]
         .as_str()

@@ -448,16 +448,23 @@ pub fn attribute(a: &PathAttribute) -> Json {
 }
 
 /// The NOTIFICATION fields shared by a received NOTIFICATION and the one a malformed
-/// message would cause: `code`, `subcode`, `data` (hex).
+/// message would cause: `code`, `subcode`, `name` (the IANA registry's meaning of the
+/// pair, e.g. "cease AdministrativeShutdown (6/2)"), `data` (hex).
 pub fn notification(n: &Notification) -> Object {
     Object::new()
         .with("code", n.code)
         .with("subcode", n.subcode)
+        .with("name", n.kind().to_string())
         .with("data", hex(&n.data))
 }
 
+/// A received NOTIFICATION, plus the RFC 8203 / RFC 9003 shutdown communication when
+/// it carries one.
 fn notification_fields(n: &Notification, mut o: Object) -> Object {
     o.extend(notification(n));
+    if let Some(text) = n.shutdown_message() {
+        o.push("shutdown_message", text);
+    }
     o
 }
 
@@ -618,9 +625,22 @@ mod tests {
             subcode: 2,
             data: Bytes::from_static(&[0x03, b'b', b'y', b'e']),
         };
+        // Cease / Administrative Shutdown with a 3-octet shutdown communication.
         assert_eq!(
             parse(&message(&Message::Notification(n), 25)),
-            json!({"type": "NOTIFICATION", "length": 25, "code": 6, "subcode": 2, "data": "03627965"})
+            json!({
+                "type": "NOTIFICATION", "length": 25, "code": 6, "subcode": 2,
+                "name": "cease AdministrativeShutdown (6/2)", "data": "03627965", "shutdown_message": "bye"
+            })
+        );
+        let n = Notification {
+            code: 3,
+            subcode: 11,
+            data: Bytes::new(),
+        };
+        assert_eq!(
+            parse(&message(&Message::Notification(n), 21))["name"],
+            "update message error MalformedAsPath (3/11)"
         );
         assert_eq!(
             parse(&message(&Message::Keepalive, 19)),

@@ -230,7 +230,8 @@ pub struct Peering {
     pub local_as: u32,
     /// Interface index (absent in the deprecated type-5 records).
     pub interface: Option<u16>,
-    /// Absent from records that do not carry them (see [`parse_bgp4mp`]).
+    /// Absent from records that do not carry them (Zebra records of around 2000,
+    /// deprecated type-5 state changes).
     pub peer_ip: Option<IpAddr>,
     pub local_ip: Option<IpAddr>,
 }
