@@ -33,8 +33,9 @@
 //!   every other route); communities from `pod-cidr-communities`; no MED.
 //!
 //! Cost: peers with the same attributes and next-hop rule share one
-//! `Arc<DesiredRoutes>`, routes sharing attributes share one `Arc<RouteAttrs>`, and node
-//! names are the view's `Arc<str>`s: nothing is allocated per route beyond its map entry.
+//! `Arc<DesiredRoutes>`; within a route set, routes with equal attributes share one
+//! `Arc<RouteAttrs>` (one per distinct next hop), and node names are the view's
+//! `Arc<str>`s. `benches/planner.rs` measures 50,000 nodes x 16 peers.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
