@@ -1,8 +1,12 @@
 //! The command line: clap structs for each subcommand. Parsing only; `main.rs`
 //! dispatches and the library does the work.
 
+use std::net::IpAddr;
 use std::path::PathBuf;
 
+use crate::routes::report::Format;
+use crate::routes::AnnounceMode;
+use crate::sources::IpamOverride;
 use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 
 #[derive(Debug, Parser)]
@@ -24,6 +28,11 @@ pub enum Command {
     /// malformed or the input was damaged (each such problem is printed as an object
     /// with an "error" field), 2 on a usage error or when the input cannot be read.
     Decode(DecodeArgs),
+    /// Show, offline, which peers a node would open and the exact routes with
+    /// attributes for each, from a bgp-config file and a cluster-state file or
+    /// directory; drift, refused prefixes and conflicts are shown as warnings.
+    /// Passwords are never printed.
+    Plan(PlanArgs),
 }
 
 #[derive(Debug, Args)]
@@ -82,6 +91,43 @@ pub enum AsWidth {
     Two,
     #[value(name = "4")]
     Four,
+}
+
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// The bgp-config: the raw config YAML or a whole ConfigMap manifest.
+    #[arg(long, value_name = "FILE")]
+    pub bgp_config: PathBuf,
+    /// Nodes, CiliumNodes and cilium-config as YAML or JSON: a file, or a directory of
+    /// *.yaml, *.yml, *.json files.
+    #[arg(long, value_name = "PATH")]
+    pub cluster_state: PathBuf,
+    /// The node to plan for.
+    #[arg(long, value_name = "NAME")]
+    pub node: String,
+    /// `local`: this node's pod CIDRs (the DaemonSet); `cluster`: every node's, each
+    /// with its InternalIP as next hop.
+    #[arg(long, value_name = "local|cluster", default_value = "local")]
+    pub announce: AnnounceMode,
+    /// Which object's pod CIDRs are in force: `auto` follows cilium-config's `ipam`.
+    #[arg(
+        long,
+        value_name = "auto|kubernetes|cluster-pool",
+        default_value = "auto"
+    )]
+    pub ipam: IpamOverride,
+    /// The address sessions bind when their peer sets no source-address, as `run`
+    /// takes it; shown as the next hop of routes of its family.
+    #[arg(long, value_name = "IP")]
+    pub source_address: Option<IpAddr>,
+    /// Output format.
+    #[arg(
+        short = 'o',
+        long = "output",
+        value_name = "table|json",
+        default_value = "table"
+    )]
+    pub output: Format,
 }
 
 #[cfg(test)]

@@ -9,5 +9,6 @@ pub mod bgp;
 pub mod cli;
 pub mod config;
 pub mod decode;
+pub mod plan;
 pub mod routes;
 pub mod sources;

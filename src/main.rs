@@ -43,5 +43,26 @@ fn main() -> anyhow::Result<ExitCode> {
                 ExitCode::from(2)
             }
         }),
+        Command::Plan(args) => {
+            let request = podcidr_speaker::plan::PlanRequest {
+                bgp_config: args.bgp_config,
+                cluster_state: args.cluster_state,
+                node: args.node,
+                announce: args.announce,
+                ipam: args.ipam,
+                source_address: args.source_address,
+                format: args.output,
+            };
+            match podcidr_speaker::plan::run(&request) {
+                Ok(output) => {
+                    print!("{output}");
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    Ok(ExitCode::FAILURE)
+                }
+            }
+        }
     }
 }
