@@ -6,8 +6,10 @@
 //! what it owns and what it may not import.
 
 pub mod bgp;
+pub mod cli;
 pub mod config;
 pub mod decode;
 pub mod peer;
+pub mod plan;
 pub mod routes;
 pub mod sources;

@@ -560,6 +560,21 @@ fn shutdown_neighbor_sends_cease_administrative_shutdown() {
         }
     })
     .unwrap();
+
+    // A restarted ExaBGP starts a fresh event log; the whole one stays readable.
+    exa.restart().unwrap();
+    established(&exa, v4(2));
+    assert!(exa.notifications_from(v4(2)).unwrap().is_empty());
+    let before_restart = exa.all_events().unwrap();
+    assert!(before_restart.iter().any(|e| e.peer == Some(v4(2))
+        && matches!(
+            e.kind,
+            ExaEventKind::Notification {
+                code: 6,
+                subcode: 2,
+                ..
+            }
+        )));
 }
 
 /// Generated configs are checked by the daemons' own parsers (`bird -p`, `bgpd -C`,

@@ -4,6 +4,21 @@
 //!
 //! Nothing here is async, reads the clock, opens sockets or touches metrics. The peer
 //! driver owns the Adj-RIB-Out and asks [`diff`] what to send.
+//!
+//! - [`plan`](mod@plan): the planner, its rules (peer selection, next hops, ownership of
+//!   prefixes claimed by several nodes, attributes) and the tracker of its findings.
+//! - [`report`]: the `plan` command's table and JSON rendering of a [`Plan`].
+//! - this file: the types the planner hands the peer driver, and [`diff`].
+
+mod error;
+pub mod plan;
+pub mod report;
+
+pub use error::RoutesError;
+pub use plan::{
+    plan, source_address, AnnounceMode, Conflict, Finding, FindingTracker, LocalNode, Overrides,
+    PeerPlan, Plan, Unannounceable, UnannounceableReason, DEFAULT_LOCAL_PREF,
+};
 
 use crate::bgp::wire::{LargeCommunity, Origin};
 use ipnet::IpNet;

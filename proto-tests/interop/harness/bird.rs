@@ -28,7 +28,9 @@ use std::process::Command;
 
 use ipnet::IpNet;
 
-use super::process::{fresh_subdir, is_listening, run_ok, write_file, Process, COMMAND_TIMEOUT};
+use super::process::{
+    fresh_subdir, is_listening, run_ok, write_file, Process, COMMAND_TIMEOUT, STARTUP_TIMEOUT,
+};
 use super::{
     Afi, Announce, BgpDaemon, BirdOpts, HarnessError, Neighbor, Origin, PeerState, Result, Route,
     SessionState,
@@ -90,7 +92,7 @@ impl Bird {
         let mut p = Process::spawn(KIND, cmd, &self.dir.join("bird.log"))?;
         let ctl = self.ctl_path();
         let addrs = self.listen_addrs();
-        p.wait_ready("control socket and BGP listeners", COMMAND_TIMEOUT, || {
+        p.wait_ready("control socket and BGP listeners", STARTUP_TIMEOUT, || {
             control(&ctl, "show status").map_err(|e| e.to_string())?;
             match addrs.iter().find(|a| !is_listening(**a, 179)) {
                 Some(a) => Err(format!("not listening on {a}:179 yet")),
@@ -118,22 +120,6 @@ impl Bird {
     /// Sends one command to the control socket; returns the reply's text lines.
     pub fn control(&self, command: &str) -> Result<String> {
         control(&self.ctl_path(), command)
-    }
-
-    /// Stops BIRD cleanly (it sends Cease to its peers).
-    pub fn stop(&mut self) -> Result<()> {
-        if let Some(mut p) = self.process.take() {
-            p.stop()?;
-        }
-        Ok(())
-    }
-
-    /// Starts a stopped BIRD again with the same config.
-    pub fn start_again(&mut self) -> Result<()> {
-        if self.process.is_some() {
-            return Ok(());
-        }
-        self.spawn()
     }
 
     /// `enable <protocol>`: undoes [`BgpDaemon::shutdown_neighbor`].
@@ -223,8 +209,17 @@ impl BgpDaemon for Bird {
         self.reconfigure()
     }
 
-    fn restart(&mut self) -> Result<()> {
-        self.stop()?;
+    fn stop(&mut self) -> Result<()> {
+        if let Some(mut p) = self.process.take() {
+            p.stop()?;
+        }
+        Ok(())
+    }
+
+    fn start_again(&mut self) -> Result<()> {
+        if self.process.is_some() {
+            return Err(HarnessError::Config("bird is already running".into()));
+        }
         self.spawn()
     }
 

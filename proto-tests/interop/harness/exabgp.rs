@@ -3,11 +3,12 @@
 //!
 //! Two API processes: `rx` (`rx.sh`: `cat >> rx.jsonl`, no exec, so that its stdout, the
 //! pipe ExaBGP watches, stays open) receives one JSON line per state change, OPEN,
-//! UPDATE, End-of-RIB, NOTIFICATION and ROUTE-REFRESH; `tx` (`tx.sh`) copies command
+//! UPDATE, End-of-RIB, NOTIFICATION and ROUTE-REFRESH; `tx` (`tx-<n>.py`) copies command
 //! lines from a FIFO to ExaBGP (`announce route ...`, `neighbor X teardown 2`). The
 //! harness holds the FIFO open read-write, so a write never blocks and commands written
-//! before `tx.sh` starts wait in the pipe; `tx.sh` polls for its parent so it does not
-//! outlive a killed ExaBGP. Each (re)start gets a fresh FIFO.
+//! before `tx` starts wait in the pipe; `tx` passes bytes through untouched (a shell
+//! `read -t` loop can split a line at its timeout and lose the command) and watches for
+//! its parent so it does not outlive a killed ExaBGP. Each (re)start gets a fresh FIFO.
 //!
 //! [`Exabgp::events`] are the structured contents of `rx.jsonl` since the last start:
 //! what the tests of the speaker assert, message by message.
@@ -27,7 +28,9 @@ use std::sync::OnceLock;
 use ipnet::IpNet;
 use serde_json::Value;
 
-use super::process::{fresh_subdir, is_listening, run_ok, write_file, Process, COMMAND_TIMEOUT};
+use super::process::{
+    fresh_subdir, is_listening, run_ok, write_file, Process, COMMAND_TIMEOUT, STARTUP_TIMEOUT,
+};
 use super::{
     Afi, Announce, BgpDaemon, ExabgpOpts, HarnessError, Neighbor, Origin, PeerState, Result, Route,
     SessionState,
@@ -42,11 +45,15 @@ pub struct Exabgp {
     opts: ExabgpOpts,
     routes: BTreeMap<IpNet, Announce>,
     process: Option<Process>,
-    /// The current FIFO to `tx.sh`, held open read-write.
+    /// The current FIFO to the tx process, held open read-write.
     tx: Option<File>,
     generation: u32,
-    /// Length of rx.jsonl when the current ExaBGP started: [`Exabgp::events`] starts here.
+    /// Length of rx.jsonl when the current ExaBGP started: [`Exabgp::events`] reads
+    /// from here.
     rx_start: u64,
+    /// The current (or last) ExaBGP's pid: [`Exabgp::events`] keeps its lines only (the
+    /// previous one's `rx.sh` may still append after a restart began).
+    pid: u32,
 }
 
 /// One line of `rx.jsonl`.
@@ -54,7 +61,10 @@ pub struct Exabgp {
 pub struct ExaEvent {
     /// Unix time ExaBGP stamped it with.
     pub time: f64,
-    pub peer: IpAddr,
+    /// The ExaBGP process that wrote it.
+    pub pid: u32,
+    /// `None` for ExaBGP's reports on itself (e.g. its own shutdown).
+    pub peer: Option<IpAddr>,
     pub kind: ExaEventKind,
 }
 
@@ -132,6 +142,7 @@ impl Exabgp {
             tx: None,
             generation: 0,
             rx_start: 0,
+            pid: 0,
         };
         e.spawn()?;
         Ok(e)
@@ -163,16 +174,21 @@ impl Exabgp {
             .open(&fifo)
             .map_err(|e| HarnessError::io(format!("open {}", fifo.display()), e))?;
         let tx = format!(
-            "#!/bin/bash\n\
-             # ExaBGP's tx API process: copies command lines from the harness's FIFO to\n\
-             # ExaBGP, and exits once ExaBGP (its parent) is gone.\n\
-             exec 3<> '{}'\n\
-             while kill -0 \"$PPID\" 2>/dev/null; do\n\
-             \x20 if IFS= read -r -t 1 line <&3; then printf '%s\\n' \"$line\"; fi\n\
-             done\n",
-            fifo.display()
+            "#!/usr/bin/env python3\n\
+             # ExaBGP's tx API process: copies bytes from the harness's FIFO to ExaBGP\n\
+             # unchanged (ExaBGP splits the lines), and exits once ExaBGP, its parent, is\n\
+             # gone (a blocked read would keep it alive: the FIFO is open read-write).\n\
+             import os, select, sys\n\
+             parent = os.getppid()\n\
+             fd = os.open({fifo:?}, os.O_RDWR)\n\
+             while os.getppid() == parent:\n\
+             \x20   ready, _, _ = select.select([fd], [], [], 0.5)\n\
+             \x20   if ready:\n\
+             \x20       sys.stdout.buffer.write(os.read(fd, 65536))\n\
+             \x20       sys.stdout.buffer.flush()\n",
+            fifo = fifo.display().to_string()
         );
-        let tx_script = self.dir.join(format!("tx-{}.sh", self.generation));
+        let tx_script = self.dir.join(format!("tx-{}.py", self.generation));
         write_script(&tx_script, &tx)?;
         let conf = self.dir.join("exabgp.conf");
         write_file(
@@ -199,12 +215,13 @@ impl Exabgp {
             .arg(&conf);
         let mut p = Process::spawn(KIND, cmd, &self.dir.join("exabgp.log"))?;
         let addrs = self.local_addrs();
-        p.wait_ready("BGP listeners", COMMAND_TIMEOUT, || {
+        p.wait_ready("BGP listeners", STARTUP_TIMEOUT, || {
             match addrs.iter().find(|a| !is_listening(**a, 179)) {
                 Some(a) => Err(format!("not listening on {a}:179 yet")),
                 None => Ok(()),
             }
         })?;
+        self.pid = p.pid();
         self.process = Some(p);
         self.tx = Some(tx_file);
         Ok(())
@@ -220,18 +237,11 @@ impl Exabgp {
             .map_err(|e| HarnessError::io("write to the exabgp tx fifo", e))
     }
 
-    /// Stops ExaBGP cleanly (it sends Cease to its peers).
-    pub fn stop(&mut self) -> Result<()> {
-        self.tx = None;
-        if let Some(mut p) = self.process.take() {
-            p.stop()?;
-        }
-        Ok(())
-    }
-
     /// Everything received since the current ExaBGP started, in order.
     pub fn events(&self) -> Result<Vec<ExaEvent>> {
-        read_events(&self.rx_path(), self.rx_start)
+        let mut v = read_events(&self.rx_path(), self.rx_start)?;
+        v.retain(|e| e.pid == self.pid);
+        Ok(v)
     }
 
     /// Everything received since the first start, across restarts.
@@ -242,7 +252,7 @@ impl Exabgp {
     /// The events from one peer since the current ExaBGP started.
     pub fn events_from(&self, peer: IpAddr) -> Result<Vec<ExaEvent>> {
         let mut v = self.events()?;
-        v.retain(|e| e.peer == peer);
+        v.retain(|e| e.peer == Some(peer));
         Ok(v)
     }
 
@@ -385,8 +395,19 @@ impl BgpDaemon for Exabgp {
         Ok(())
     }
 
-    fn restart(&mut self) -> Result<()> {
-        self.stop()?;
+    fn stop(&mut self) -> Result<()> {
+        self.tx = None;
+        if let Some(mut p) = self.process.take() {
+            p.stop()?;
+        }
+        Ok(())
+    }
+
+    /// With a fresh tx FIFO; [`Exabgp::events`] then starts over.
+    fn start_again(&mut self) -> Result<()> {
+        if self.process.is_some() {
+            return Err(HarnessError::Config("exabgp is already running".into()));
+        }
         self.spawn()
     }
 
@@ -592,16 +613,32 @@ pub fn parse_event(line: &str) -> Result<ExaEvent> {
         .get("time")
         .and_then(Value::as_f64)
         .ok_or_else(|| bad("time"))?;
-    let peer = v
-        .pointer("/neighbor/address/peer")
-        .and_then(Value::as_str)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| bad("peer address"))?;
+    let pid = v
+        .get("pid")
+        .and_then(Value::as_u64)
+        .and_then(|p| u32::try_from(p).ok())
+        .ok_or_else(|| bad("pid"))?;
     let kind = v
         .get("type")
         .and_then(Value::as_str)
         .ok_or_else(|| bad("type"))?;
-    let n = &v["neighbor"];
+    // ExaBGP also reports on itself, with no neighbor: `"notification": "shutdown"`.
+    let Some(n) = v.get("neighbor") else {
+        return Ok(ExaEvent {
+            time,
+            pid,
+            peer: None,
+            kind: ExaEventKind::Other {
+                kind: kind.to_string(),
+                raw: v.clone(),
+            },
+        });
+    };
+    let peer = n
+        .pointer("/address/peer")
+        .and_then(Value::as_str)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| bad("peer address"))?;
     let kind = match kind {
         "state" => ExaEventKind::State {
             state: n
@@ -668,7 +705,12 @@ pub fn parse_event(line: &str) -> Result<ExaEvent> {
             raw: v.clone(),
         },
     };
-    Ok(ExaEvent { time, peer, kind })
+    Ok(ExaEvent {
+        time,
+        pid,
+        peer: Some(peer),
+        kind,
+    })
 }
 
 /// Control characters as JSON escapes: valid inside strings, and ExaBGP writes none
@@ -875,7 +917,7 @@ mod tests {
         let ev = parse_events(RX).unwrap();
         assert_eq!(ev.len(), 7);
         let gobgp: IpAddr = "100.64.0.1".parse().unwrap();
-        assert!(ev.iter().all(|e| e.peer == gobgp));
+        assert!(ev.iter().all(|e| e.peer == Some(gobgp)));
         assert!(matches!(&ev[0].kind, ExaEventKind::State { state, .. } if state == "connected"));
         match &ev[1].kind {
             ExaEventKind::Open {
@@ -932,7 +974,7 @@ mod tests {
     fn a_raw_control_character_in_a_reason_is_tolerated() {
         // Real ExaBGP 4.2.21 line after `teardown 2`: 0x17 is the length of the shutdown
         // communication that follows it.
-        let line = "{ \"exabgp\": \"4.0.1\", \"time\": 1795308954.5704508, \"type\": \"state\", \"neighbor\": { \"address\": { \"local\": \"100.64.0.4\", \"peer\": \"100.64.0.1\" }, \"state\": \"down\", \"reason\": \"peer reset, message (notification sent (6,2)) error(Cease / Administrative Shutdown / \u{17}Administrative Shutdown)\" } }";
+        let line = "{ \"exabgp\": \"4.0.1\", \"time\": 1795308954.5704508, \"pid\": 28944, \"type\": \"state\", \"neighbor\": { \"address\": { \"local\": \"100.64.0.4\", \"peer\": \"100.64.0.1\" }, \"state\": \"down\", \"reason\": \"peer reset, message (notification sent (6,2)) error(Cease / Administrative Shutdown / \u{17}Administrative Shutdown)\" } }";
         match parse_event(line).unwrap().kind {
             ExaEventKind::State { state, reason } => {
                 assert_eq!(state, "down");
@@ -940,6 +982,15 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn exabgps_reports_on_itself_have_no_peer() {
+        // Real ExaBGP 4.2.21 line, written when it shuts down.
+        let line = r#"{ "exabgp": "4.0.1", "time": 1795309540.3582451, "host" : "vm", "pid" : 26831, "ppid" : 26776, "type": "notification", "notification": "shutdown" }"#;
+        let e = parse_event(line).unwrap();
+        assert_eq!((e.peer, e.pid), (None, 26831));
+        assert!(matches!(e.kind, ExaEventKind::Other { ref kind, .. } if kind == "notification"));
     }
 
     #[test]

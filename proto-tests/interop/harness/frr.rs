@@ -21,6 +21,7 @@ use serde_json::Value;
 
 use super::process::{
     fresh_subdir, is_listening, run_ok, run_pid, write_file, Process, COMMAND_TIMEOUT,
+    STARTUP_TIMEOUT,
 };
 use super::{
     Afi, Announce, BgpDaemon, FrrOpts, HarnessError, Origin, PeerState, Result, Route, SessionState,
@@ -101,7 +102,7 @@ impl Frr {
         let mut p = Process::spawn(KIND, cmd, &self.dir.join("bgpd.log"))?;
         let addrs = self.local_addrs();
         let dir = self.dir.clone();
-        p.wait_ready("vty socket and BGP listeners", COMMAND_TIMEOUT, || {
+        p.wait_ready("vty socket and BGP listeners", STARTUP_TIMEOUT, || {
             vtysh(&dir, &["show bgp summary json"]).map_err(|e| e.to_string())?;
             match addrs.iter().find(|a| !is_listening(**a, 179)) {
                 Some(a) => Err(format!("not listening on {a}:179 yet")),
@@ -115,25 +116,6 @@ impl Frr {
     /// Runs vtysh commands in sequence (one `-c` each) against this bgpd.
     pub fn vtysh(&self, commands: &[&str]) -> Result<String> {
         vtysh(&self.dir, commands)
-    }
-
-    /// Stops bgpd cleanly (it sends Cease to its peers) and removes its crash dir.
-    pub fn stop(&mut self) -> Result<()> {
-        if let Some(mut p) = self.process.take() {
-            let pid = p.pid();
-            let r = p.stop();
-            remove_crash_dir(pid);
-            r?;
-        }
-        Ok(())
-    }
-
-    /// Starts a stopped bgpd again with the same config and routes.
-    pub fn start_again(&mut self) -> Result<()> {
-        if self.process.is_some() {
-            return Ok(());
-        }
-        self.spawn()
     }
 
     /// `no neighbor X shutdown`: undoes [`BgpDaemon::shutdown_neighbor`].
@@ -220,8 +202,21 @@ impl BgpDaemon for Frr {
         Ok(())
     }
 
-    fn restart(&mut self) -> Result<()> {
-        self.stop()?;
+    /// Also removes bgpd's crash dir.
+    fn stop(&mut self) -> Result<()> {
+        if let Some(mut p) = self.process.take() {
+            let pid = p.pid();
+            let r = p.stop();
+            remove_crash_dir(pid);
+            r?;
+        }
+        Ok(())
+    }
+
+    fn start_again(&mut self) -> Result<()> {
+        if self.process.is_some() {
+            return Err(HarnessError::Config("frr is already running".into()));
+        }
         self.spawn()
     }
 

@@ -22,7 +22,9 @@ use std::process::Command;
 use ipnet::IpNet;
 use serde_json::Value;
 
-use super::process::{fresh_subdir, is_listening, run_ok, write_file, Process, COMMAND_TIMEOUT};
+use super::process::{
+    fresh_subdir, is_listening, run_ok, write_file, Process, COMMAND_TIMEOUT, STARTUP_TIMEOUT,
+};
 use super::{
     Afi, Announce, BgpDaemon, GobgpOpts, HarnessError, Origin, PeerState, Result, Route,
     SessionState,
@@ -101,7 +103,7 @@ impl Gobgp {
         let mut p = Process::spawn(KIND, cmd, &self.dir.join("gobgpd.log"))?;
         let addrs = self.local_addrs();
         let sock = self.sock_path();
-        p.wait_ready("API socket and BGP listeners", COMMAND_TIMEOUT, || {
+        p.wait_ready("API socket and BGP listeners", STARTUP_TIMEOUT, || {
             cli(&sock, &["global".to_string()]).map_err(|e| e.to_string())?;
             match addrs.iter().find(|a| !is_listening(**a, 179)) {
                 Some(a) => Err(format!("not listening on {a}:179 yet")),
@@ -121,14 +123,6 @@ impl Gobgp {
         cli(&self.sock_path(), &args)
     }
 
-    /// Stops gobgpd cleanly (it sends Cease to its peers).
-    pub fn stop(&mut self) -> Result<()> {
-        if let Some(mut p) = self.process.take() {
-            p.stop()?;
-        }
-        Ok(())
-    }
-
     /// Kills gobgpd with SIGKILL: no NOTIFICATION, the kernel closes its connections, as
     /// when a router crashes or restarts its control plane.
     pub fn crash(&mut self) -> Result<()> {
@@ -136,12 +130,6 @@ impl Gobgp {
             p.kill()?;
         }
         Ok(())
-    }
-
-    /// Starts gobgpd after [`Gobgp::stop`] or [`Gobgp::crash`], as a fresh start.
-    pub fn start_again(&mut self) -> Result<()> {
-        self.ensure_stopped()?;
-        self.spawn(false)
     }
 
     /// Starts gobgpd after [`Gobgp::crash`] as a graceful restart (`-r`: Restart State
@@ -153,7 +141,7 @@ impl Gobgp {
 
     fn ensure_stopped(&self) -> Result<()> {
         if self.process.is_some() {
-            return Err(HarnessError::Config("gobgpd is still running".into()));
+            return Err(HarnessError::Config("gobgp is already running".into()));
         }
         Ok(())
     }
@@ -238,8 +226,16 @@ impl BgpDaemon for Gobgp {
         Ok(())
     }
 
-    fn restart(&mut self) -> Result<()> {
-        self.stop()?;
+    fn stop(&mut self) -> Result<()> {
+        if let Some(mut p) = self.process.take() {
+            p.stop()?;
+        }
+        Ok(())
+    }
+
+    /// After [`BgpDaemon::stop`] or [`Gobgp::crash`], as a fresh start.
+    fn start_again(&mut self) -> Result<()> {
+        self.ensure_stopped()?;
         self.spawn(false)
     }
 

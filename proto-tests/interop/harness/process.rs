@@ -24,6 +24,10 @@ pub const STOP_GRACE: Duration = Duration::from_secs(5);
 /// How long a one-shot query command (vtysh, gobgp, ip) may take.
 pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long a daemon may take from spawn to answering queries and listening (ExaBGP's
+/// Python start is the slowest, seconds on a loaded machine).
+pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(20);
+
 /// A directory under /tmp with a random suffix, removed on Drop (kept when
 /// `PODCIDR_KEEP_TMP=1`). Under /tmp and short because the daemons put UNIX sockets in
 /// it and `sun_path` holds 108 bytes.

@@ -423,8 +423,12 @@ impl PeerOpts {
 
     /// Checks what every implementation needs before writing a config.
     pub(crate) fn validate(&self) -> Result<()> {
-        if self.router_id.is_unspecified() {
-            return Err(HarnessError::Config("router_id is unset".into()));
+        if self.router_id.is_unspecified() || self.local_addr.is_unspecified() {
+            return Err(HarnessError::Config(
+                "router_id and local_addr must be set: PeerOpts::new takes the daemon's IPv4 \
+                 address"
+                    .into(),
+            ));
         }
         for n in &self.neighbors {
             self.source_for(n)?;
@@ -512,9 +516,17 @@ pub trait BgpDaemon {
     /// announcement of the same prefix.
     fn announce(&mut self, route: Announce) -> Result<()>;
     fn withdraw(&mut self, prefix: IpNet) -> Result<()>;
-    /// Stops the daemon cleanly and starts it again with the same configuration and
-    /// originated routes.
-    fn restart(&mut self) -> Result<()>;
+    /// Stops the daemon cleanly (SIGTERM: it sends Cease to its peers); a no-op if it is
+    /// not running.
+    fn stop(&mut self) -> Result<()>;
+    /// Starts a stopped daemon again with the same configuration and originated routes;
+    /// an error if it is running.
+    fn start_again(&mut self) -> Result<()>;
+    /// [`BgpDaemon::stop`], then [`BgpDaemon::start_again`].
+    fn restart(&mut self) -> Result<()> {
+        self.stop()?;
+        self.start_again()
+    }
     /// Ends the session with a Cease NOTIFICATION (RFC 4486: Administrative Shutdown).
     fn shutdown_neighbor(&mut self, neighbor: IpAddr) -> Result<()>;
     /// The last `lines` lines of the daemon's log, for failure messages.

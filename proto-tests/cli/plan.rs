@@ -1,0 +1,392 @@
+//! `podcidr-speaker plan` end to end: the built binary on the samples under config/
+//! (the outage cluster, the demo cluster, the single dual-stack node) and on small
+//! files written here, checking the exact routes, next hops and attributes printed, the
+//! warnings, the JSON form, that a password never appears, and the exit status.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn sample(rel: &str) -> String {
+    root().join(rel).display().to_string()
+}
+
+/// A fresh directory under Cargo's per-test scratch space.
+fn scratch(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("cli_plan")
+        .join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn plan(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_podcidr-speaker"))
+        .arg("plan")
+        .args(args)
+        .output()
+        .expect("run podcidr-speaker")
+}
+
+/// Runs a plan that must succeed; returns its standard output.
+fn ok(args: &[&str]) -> String {
+    let out = plan(args);
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {:?}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        out.status
+    );
+    assert_eq!(stderr, "", "{args:?}");
+    stdout
+}
+
+/// Runs a plan that must fail with `code`; returns its standard error.
+fn fails(args: &[&str], code: i32) -> String {
+    let out = plan(args);
+    assert_eq!(out.status.code(), Some(code), "{args:?}: {out:?}");
+    assert!(out.stdout.is_empty(), "{args:?}: {out:?}");
+    String::from_utf8(out.stderr).unwrap()
+}
+
+fn outage(node: &str, extra: &[&str]) -> String {
+    let config = sample("config/cilium-bgp-config.yaml");
+    let state = sample("config/cluster-state/outage");
+    let mut args = vec![
+        "--bgp-config",
+        &config,
+        "--cluster-state",
+        &state,
+        "--node",
+        node,
+    ];
+    args.extend_from_slice(extra);
+    ok(&args)
+}
+
+const OUTAGE_DRIFT: &str = "\
+warnings:
+  drift on node master1 (Node [10.5.112.0/24] vs CiliumNode [10.5.113.0/24]): ipam cluster-pool announces the CiliumNode CIDRs
+  drift on node master2 (Node [10.5.113.0/24] vs CiliumNode [10.5.114.0/24]): ipam cluster-pool announces the CiliumNode CIDRs
+  drift on node master3 (Node [10.5.114.0/24] vs CiliumNode [10.5.115.0/24]): ipam cluster-pool announces the CiliumNode CIDRs
+  drift on node worker1 (Node [10.5.115.0/24] vs CiliumNode [10.5.112.0/24]): ipam cluster-pool announces the CiliumNode CIDRs
+  address pool \"default\" (10.5.112.0/21) is not announced: podcidr-speaker announces pod CIDRs only
+";
+
+#[test]
+fn outage_local_plan_announces_the_cilium_node_cidr_to_both_tors_and_warns_of_all_drift() {
+    let want = format!(
+        "\
+node master1 (labels: beta.kubernetes.io/arch=amd64, beta.kubernetes.io/os=linux, kubernetes.io/arch=amd64, kubernetes.io/hostname=master1, kubernetes.io/os=linux, node-role.kubernetes.io/control-plane=, topology.kubernetes.io/zone=rack-a) ipam cluster-pool, announce local
+peer 10.5.0.1:179 AS 65000 (eBGP, my AS 65083) peers[0], hold-time 90s, keepalive 30s, 1 route
+  10.5.113.0/24  next-hop <session local address>  origin incomplete  as-path 65083
+peer 10.5.0.2:179 AS 65000 (eBGP, my AS 65083) peers[1], hold-time 90s, keepalive 30s, 1 route
+  10.5.113.0/24  next-hop <session local address>  origin incomplete  as-path 65083
+peer 10.5.83.251:179 AS 65083 (iBGP) peers[2] not selected for this node (selector kubernetes/route=bgp-peer-83)
+peer 10.5.83.252:179 AS 65083 (iBGP) peers[3] not selected for this node (selector kubernetes/route=bgp-peer-83)
+{OUTAGE_DRIFT}"
+    );
+    assert_eq!(outage("master1", &[]), want);
+}
+
+#[test]
+fn ipam_override_kubernetes_announces_the_node_cidr_instead() {
+    let out = outage("master1", &["--ipam", "kubernetes"]);
+    assert!(
+        out.contains("  10.5.112.0/24  next-hop <session local address>"),
+        "{out}"
+    );
+    assert!(!out.contains("10.5.113.0/24  next-hop"), "{out}");
+    assert!(
+        out.contains("ipam kubernetes announces the Node CIDRs"),
+        "{out}"
+    );
+}
+
+#[test]
+fn outage_cluster_plan_gives_each_cidr_its_nodes_internal_ip() {
+    let out = outage("worker1", &["--announce", "cluster"]);
+    let routes: Vec<&str> = out
+        .lines()
+        .skip_while(|l| !l.starts_with("peer 10.5.0.1:179"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .collect();
+    assert_eq!(
+        routes,
+        [
+            "  10.5.112.0/24  node worker1  next-hop 192.168.10.21  origin incomplete  as-path 65083",
+            "  10.5.113.0/24  node master1  next-hop 192.168.10.11  origin incomplete  as-path 65083",
+            "  10.5.114.0/24  node master2  next-hop 192.168.10.12  origin incomplete  as-path 65083",
+            "  10.5.115.0/24  node master3  next-hop 192.168.10.13  origin incomplete  as-path 65083",
+        ],
+        "{out}"
+    );
+    assert!(
+        out.contains("peers[1], hold-time 90s, keepalive 30s, 4 routes"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_labelled_node_also_gets_the_ibgp_peers_with_local_pref_100_and_an_empty_path() {
+    let dir = scratch("labelled");
+    std::fs::write(
+        dir.join("node.yaml"),
+        "\
+apiVersion: v1
+kind: Node
+metadata:
+  name: worker83
+  labels: {kubernetes/route: bgp-peer-83}
+spec:
+  podCIDRs: [10.5.118.0/24]
+",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("cilium-config.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cilium-config}\ndata: {ipam: kubernetes}\n",
+    )
+    .unwrap();
+    let config = sample("config/cilium-bgp-config.yaml");
+    let out = ok(&[
+        "--bgp-config",
+        &config,
+        "--cluster-state",
+        dir.to_str().unwrap(),
+        "--node",
+        "worker83",
+        "--source-address",
+        "10.5.83.10",
+    ]);
+    for peer in ["10.5.0.1", "10.5.0.2"] {
+        assert!(
+            out.contains(&format!(
+                "peer {peer}:179 AS 65000 (eBGP, my AS 65083) peers[{}], hold-time 90s, \
+                 keepalive 30s, source-address 10.5.83.10, 1 route\n  10.5.118.0/24  \
+                 next-hop 10.5.83.10  origin incomplete  as-path 65083\n",
+                if peer == "10.5.0.1" { 0 } else { 1 }
+            )),
+            "{out}"
+        );
+    }
+    for (i, peer) in [(2, "10.5.83.251"), (3, "10.5.83.252")] {
+        assert!(
+            out.contains(&format!(
+                "peer {peer}:179 AS 65083 (iBGP) peers[{i}], hold-time 90s, keepalive 30s, \
+                 source-address 10.5.83.10, 1 route\n  10.5.118.0/24  next-hop 10.5.83.10  \
+                 origin incomplete  as-path (empty)  local-pref 100\n"
+            )),
+            "{out}"
+        );
+    }
+    assert!(!out.contains("not selected"), "{out}");
+}
+
+#[test]
+fn demo_control_plane_node_opens_no_session_and_worker3_announces_its_cilium_node_cidr() {
+    let config = sample("config/demo/bgp-config.yaml");
+    let state = sample("config/demo/cluster-state");
+    let out = ok(&[
+        "--bgp-config",
+        &config,
+        "--cluster-state",
+        &state,
+        "--node",
+        "master1",
+    ]);
+    assert!(
+        out.contains(
+            "peer 100.64.0.254:179 AS 65000 (eBGP, my AS 65083) peers[0] not selected for \
+             this node (selector !node-role.kubernetes.io/control-plane)\n"
+        ),
+        "{out}"
+    );
+    assert!(!out.contains("route"), "{out}");
+    let out = ok(&[
+        "--bgp-config",
+        &config,
+        "--cluster-state",
+        &state,
+        "--node",
+        "worker3",
+    ]);
+    assert!(
+        out.contains(
+            "peer 100.64.0.254:179 AS 65000 (eBGP, my AS 65083) peers[0], hold-time 9s, \
+             keepalive 3s, graceful-restart 60s, 1 route\n  10.244.13.0/24  next-hop \
+             <session local address>  origin incomplete  as-path 65083  communities \
+             65083:100\n"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("drift on node worker3 (Node [10.244.3.0/24] vs CiliumNode [10.244.13.0/24])"),
+        "{out}"
+    );
+}
+
+#[test]
+fn json_output_has_the_same_routes_and_warnings() {
+    let config = sample("config/speaker-extensions.yaml");
+    let state = sample("config/cluster-state/single-node.yaml");
+    let out = ok(&[
+        "--bgp-config",
+        &config,
+        "--cluster-state",
+        &state,
+        "--node",
+        "node-a",
+        "--source-address",
+        "192.168.20.31",
+        "-o",
+        "json",
+    ]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["node"]["name"], "node-a");
+    assert_eq!(v["ipam"], "kubernetes");
+    assert_eq!(v["announce"], "local");
+    let peers = v["peers"].as_array().unwrap();
+    assert_eq!(peers.len(), 1, "{out}");
+    let peer = &peers[0];
+    assert_eq!(peer["peer"], "10.5.0.1:179");
+    assert_eq!(peer["ttl_security"], true);
+    assert_eq!(peer["source_address"], "192.168.20.31");
+    let routes: Vec<(&str, &str)> = peer["routes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["prefix"].as_str().unwrap(),
+                r["next_hop"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        routes,
+        [
+            ("10.244.3.0/24", "192.168.20.31"),
+            ("fd00:10:244:3::/64", "session-local")
+        ]
+    );
+    let route = &peer["routes"][0];
+    assert_eq!(route["origin"], "igp");
+    assert_eq!(route["as_path"], serde_json::json!([65083]));
+    assert_eq!(route["communities"], serde_json::json!(["65083:83"]));
+    assert_eq!(route["large_communities"], serde_json::json!(["65083:1:1"]));
+    assert_eq!(route["local_pref"], Value::Null);
+    assert_eq!(v["unselected_peers"][0]["peer"], "10.5.83.251:179");
+    assert_eq!(v["warnings"], serde_json::json!([]));
+}
+
+#[test]
+fn a_password_is_never_printed() {
+    let dir = scratch("password");
+    let config = dir.join("bgp-config.yaml");
+    std::fs::write(
+        &config,
+        "peers:\n  - {peer-address: 10.5.0.1, peer-asn: 65000, my-asn: 65083, password: Tr0ub4dor-md5}\n",
+    )
+    .unwrap();
+    let state = sample("config/cluster-state/single-node.yaml");
+    for format in ["table", "json"] {
+        let out = ok(&[
+            "--bgp-config",
+            config.to_str().unwrap(),
+            "--cluster-state",
+            &state,
+            "--node",
+            "node-a",
+            "-o",
+            format,
+        ]);
+        assert!(!out.contains("Tr0ub4dor"), "{format}: {out}");
+        assert!(out.contains("md5"), "{format}: {out}");
+    }
+}
+
+#[test]
+fn unusable_inputs_fail_with_a_message_naming_them() {
+    let config = sample("config/cilium-bgp-config.yaml");
+    let state = sample("config/cluster-state/outage");
+    let err = fails(
+        &[
+            "--bgp-config",
+            &config,
+            "--cluster-state",
+            &state,
+            "--node",
+            "master9",
+        ],
+        1,
+    );
+    assert!(
+        err.contains("\"master9\" is not a Node in --cluster-state",)
+            && err.contains("(nodes: master1, master2, master3, worker1)"),
+        "{err}"
+    );
+
+    let dir = scratch("invalid");
+    let bad = dir.join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "peers:\n  - peer-address: 10.5.0.1\n    peer-asn: 65000\n    my-asn: 65083\n    hold-time: 2s\n    password: hunter2-key\n",
+    )
+    .unwrap();
+    let err = fails(
+        &[
+            "--bgp-config",
+            bad.to_str().unwrap(),
+            "--cluster-state",
+            &state,
+            "--node",
+            "master1",
+        ],
+        1,
+    );
+    assert!(
+        err.contains(":5:16: peers[0].hold-time: \"2s\" must be 0 or at least 3s"),
+        "{err}"
+    );
+    assert!(!err.contains("hunter2"), "{err}");
+
+    let err = fails(
+        &[
+            "--bgp-config",
+            &config,
+            "--cluster-state",
+            dir.join("missing").to_str().unwrap(),
+            "--node",
+            "master1",
+        ],
+        1,
+    );
+    assert!(err.starts_with("error: --cluster-state: "), "{err}");
+
+    let err = fails(
+        &[
+            "--bgp-config",
+            &config,
+            "--cluster-state",
+            &state,
+            "--node",
+            "master1",
+            "--announce",
+            "everything",
+        ],
+        2,
+    );
+    assert!(
+        err.contains("\"everything\" must be local or cluster"),
+        "{err}"
+    );
+}

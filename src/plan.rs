@@ -1,0 +1,108 @@
+//! `podcidr-speaker plan`: which sessions one node would open and the exact routes with
+//! attributes for each, computed offline from a bgp-config file and a cluster-state
+//! path, for reviewing a change before it is applied.
+//!
+//! Owns the command's I/O: reading the two inputs once. The decisions are
+//! [`sources::node_view`] and [`routes::plan()`]; the wording is
+//! [`routes::report`]. Must not: print, exit, connect anywhere or show a password.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+use crate::config::check::{check_text, FileReport, Outcome};
+use crate::routes::report::{render_plan, Format};
+use crate::routes::{self, AnnounceMode, LocalNode, Overrides};
+use crate::sources::{self, file, IpamError, IpamOverride, SourceError};
+
+/// What to plan, as the command line gives it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanRequest {
+    /// `--bgp-config FILE`: the raw config or a ConfigMap manifest.
+    pub bgp_config: PathBuf,
+    /// `--cluster-state PATH`: a file or a directory of Nodes, CiliumNodes, cilium-config.
+    pub cluster_state: PathBuf,
+    /// `--node NAME`.
+    pub node: String,
+    pub announce: AnnounceMode,
+    pub ipam: IpamOverride,
+    /// `--source-address`, as `run` takes it.
+    pub source_address: Option<IpAddr>,
+    pub format: Format,
+}
+
+/// Why no plan could be made. Warnings (drift, refused prefixes, conflicts) are not
+/// errors: they are part of the output.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanCommandError {
+    #[error("--bgp-config {}: cannot read: {reason}", path.display())]
+    ReadConfig { path: PathBuf, reason: String },
+    /// The config is invalid; the report is the `check` command's, every error with its
+    /// position.
+    #[error("--bgp-config {}", report.to_string().trim_end())]
+    InvalidConfig { report: Box<FileReport> },
+    #[error("--cluster-state: {0}")]
+    ClusterState(#[from] SourceError),
+    #[error("{0}")]
+    Ipam(#[from] IpamError),
+    /// The node is not in the cluster state: most likely a typo, and its plan would be
+    /// empty (its labels, hence its peers, are unknown).
+    #[error("--node: {node:?} is not a Node in --cluster-state {} (nodes: {known})", path.display())]
+    UnknownNode {
+        node: String,
+        path: PathBuf,
+        /// Some of the nodes that are there, for the message.
+        known: String,
+    },
+}
+
+/// How many node names an unknown-node error lists.
+const KNOWN_NODES_SHOWN: usize = 10;
+
+/// Loads both inputs, plans for `request.node` and renders the plan.
+pub fn run(request: &PlanRequest) -> Result<String, PlanCommandError> {
+    let text =
+        std::fs::read_to_string(&request.bgp_config).map_err(|e| PlanCommandError::ReadConfig {
+            path: request.bgp_config.clone(),
+            reason: e.to_string(),
+        })?;
+    let report = check_text(&request.bgp_config.display().to_string(), &text);
+    let config = match report.outcome {
+        Outcome::Ok(config) => config,
+        _ => {
+            return Err(PlanCommandError::InvalidConfig {
+                report: Box::new(report),
+            })
+        }
+    };
+    let state = file::load(&request.cluster_state)?;
+    let view = sources::node_view(&state, request.ipam)?;
+    if !view.nodes.contains_key(request.node.as_str()) {
+        let mut known: Vec<&str> = view
+            .nodes
+            .keys()
+            .take(KNOWN_NODES_SHOWN)
+            .map(|n| &**n)
+            .collect();
+        let more = view.nodes.len().saturating_sub(KNOWN_NODES_SHOWN);
+        let more = (more > 0).then(|| format!("and {more} more"));
+        known.extend(more.as_deref());
+        if known.is_empty() {
+            known.push("none");
+        }
+        return Err(PlanCommandError::UnknownNode {
+            node: request.node.clone(),
+            path: request.cluster_state.clone(),
+            known: known.join(", "),
+        });
+    }
+    let plan = routes::plan(
+        &view,
+        &config,
+        &LocalNode::new(request.node.as_str()),
+        request.announce,
+        &Overrides {
+            source_address: request.source_address,
+        },
+    );
+    Ok(render_plan(&plan, &view, &config, request.format))
+}

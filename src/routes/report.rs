@@ -1,0 +1,762 @@
+//! The `plan` command's output: a [`Plan`] with the view and config it came from, as a
+//! table for people or JSON for tools, with the same facts in both.
+//!
+//! Owns the wording of plan output and of its warnings. Must not: read files, print,
+//! or show a password (only the fact that a peer uses TCP MD5).
+
+use std::fmt::Write as _;
+use std::str::FromStr;
+
+use serde_json::{json, Map, Value};
+
+use super::error::RoutesError;
+use super::plan::{Conflict, Plan, UnannounceableReason};
+use super::{NextHop, PlannedRoute, RouteAttrs};
+use crate::bgp::wire::{LargeCommunity, Origin};
+use crate::config::duration::Compact;
+use crate::config::{Community, Config, Peer};
+use crate::sources::model::{IpamMode, NodeView, ViewWarning};
+
+/// `-o`: how to render a plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Format {
+    #[default]
+    Table,
+    Json,
+}
+
+impl FromStr for Format {
+    type Err = RoutesError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "table" => Ok(Format::Table),
+            "json" => Ok(Format::Json),
+            other => Err(RoutesError::UnknownFormat {
+                value: other.to_owned(),
+            }),
+        }
+    }
+}
+
+/// Renders `plan` (made from `view` and `config`) in `format`, ending with a newline.
+pub fn render_plan(plan: &Plan, view: &NodeView, config: &Config, format: Format) -> String {
+    match format {
+        Format::Table => table(plan, view, config),
+        Format::Json => {
+            let mut s = serde_json::to_string_pretty(&json_value(plan, view, config))
+                // Serialising a Value built here cannot fail: every map key is a string.
+                .unwrap_or_default();
+            s.push('\n');
+            s
+        }
+    }
+}
+
+/// Something in the plan, view or config an operator should look at before applying.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Warning {
+    /// A stable identifier (`drift`, `same-prefix`, ...) for tools.
+    pub kind: &'static str,
+    /// One line, for people.
+    pub message: String,
+    /// The facts of the message, for tools.
+    pub fields: Map<String, Value>,
+}
+
+impl Warning {
+    fn new(kind: &'static str, message: String, fields: Value) -> Warning {
+        let fields = match fields {
+            Value::Object(map) => map,
+            _ => Map::new(),
+        };
+        Warning {
+            kind,
+            message,
+            fields,
+        }
+    }
+}
+
+/// Every warning of a plan, in a fixed order: the local node, the view (IPAM, drift,
+/// refused prefixes), the config (peer clashes, address pools), then the planner's own
+/// findings (conflicts between nodes, prefixes without a next hop).
+pub fn warnings(plan: &Plan, view: &NodeView, config: &Config) -> Vec<Warning> {
+    let mut out = Vec::new();
+    if !plan.node_present {
+        out.push(Warning::new(
+            "node-missing",
+            format!(
+                "node {} is not in the cluster state: no peer is selected and nothing is \
+                 announced",
+                plan.node
+            ),
+            json!({ "node": &*plan.node }),
+        ));
+    }
+    for w in &view.warnings {
+        let kind = match w {
+            ViewWarning::CiliumConfigAbsent => "cilium-config-absent",
+            ViewWarning::ClusterPoolUnknown { .. } => "cluster-pool-unknown",
+        };
+        out.push(Warning::new(kind, w.to_string(), json!({})));
+    }
+    if !view.announce_pod_cidr {
+        out.push(Warning::new(
+            "announce-disabled",
+            "cilium-config bgp-announce-pod-cidr is \"false\": no pod CIDR is announced".into(),
+            json!({}),
+        ));
+    }
+    let announced_object = match view.ipam {
+        IpamMode::Kubernetes => "Node",
+        IpamMode::ClusterPool => "CiliumNode",
+    };
+    for (name, node) in &view.nodes {
+        if let Some(drift) = &node.drift {
+            out.push(Warning::new(
+                "drift",
+                format!(
+                    "drift on node {name} ({drift}): ipam {} announces the {announced_object} \
+                     CIDRs",
+                    view.ipam
+                ),
+                json!({
+                    "node": &**name,
+                    "node_cidrs": strings(&drift.node_cidrs),
+                    "cilium_node_cidrs": strings(&drift.cilium_cidrs),
+                    "announced": announced_object,
+                }),
+            ));
+        }
+    }
+    for (name, node) in &view.nodes {
+        for (prefix, refusal) in &node.refused {
+            out.push(Warning::new(
+                "refused",
+                format!("{prefix} of node {name} is not announced: {refusal}"),
+                json!({
+                    "node": &**name,
+                    "prefix": prefix.to_string(),
+                    "reason": refusal.to_string(),
+                }),
+            ));
+        }
+    }
+    for c in &plan.peer_conflicts {
+        out.push(Warning::new(
+            "peer-conflict",
+            c.to_string(),
+            json!({ "peer": c.key.to_string(), "indexes": &c.indexes }),
+        ));
+    }
+    for pool in &config.pools {
+        let cidrs = strings(&pool.cidrs);
+        out.push(Warning::new(
+            "pool-not-announced",
+            format!(
+                "address pool {:?} ({}) is not announced: podcidr-speaker announces pod \
+                 CIDRs only",
+                pool.name,
+                cidrs.join(", ")
+            ),
+            json!({ "pool": pool.name, "cidrs": cidrs }),
+        ));
+    }
+    for c in &plan.conflicts {
+        let (kind, fields) = match c {
+            Conflict::SamePrefix {
+                prefix,
+                owner,
+                others,
+            } => (
+                "same-prefix",
+                json!({
+                    "prefix": prefix.to_string(),
+                    "owner": &**owner,
+                    "others": others.iter().map(|o| &**o).collect::<Vec<_>>(),
+                }),
+            ),
+            Conflict::Overlap {
+                covering,
+                covering_node,
+                covered,
+                covered_node,
+            } => (
+                "overlap",
+                json!({
+                    "covering": covering.to_string(),
+                    "covering_node": &**covering_node,
+                    "covered": covered.to_string(),
+                    "covered_node": &**covered_node,
+                }),
+            ),
+        };
+        out.push(Warning::new(kind, c.to_string(), fields));
+    }
+    for u in &plan.unannounceable {
+        let UnannounceableReason::NoInternalIp { family } = u.reason;
+        out.push(Warning::new(
+            "no-next-hop",
+            u.to_string(),
+            json!({
+                "node": &*u.node,
+                "prefix": u.prefix.to_string(),
+                "family": family.to_string(),
+            }),
+        ));
+    }
+    out
+}
+
+/// The table: the node, each session with its routes, the peers not selected, warnings.
+pub fn table(plan: &Plan, view: &NodeView, config: &Config) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "{}", header(plan, view));
+    for p in plan.peers.values() {
+        let _ = writeln!(s, "peer {}{}", peer_identity(&p.peer), session_details(p));
+        if p.routes.is_empty() {
+            s.push_str("  (no routes)\n");
+        }
+        let rows: Vec<Vec<String>> = p
+            .routes
+            .iter()
+            .map(|(prefix, route)| route_cells(*prefix, route, plan))
+            .collect();
+        write_rows(&mut s, "  ", &rows);
+    }
+    for peer in plan.unselected.iter().filter_map(|i| config.peers.get(*i)) {
+        let selectors: Vec<String> = peer.node_selectors.iter().map(|s| s.to_string()).collect();
+        let _ = writeln!(
+            s,
+            "peer {} peers[{}] not selected for this node (selector{} {})",
+            peer_identity(peer),
+            peer.index,
+            if selectors.len() == 1 { "" } else { "s" },
+            selectors.join(" | ")
+        );
+    }
+    let warnings = warnings(plan, view, config);
+    if warnings.is_empty() {
+        s.push_str("warnings: none\n");
+    } else {
+        s.push_str("warnings:\n");
+        for w in &warnings {
+            let _ = writeln!(s, "  {}", w.message);
+        }
+    }
+    s
+}
+
+/// The JSON document: the same facts as [`table`].
+pub fn json_value(plan: &Plan, view: &NodeView, config: &Config) -> Value {
+    let labels = view.nodes.get(&*plan.node).map(|n| &n.labels);
+    let peers: Vec<Value> = plan
+        .peers
+        .values()
+        .map(|p| {
+            let mut v = peer_json(&p.peer);
+            if let Value::Object(map) = &mut v {
+                map.insert("source_address".into(), json!(p.source_address));
+                map.insert(
+                    "routes".into(),
+                    Value::Array(
+                        p.routes
+                            .iter()
+                            .map(|(prefix, route)| {
+                                let mut r = attrs_json(&route.attrs);
+                                if let Value::Object(m) = &mut r {
+                                    m.insert("prefix".into(), json!(prefix.to_string()));
+                                    m.insert("node".into(), json!(&*route.node));
+                                }
+                                r
+                            })
+                            .collect(),
+                    ),
+                );
+            }
+            v
+        })
+        .collect();
+    let unselected: Vec<Value> = plan
+        .unselected
+        .iter()
+        .filter_map(|i| config.peers.get(*i))
+        .map(|peer| {
+            let mut v = peer_json(peer);
+            if let Value::Object(map) = &mut v {
+                map.insert(
+                    "node_selectors".into(),
+                    json!(peer
+                        .node_selectors
+                        .iter()
+                        .map(|s| s.to_string())
+                        .collect::<Vec<_>>()),
+                );
+            }
+            v
+        })
+        .collect();
+    let warnings: Vec<Value> = warnings(plan, view, config)
+        .into_iter()
+        .map(|w| {
+            let mut map = w.fields;
+            map.insert("kind".into(), json!(w.kind));
+            map.insert("message".into(), json!(w.message));
+            Value::Object(map)
+        })
+        .collect();
+    json!({
+        "node": {
+            "name": &*plan.node,
+            "present": plan.node_present,
+            "labels": labels,
+        },
+        "ipam": view.ipam.as_str(),
+        "announce": plan.mode.as_str(),
+        "announce_pod_cidr": view.announce_pod_cidr,
+        "peers": peers,
+        "unselected_peers": unselected,
+        "warnings": warnings,
+    })
+}
+
+fn header(plan: &Plan, view: &NodeView) -> String {
+    let about = match view.nodes.get(&*plan.node) {
+        None => "not in the cluster state".to_string(),
+        Some(n) if n.labels.is_empty() => "no labels".to_string(),
+        Some(n) => {
+            let labels: Vec<String> = n.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            format!("labels: {}", labels.join(", "))
+        }
+    };
+    format!(
+        "node {} ({about}) ipam {}, announce {}",
+        plan.node, view.ipam, plan.mode
+    )
+}
+
+/// `10.5.0.1:179 AS 65000 (eBGP, my AS 65083)`.
+fn peer_identity(peer: &Peer) -> String {
+    if peer.is_ibgp() {
+        format!("{} AS {} (iBGP)", peer.key(), peer.peer_asn)
+    } else {
+        format!(
+            "{} AS {} (eBGP, my AS {})",
+            peer.key(),
+            peer.peer_asn,
+            peer.my_asn
+        )
+    }
+}
+
+/// ` peers[0], hold-time 90s, ...`: what the session is opened with.
+fn session_details(p: &super::plan::PeerPlan) -> String {
+    let peer = &p.peer;
+    let mut s = format!(
+        " peers[{}], hold-time {}, keepalive {}",
+        peer.index,
+        Compact(peer.hold_time),
+        Compact(peer.keepalive_time)
+    );
+    if let Some(id) = peer.router_id {
+        let _ = write!(s, ", router-id {id}");
+    }
+    if let Some(a) = p.source_address {
+        let _ = write!(s, ", source-address {a}");
+    }
+    if peer.password.is_some() {
+        s.push_str(", md5");
+    }
+    if peer.ebgp_multihop {
+        s.push_str(", ebgp-multihop");
+    }
+    if peer.ttl_security {
+        s.push_str(", ttl-security");
+    }
+    if peer.passive {
+        s.push_str(", passive");
+    }
+    if let Some(b) = &peer.bfd_profile {
+        let _ = write!(s, ", bfd-profile {b}");
+    }
+    if peer.graceful_restart {
+        let _ = write!(
+            s,
+            ", graceful-restart {}",
+            Compact(peer.graceful_restart_time)
+        );
+    }
+    let n = p.routes.len();
+    let _ = write!(s, ", {n} route{}", if n == 1 { "" } else { "s" });
+    s
+}
+
+fn route_cells(prefix: ipnet::IpNet, route: &PlannedRoute, plan: &Plan) -> Vec<String> {
+    let a = &route.attrs;
+    let mut cells = vec![prefix.to_string()];
+    if plan.mode == super::plan::AnnounceMode::Cluster {
+        cells.push(format!("node {}", route.node));
+    }
+    cells.push(format!("next-hop {}", next_hop_text(&a.next_hop)));
+    cells.push(format!("origin {}", origin_name(a.origin)));
+    cells.push(if a.as_path.is_empty() {
+        "as-path (empty)".to_string()
+    } else {
+        let path: Vec<String> = a.as_path.iter().map(u32::to_string).collect();
+        format!("as-path {}", path.join(" "))
+    });
+    if let Some(med) = a.med {
+        cells.push(format!("med {med}"));
+    }
+    if let Some(lp) = a.local_pref {
+        cells.push(format!("local-pref {lp}"));
+    }
+    let communities = community_strings(a);
+    if !communities.is_empty() {
+        cells.push(format!("communities {}", communities.join(",")));
+    }
+    cells
+}
+
+/// Writes rows with every column but the last padded to its widest cell.
+fn write_rows(s: &mut String, indent: &str, rows: &[Vec<String>]) {
+    let mut widths: Vec<usize> = Vec::new();
+    for row in rows {
+        for (i, cell) in row.iter().enumerate() {
+            match widths.get_mut(i) {
+                Some(w) => *w = (*w).max(cell.chars().count()),
+                None => widths.push(cell.chars().count()),
+            }
+        }
+    }
+    for row in rows {
+        let mut line = String::from(indent);
+        for (i, cell) in row.iter().enumerate() {
+            if i > 0 {
+                line.push_str("  ");
+            }
+            line.push_str(cell);
+            if i + 1 < row.len() {
+                let pad = widths[i].saturating_sub(cell.chars().count());
+                line.extend(std::iter::repeat_n(' ', pad));
+            }
+        }
+        s.push_str(line.trim_end());
+        s.push('\n');
+    }
+}
+
+fn peer_json(peer: &Peer) -> Value {
+    json!({
+        "peer": peer.key().to_string(),
+        "address": peer.address.to_string(),
+        "port": peer.port,
+        "index": peer.index,
+        "peer_asn": peer.peer_asn,
+        "my_asn": peer.my_asn,
+        "session": if peer.is_ibgp() { "ibgp" } else { "ebgp" },
+        "hold_time_seconds": peer.hold_time.as_secs(),
+        "keepalive_time_seconds": peer.keepalive_time.as_secs(),
+        "router_id": peer.router_id.map(|r| r.to_string()),
+        "md5": peer.password.is_some(),
+        "ebgp_multihop": peer.ebgp_multihop,
+        "ttl_security": peer.ttl_security,
+        "passive": peer.passive,
+        "bfd_profile": peer.bfd_profile,
+        "graceful_restart_seconds": peer
+            .graceful_restart
+            .then_some(peer.graceful_restart_time.as_secs()),
+    })
+}
+
+fn attrs_json(a: &RouteAttrs) -> Value {
+    json!({
+        "next_hop": match a.next_hop {
+            NextHop::SessionLocal => "session-local".to_string(),
+            NextHop::Address(ip) => ip.to_string(),
+        },
+        "origin": origin_name(a.origin),
+        "as_path": a.as_path,
+        "med": a.med,
+        "local_pref": a.local_pref,
+        "communities": a.communities.iter().map(|c| Community(*c).to_string()).collect::<Vec<_>>(),
+        "large_communities": a
+            .large_communities
+            .iter()
+            .map(|l| format!("{}:{}:{}", l.global_admin, l.local_data1, l.local_data2))
+            .collect::<Vec<_>>(),
+    })
+}
+
+fn next_hop_text(next_hop: &NextHop) -> String {
+    match next_hop {
+        NextHop::SessionLocal => "<session local address>".to_string(),
+        NextHop::Address(ip) => ip.to_string(),
+    }
+}
+
+/// RFC 4271 section 5.1.1 names, as routers print them.
+fn origin_name(origin: Origin) -> &'static str {
+    match origin {
+        Origin::Igp => "igp",
+        Origin::Egp => "egp",
+        Origin::Incomplete => "incomplete",
+    }
+}
+
+fn community_strings(a: &RouteAttrs) -> Vec<String> {
+    a.communities
+        .iter()
+        .map(|c| Community(*c).to_string())
+        .chain(a.large_communities.iter().map(large_text))
+        .collect()
+}
+
+/// The config's notation for a large community (RFC 8092 section 5 writes `a:b:c`).
+fn large_text(l: &LargeCommunity) -> String {
+    format!(
+        "large:{}:{}:{}",
+        l.global_admin, l.local_data1, l.local_data2
+    )
+}
+
+fn strings(nets: &[ipnet::IpNet]) -> Vec<String> {
+    nets.iter().map(ToString::to_string).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::routes::{plan, AnnounceMode, LocalNode, Overrides};
+    use crate::sources::model::{node_view, CiliumConfig, ClusterState, IpamOverride, NodeFacts};
+
+    const CONFIG: &str = "
+peers:
+  - peer-address: 10.5.0.1
+    peer-asn: 65000
+    my-asn: 65083
+    password: s3cret-md5-key
+    pod-cidr-communities: [65083:100]
+  - peer-address: 10.5.83.251
+    peer-asn: 65083
+    my-asn: 65083
+    node-selectors: [{match-labels: {rack: a}}]
+  - peer-address: 10.5.83.252
+    peer-asn: 65083
+    my-asn: 65083
+    node-selectors: [{match-labels: {rack: b}}]
+";
+
+    /// Two nodes in cluster-pool mode: n1 drifts, n2 lists a CIDR outside the pool.
+    fn view() -> NodeView {
+        let mut state = ClusterState {
+            cilium_config: Some(CiliumConfig {
+                ipam: Some("cluster-pool".into()),
+                cluster_pool_v4: vec!["10.5.112.0/20".parse().unwrap()],
+                ..CiliumConfig::default()
+            }),
+            ..ClusterState::default()
+        };
+        state.nodes.insert(
+            "n1".into(),
+            NodeFacts {
+                labels: [("rack".to_string(), "a".to_string())].into(),
+                internal_ipv4: Some("192.168.10.11".parse().unwrap()),
+                node_cidrs: vec!["10.5.112.0/24".parse().unwrap()],
+                ..NodeFacts::default()
+            },
+        );
+        state.nodes.insert("n2".into(), NodeFacts::default());
+        state
+            .cilium_nodes
+            .insert("n1".into(), vec!["10.5.113.0/24".parse().unwrap()]);
+        state
+            .cilium_nodes
+            .insert("n2".into(), vec!["10.9.0.0/24".parse().unwrap()]);
+        node_view(&state, IpamOverride::Auto).unwrap()
+    }
+
+    fn planned(mode: AnnounceMode) -> (Plan, NodeView, Config) {
+        let view = view();
+        let config = crate::config::parse(CONFIG).unwrap();
+        let plan = plan(
+            &view,
+            &config,
+            &LocalNode::new("n1"),
+            mode,
+            &Overrides::default(),
+        );
+        (plan, view, config)
+    }
+
+    #[test]
+    fn table_shows_sessions_routes_unselected_peers_and_warnings() {
+        let (plan, view, config) = planned(AnnounceMode::Local);
+        let want = "\
+node n1 (labels: rack=a) ipam cluster-pool, announce local
+peer 10.5.0.1:179 AS 65000 (eBGP, my AS 65083) peers[0], hold-time 90s, keepalive 30s, md5, 1 route
+  10.5.113.0/24  next-hop <session local address>  origin incomplete  as-path 65083  communities 65083:100
+peer 10.5.83.251:179 AS 65083 (iBGP) peers[1], hold-time 90s, keepalive 30s, 1 route
+  10.5.113.0/24  next-hop <session local address>  origin incomplete  as-path (empty)  local-pref 100
+peer 10.5.83.252:179 AS 65083 (iBGP) peers[2] not selected for this node (selector rack=b)
+warnings:
+  drift on node n1 (Node [10.5.112.0/24] vs CiliumNode [10.5.113.0/24]): ipam cluster-pool announces the CiliumNode CIDRs
+  10.9.0.0/24 of node n2 is not announced: outside the cluster pool [10.5.112.0/20]
+";
+        assert_eq!(table(&plan, &view, &config), want);
+    }
+
+    #[test]
+    fn cluster_table_names_each_routes_node_and_its_next_hop() {
+        let (plan, view, config) = planned(AnnounceMode::Cluster);
+        let out = table(&plan, &view, &config);
+        assert!(
+            out.contains(
+                "  10.5.113.0/24  node n1  next-hop 192.168.10.11  origin incomplete  \
+                 as-path 65083  communities 65083:100\n"
+            ),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn json_carries_the_same_facts_as_the_table() {
+        let (plan, view, config) = planned(AnnounceMode::Local);
+        let v = json_value(&plan, &view, &config);
+        assert_eq!(v["node"]["name"], "n1");
+        assert_eq!(v["node"]["labels"]["rack"], "a");
+        assert_eq!(v["ipam"], "cluster-pool");
+        assert_eq!(v["announce"], "local");
+        let peers = v["peers"].as_array().unwrap();
+        assert_eq!(peers.len(), 2);
+        assert_eq!(peers[0]["peer"], "10.5.0.1:179");
+        assert_eq!(peers[0]["md5"], true);
+        assert_eq!(
+            peers[0]["routes"],
+            json!([{
+                "prefix": "10.5.113.0/24",
+                "node": "n1",
+                "next_hop": "session-local",
+                "origin": "incomplete",
+                "as_path": [65083],
+                "med": null,
+                "local_pref": null,
+                "communities": ["65083:100"],
+                "large_communities": [],
+            }])
+        );
+        assert_eq!(peers[1]["routes"][0]["local_pref"], 100);
+        assert_eq!(v["unselected_peers"][0]["peer"], "10.5.83.252:179");
+        assert_eq!(
+            v["unselected_peers"][0]["node_selectors"],
+            json!(["rack=b"])
+        );
+        let kinds: Vec<&str> = v["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w["kind"].as_str().unwrap())
+            .collect();
+        assert_eq!(kinds, ["drift", "refused"]);
+        assert_eq!(
+            v["warnings"][0]["cilium_node_cidrs"],
+            json!(["10.5.113.0/24"])
+        );
+    }
+
+    #[test]
+    fn passwords_are_never_rendered() {
+        for mode in [AnnounceMode::Local, AnnounceMode::Cluster] {
+            let (plan, view, config) = planned(mode);
+            for format in [Format::Table, Format::Json] {
+                let out = render_plan(&plan, &view, &config, format);
+                assert!(!out.contains("s3cret"), "{format:?}: {out}");
+                assert!(out.contains("md5"), "{format:?}: {out}");
+            }
+        }
+    }
+
+    #[test]
+    fn conflicts_pools_and_missing_next_hops_are_warnings() {
+        let config = crate::config::parse(
+            "
+peers: [{peer-address: 10.5.0.1, peer-asn: 65000, my-asn: 65083}]
+address-pools: [{name: lb, protocol: bgp, addresses: [10.96.0.0/24]}]
+",
+        )
+        .unwrap();
+        let mut state = ClusterState {
+            cilium_config: Some(CiliumConfig {
+                ipam: Some("kubernetes".into()),
+                ..CiliumConfig::default()
+            }),
+            ..ClusterState::default()
+        };
+        for (name, cidrs) in [
+            ("a", &["10.0.0.0/16"][..]),
+            ("b", &["10.0.1.0/24", "fd00::/64"][..]),
+            ("c", &["10.0.1.0/24"][..]),
+        ] {
+            state.nodes.insert(
+                name.into(),
+                NodeFacts {
+                    internal_ipv4: Some("192.168.0.1".parse().unwrap()),
+                    node_cidrs: cidrs.iter().map(|c| c.parse().unwrap()).collect(),
+                    ..NodeFacts::default()
+                },
+            );
+        }
+        let view = node_view(&state, IpamOverride::Auto).unwrap();
+        let plan = plan(
+            &view,
+            &config,
+            &LocalNode::new("a"),
+            AnnounceMode::Cluster,
+            &Overrides::default(),
+        );
+        let got: Vec<(&str, String)> = warnings(&plan, &view, &config)
+            .into_iter()
+            .map(|w| (w.kind, w.message))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (
+                    "pool-not-announced",
+                    "address pool \"lb\" (10.96.0.0/24) is not announced: podcidr-speaker \
+                     announces pod CIDRs only"
+                        .to_string()
+                ),
+                (
+                    "same-prefix",
+                    "10.0.1.0/24 is listed by nodes b, c: only b announces it (the name that \
+                     sorts first)"
+                        .to_string()
+                ),
+                (
+                    "overlap",
+                    "10.0.0.0/16 of node a covers 10.0.1.0/24 of node b: both are announced, \
+                     the more specific prefix wins its own space"
+                        .to_string()
+                ),
+                (
+                    "no-next-hop",
+                    "fd00::/64 of node b is not announced: the node has no ipv6 InternalIP \
+                     for the next hop"
+                        .to_string()
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn format_parses_its_flag_values() {
+        assert_eq!("table".parse::<Format>().unwrap(), Format::Table);
+        assert_eq!("json".parse::<Format>().unwrap(), Format::Json);
+        assert_eq!(
+            "yaml".parse::<Format>().unwrap_err().to_string(),
+            "--output: \"yaml\" must be table or json"
+        );
+    }
+}
