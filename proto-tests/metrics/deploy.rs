@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 use podcidr_speaker::bgp::session::State;
 use podcidr_speaker::bgp::wire::{Afi, MessageType};
 use podcidr_speaker::config::state::ConfigState;
-use podcidr_speaker::metrics::{Direction, Metrics};
+use podcidr_speaker::metrics::labels::DIRECTIONS;
+use podcidr_speaker::metrics::Metrics;
+use podcidr_speaker::peer::Refusal;
 use podcidr_speaker::sources::file;
 use podcidr_speaker::sources::model::{node_view, IpamOverride};
 use podcidr_speaker::sources::{Resource, ResourceStatus, SourceStatus};
@@ -34,7 +36,7 @@ pub fn full_scrape() -> Scrape {
     m.add_peer(a, 65001, t(0));
     m.record_session_state(a, State::Idle, State::Connect, t(1));
     m.record_session_state(a, State::OpenConfirm, State::Established, t(2));
-    for dir in Direction::ALL {
+    for dir in DIRECTIONS {
         for ty in [
             MessageType::Open,
             MessageType::Update,
@@ -49,6 +51,7 @@ pub fn full_scrape() -> Scrape {
     m.set_announced(a, Afi::IPV4, 1);
     m.set_pending(a, 0);
     m.set_received(a, Afi::IPV4, 0);
+    m.record_not_announced(a, Afi::IPV6, Refusal::FamilyNotNegotiated, 1);
     m.record_session_state(a, State::Established, State::Idle, t(4));
     let mut config = ConfigState::new();
     let u =

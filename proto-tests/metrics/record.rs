@@ -4,10 +4,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use podcidr_speaker::bgp::session::State;
-use podcidr_speaker::bgp::wire::{Afi, MessageType};
+use podcidr_speaker::bgp::session::{SessionError, State, Stats};
+use podcidr_speaker::bgp::wire::{Afi, AfiSafi, MessageType};
 use podcidr_speaker::config::state::ConfigState;
+use podcidr_speaker::config::PeerKey;
 use podcidr_speaker::metrics::{Direction, Metrics};
+use podcidr_speaker::peer::{PeerError, PeerObserver, PeerStatus, Refusal};
 use podcidr_speaker::sources::file;
 use podcidr_speaker::sources::model::{node_view, IpamOverride};
 use podcidr_speaker::sources::{Resource, ResourceStatus, SourceStatus};
@@ -297,18 +299,26 @@ fn notifications_are_counted_by_bounded_code_labels_and_text_stays_out_of_labels
             .clone()
             .unwrap()
     };
-    let e = last_error(9);
-    assert!(
-        e.starts_with("received notification ") && e.contains("(99/1)"),
-        "{e}"
+    // Without a text, the registry's name of the codes.
+    assert_eq!(
+        last_error(9),
+        "received notification 99/1: unknown error code"
     );
-    m.record_notification(a, Direction::Received, 6, 2, Some("maintenance"), t(10));
-    let e = last_error(11);
-    // The codes' name is the wire registry's (ErrorKind); the text follows, quoted.
-    assert!(e.starts_with("received notification cease"), "{e}");
-    assert!(e.ends_with("(6/2): \"maintenance\""), "{e}");
+    // With one (the driver's: the name and any shutdown communication), that text.
+    m.record_notification(
+        a,
+        Direction::Received,
+        6,
+        2,
+        Some("cease: administrative shutdown: \"maintenance\""),
+        t(10),
+    );
+    assert_eq!(
+        last_error(11),
+        "received notification 6/2: cease: administrative shutdown: \"maintenance\""
+    );
     m.record_notification(a, Direction::Sent, 4, 0, Some(""), t(11));
-    assert_eq!(last_error(11), "sent notification hold timer expired (4/0)");
+    assert_eq!(last_error(11), "sent notification 4/0: hold timer expired");
     m.record_error(a, "tcp connection failed", t(12));
     assert_eq!(
         m.status(t(12), Instant::now()).peers[0]
@@ -838,4 +848,177 @@ fn times_before_the_epoch_or_in_the_future_do_not_panic() {
     // `now` before the transition: ages read 0, not an underflow.
     m.record_session_state(a, State::Established, State::Idle, t(100));
     assert_eq!(m.status(t(50), Instant::now()).peers[0].state_seconds, 0);
+}
+
+fn peer_status(key: PeerKey, pending: usize, last_error: Option<SessionError>) -> PeerStatus {
+    PeerStatus {
+        key,
+        state: State::Established,
+        local: None,
+        remote: None,
+        negotiated: None,
+        stats: Stats {
+            last_error,
+            ..Stats::default()
+        },
+        advertised: Default::default(),
+        pending,
+        write_buffer: 0,
+        last_io_error: None,
+        finished: false,
+    }
+}
+
+#[test]
+fn peer_status_snapshots_set_pending_and_a_new_session_error() {
+    let m = Metrics::new();
+    let a = peer("192.0.2.1", 179);
+    let p = "192.0.2.1:179";
+    m.add_peer(a, 65001, t(0));
+    m.record_peer_status(&peer_status(a, 12, None), t(1));
+    assert_eq!(
+        v(
+            &scrape(&m),
+            "podcidr_speaker_pending_prefixes",
+            &[("peer", p)]
+        ),
+        12.0
+    );
+    let last = |m: &Metrics| m.status(t(9), Instant::now()).peers[0].last_error.clone();
+    assert_eq!(last(&m), None);
+
+    m.record_peer_status(
+        &peer_status(a, 0, Some(SessionError::HoldTimerExpired)),
+        t(2),
+    );
+    assert_eq!(last(&m).as_deref(), Some("hold timer expired"));
+    assert_eq!(
+        v(
+            &scrape(&m),
+            "podcidr_speaker_pending_prefixes",
+            &[("peer", p)]
+        ),
+        0.0
+    );
+    // A later socket error is newer than the session's (unchanged) last error...
+    m.record_error(a, "connect (192.0.2.1:179): connection refused", t(3));
+    m.record_peer_status(
+        &peer_status(a, 0, Some(SessionError::HoldTimerExpired)),
+        t(4),
+    );
+    assert_eq!(
+        last(&m).as_deref(),
+        Some("connect (192.0.2.1:179): connection refused")
+    );
+    // ...until the session records a new one.
+    m.record_peer_status(
+        &peer_status(a, 0, Some(SessionError::ConnectionClosed)),
+        t(5),
+    );
+    assert_eq!(last(&m).as_deref(), Some("tcp connection closed"));
+}
+
+#[test]
+fn routes_not_announced_are_counted_by_reason_and_removed_with_the_peer() {
+    let m = Metrics::new();
+    let a = peer("192.0.2.1", 179);
+    let p = "192.0.2.1:179";
+    m.record_not_announced(a, Afi::IPV6, Refusal::FamilyNotNegotiated, 3);
+    m.record_not_announced(a, Afi::IPV6, Refusal::FamilyNotNegotiated, 2);
+    m.record_not_announced(a, Afi::IPV4, Refusal::NoNextHop, 1);
+    let s = scrape(&m);
+    let n = |afi: &str, reason: &str| {
+        v(
+            &s,
+            "podcidr_speaker_routes_not_announced_total",
+            &[("peer", p), ("afi", afi), ("reason", reason)],
+        )
+    };
+    assert_eq!(n("ipv6", "family_not_negotiated"), 5.0);
+    assert_eq!(n("ipv4", "no_next_hop"), 1.0);
+    m.remove_peer(a);
+    assert!(scrape(&m)
+        .series("podcidr_speaker_routes_not_announced_total")
+        .is_empty());
+}
+
+#[test]
+fn the_peer_observer_reports_land_in_the_same_series() {
+    let m = Metrics::new();
+    let a = peer("192.0.2.1", 179);
+    let p = "192.0.2.1:179";
+    let observer: &dyn PeerObserver = m.as_ref();
+    observer.state_changed(&a, State::OpenConfirm, State::Established);
+    observer.message(&a, Direction::Sent, MessageType::Update);
+    observer.message(&a, Direction::Received, MessageType::Keepalive);
+    observer.announced(&a, AfiSafi::IPV6_UNICAST, 4);
+    observer.received(&a, AfiSafi::IPV4_UNICAST, 2);
+    observer.update_written(&a, Duration::from_millis(7));
+    observer.not_announced(&a, AfiSafi::IPV6_UNICAST, Refusal::NoNextHop, 1);
+    observer.notification(
+        &a,
+        Direction::Received,
+        6,
+        2,
+        "cease: administrative shutdown: \"bye\"",
+    );
+    observer.state_changed(&a, State::Established, State::Idle);
+    let s = scrape(&m);
+    assert_eq!(
+        v(&s, "podcidr_speaker_session_flaps_total", &[("peer", p)]),
+        1.0
+    );
+    assert_eq!(
+        v(
+            &s,
+            "podcidr_speaker_messages_sent_total",
+            &[("peer", p), ("type", "update")]
+        ),
+        1.0
+    );
+    assert_eq!(
+        v(
+            &s,
+            "podcidr_speaker_notifications_total",
+            &[
+                ("peer", p),
+                ("direction", "received"),
+                ("code", "6"),
+                ("subcode", "2")
+            ]
+        ),
+        1.0
+    );
+    assert_eq!(
+        v(&s, "podcidr_speaker_event_to_update_seconds_count", &[]),
+        1.0
+    );
+    assert_eq!(
+        v(
+            &s,
+            "podcidr_speaker_routes_not_announced_total",
+            &[("peer", p), ("afi", "ipv6"), ("reason", "no_next_hop")]
+        ),
+        1.0
+    );
+    let status = m.status(SystemTime::now(), Instant::now());
+    assert_eq!(
+        status.peers[0].last_error.as_deref(),
+        Some("received notification 6/2: cease: administrative shutdown: \"bye\"")
+    );
+    // While up it held 4 IPv6 prefixes; the drop cleared them.
+    assert_eq!(status.peers[0].announced["ipv6"], 0);
+    observer.error(
+        &a,
+        &PeerError::ConnectTimeout {
+            addr: "192.0.2.1:179".parse().unwrap(),
+            after: Duration::from_secs(5),
+        },
+    );
+    assert_eq!(
+        m.status(SystemTime::now(), Instant::now()).peers[0]
+            .last_error
+            .as_deref(),
+        Some("connect to 192.0.2.1:179 timed out after 5s")
+    );
 }

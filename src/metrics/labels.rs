@@ -3,10 +3,9 @@
 //! drifting nodes. Nothing a peer sends becomes a label value without passing through a
 //! mapping here that folds the unknown into `other`.
 
-use std::fmt;
-
 use crate::bgp::wire::{Afi, MessageType};
 use crate::config::PeerKey;
+pub use crate::peer::Direction;
 
 /// The `peer` label: always `ADDRESS:PORT` (`[ADDRESS]:PORT` for IPv6), the form of
 /// [`PeerKey`]'s Display, so a series matches the `peer` field of the logs and the
@@ -16,29 +15,8 @@ pub fn peer(key: &PeerKey) -> String {
     key.to_string()
 }
 
-/// Which way a message went.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Direction {
-    Sent,
-    Received,
-}
-
-impl Direction {
-    pub const ALL: [Direction; 2] = [Direction::Sent, Direction::Received];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Direction::Sent => "sent",
-            Direction::Received => "received",
-        }
-    }
-}
-
-impl fmt::Display for Direction {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+/// The `direction` label values, in a fixed order.
+pub const DIRECTIONS: [Direction; 2] = [Direction::Sent, Direction::Received];
 
 /// Every message type (RFC 4271 section 4.1, RFC 2918), in type-code order.
 pub const MESSAGE_TYPES: [MessageType; 5] = [

@@ -4,7 +4,8 @@
 //! command reads back.
 //!
 //! The daemon creates one [`Metrics`], feeds it (sessions from the peer drivers, config
-//! reloads, source status, the node view, latencies, a heartbeat) and serves it. Every
+//! reloads, source status, the node view, latencies, a heartbeat) and serves it; the
+//! peer drivers report through `Metrics`' [`crate::peer::PeerObserver`] implementation. Every
 //! series name starts with `podcidr_speaker_`; label values are bounded ([`labels`]):
 //! peers and resources come from configuration, notification codes from the IANA
 //! registries, nodes only while they drift. No prefix and no error text is ever a label.
@@ -21,6 +22,7 @@
 //! #     snapshot: &podcidr_speaker::sources::ClusterSnapshot,
 //! #     sources: &podcidr_speaker::sources::SourceStatus,
 //! #     key: podcidr_speaker::config::PeerKey,
+//! #     status: &podcidr_speaker::peer::PeerStatus,
 //! # ) -> std::io::Result<()> {
 //! use std::sync::Arc;
 //! use std::time::SystemTime;
@@ -40,8 +42,11 @@
 //! // Each source status change and snapshot:
 //! metrics.record_source_status(sources);
 //! metrics.set_view_result(&snapshot.view);
-//! // A peer task spawned / stopped (its driver records states, messages, prefixes):
+//! // A peer task spawned (pass `Arc::clone(&metrics)` as its PeerObserver: states,
+//! // messages, NOTIFICATIONs, prefixes and latency arrive through it), its status
+//! // snapshots (pending prefixes, the session's last error), and the peer removed:
 //! metrics.add_peer(key, 65000, SystemTime::now());
+//! metrics.record_peer_status(status, SystemTime::now());
 //! metrics.remove_peer(key);
 //! let _ = stop.send(());
 //! # Ok(())
@@ -50,6 +55,7 @@
 
 pub mod board;
 pub mod labels;
+mod observer;
 mod registry;
 pub mod server;
 

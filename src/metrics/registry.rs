@@ -28,6 +28,7 @@ use crate::bgp::wire::{Afi, ErrorKind, MessageType};
 use crate::config::state::{ConfigStatus, Update};
 use crate::config::PeerKey;
 use crate::doctor::overlaps;
+use crate::peer::{PeerStatus, Refusal};
 use crate::sources::model::{IpamError, IpamMode, NodeView};
 use crate::sources::{Resource, SourceStatus};
 
@@ -83,6 +84,7 @@ struct Families {
     announced: IntGaugeVec,
     pending: IntGaugeVec,
     received: IntGaugeVec,
+    not_announced: IntCounterVec,
     config_loaded: IntGauge,
     config_reload_ok: IntGauge,
     config_reload_time: prometheus::Gauge,
@@ -133,8 +135,13 @@ struct PeerEntry {
     messages_sent: u64,
     messages_received: u64,
     last_error: Option<String>,
+    /// (afi, reason) label sets of this peer's not-announced series.
+    not_announced: BTreeSet<(&'static str, &'static str)>,
+    /// The session's last error as last read from the driver's status, so that only a
+    /// new one replaces a later NOTIFICATION or socket error as `last_error`.
+    session_error: Option<String>,
     /// (direction, code, subcode) label sets of this peer's NOTIFICATION series.
-    notifications: BTreeSet<(Direction, &'static str, &'static str)>,
+    notifications: BTreeSet<(&'static str, &'static str, &'static str)>,
 }
 
 impl Metrics {
@@ -265,13 +272,16 @@ impl Metrics {
         for (dir, code, subcode) in &entry.notifications {
             let _ = f
                 .notifications
-                .remove_label_values(&[p, dir.as_str(), code, subcode]);
+                .remove_label_values(&[p, dir, code, subcode]);
         }
         for afi in AFIS {
             let _ = f.announced.remove_label_values(&[p, afi]);
             let _ = f.received.remove_label_values(&[p, afi]);
         }
         let _ = f.pending.remove_label_values(&[p]);
+        for (afi, reason) in &entry.not_announced {
+            let _ = f.not_announced.remove_label_values(&[p, afi, reason]);
+        }
     }
 
     /// A state transition of the session (the driver logs it in the same place).
@@ -304,10 +314,12 @@ impl Metrics {
             f.session_flaps.with_label_values(&[p]).inc();
             // The peer dropped our routes with the session.
             for afi in AFIS {
-                if entry.announced.remove(afi).is_some() {
+                if let Some(n) = entry.announced.get_mut(afi) {
+                    *n = 0;
                     f.announced.with_label_values(&[p, afi]).set(0);
                 }
-                if entry.received.remove(afi).is_some() {
+                if let Some(n) = entry.received.get_mut(afi) {
+                    *n = 0;
                     f.received.with_label_values(&[p, afi]).set(0);
                 }
             }
@@ -338,8 +350,10 @@ impl Metrics {
             .inc_by(n);
     }
 
-    /// A NOTIFICATION sent or received. `text` is the RFC 9003 Shutdown Communication or
-    /// the driver's reason; it goes to `/status` as the last error, never to a label.
+    /// A NOTIFICATION sent or received. `text` is its description for people (the
+    /// registry's name and any RFC 9003 Shutdown Communication, as the peer driver
+    /// gives it); it goes to `/status` as the last error, never to a label. Without a
+    /// text the registry's name is used.
     pub fn record_notification(
         &self,
         peer: PeerKey,
@@ -354,7 +368,9 @@ impl Metrics {
             return;
         };
         let (code_label, subcode_label) = labels::notification(code, subcode);
-        entry.notifications.insert((dir, code_label, subcode_label));
+        entry
+            .notifications
+            .insert((dir.as_str(), code_label, subcode_label));
         self.families
             .notifications
             .with_label_values(&[
@@ -364,14 +380,10 @@ impl Metrics {
                 subcode_label,
             ])
             .inc();
-        let mut error = format!(
-            "{dir} notification {}",
-            ErrorKind::from_codes(code, subcode)
-        );
-        if let Some(text) = text.filter(|t| !t.is_empty()) {
-            error.push_str(&format!(": {text:?}"));
-        }
-        entry.last_error = Some(error);
+        let text = text
+            .filter(|t| !t.is_empty())
+            .unwrap_or_else(|| ErrorKind::from_codes(code, subcode).description());
+        entry.last_error = Some(format!("{dir} notification {code}/{subcode}: {text}"));
     }
 
     /// Why the session last went down or failed (a `SessionError` as text, a dial
@@ -425,6 +437,42 @@ impl Metrics {
             .set(saturating_i64(n));
     }
 
+    /// `count` desired routes of one family that the peer driver could not send.
+    pub fn record_not_announced(&self, peer: PeerKey, afi: Afi, reason: Refusal, count: u64) {
+        let mut inner = self.lock();
+        let Some(entry) = self.peer_entry(&mut inner, peer, SystemTime::now()) else {
+            return;
+        };
+        let (afi, reason) = (labels::afi(afi), reason.as_str());
+        entry.not_announced.insert((afi, reason));
+        self.families
+            .not_announced
+            .with_label_values(&[entry.label.as_str(), afi, reason])
+            .inc_by(count);
+    }
+
+    /// What the peer driver's status snapshot adds to its observer reports: the
+    /// prefixes still to send (`pending`) and the session's own last error (a hold
+    /// timer, a closed connection) for `/status`. The daemon calls it when a peer's
+    /// status changes, or on its heartbeat tick.
+    pub fn record_peer_status(&self, status: &PeerStatus, now: SystemTime) {
+        let mut inner = self.lock();
+        let Some(entry) = self.peer_entry(&mut inner, status.key, now) else {
+            return;
+        };
+        let pending = u64::try_from(status.pending).unwrap_or(u64::MAX);
+        entry.pending = pending;
+        self.families
+            .pending
+            .with_label_values(&[entry.label.as_str()])
+            .set(saturating_i64(pending));
+        let session_error = status.stats.last_error.as_ref().map(ToString::to_string);
+        if session_error.is_some() && session_error != entry.session_error {
+            entry.last_error.clone_from(&session_error);
+        }
+        entry.session_error = session_error;
+    }
+
     /// The entry of `peer`, created (and its series initialised) on first sight; `None`
     /// for a peer removed and not added again.
     fn peer_entry<'a>(
@@ -462,6 +510,8 @@ impl Metrics {
                 messages_sent: 0,
                 messages_received: 0,
                 last_error: None,
+                not_announced: BTreeSet::new(),
+                session_error: None,
                 notifications: BTreeSet::new(),
             }
         }))
@@ -804,6 +854,12 @@ impl Families {
                 "received_prefixes",
                 "Prefixes the peer currently announces to the speaker.",
                 &["peer", "afi"],
+            ),
+            not_announced: r.counter_vec(
+                "routes_not_announced_total",
+                "Desired routes the peer driver could not send to the peer, by reason \
+                 (family not negotiated, no next hop of the family...).",
+                &["peer", "afi", "reason"],
             ),
             config_loaded: r.gauge("config_loaded", "1 when a valid bgp-config is in force."),
             config_reload_ok: r.gauge(
