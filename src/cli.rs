@@ -5,13 +5,13 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::LazyLock;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 
-use podcidr_speaker::daemon::{ClusterSource, ConfigSource, Settings};
-use podcidr_speaker::routes::report::Format;
-use podcidr_speaker::routes::AnnounceMode;
-use podcidr_speaker::sources::kube::BgpConfigMapRef;
-use podcidr_speaker::sources::IpamOverride;
+use crate::daemon::{ClusterSource, ConfigSource, Settings};
+use crate::routes::report::Format;
+use crate::routes::AnnounceMode;
+use crate::sources::kube::BgpConfigMapRef;
+use crate::sources::IpamOverride;
 
 /// `CARGO_PKG_VERSION`, plus the commit when the build set `GIT_SHA`.
 static VERSION: LazyLock<String> = LazyLock::new(|| match option_env!("GIT_SHA") {
@@ -36,6 +36,13 @@ pub enum Command {
     /// Validate bgp-config files (the raw config.yaml or a whole ConfigMap manifest):
     /// print "ok" and one line per peer, or every error; exit 1 if any file is invalid.
     Check(CheckArgs),
+    /// Decode BGP messages from a hex string, an MRT file, a packet capture or stdin,
+    /// printing one JSON object per message (like bgpdump).
+    ///
+    /// Exit status: 0 when every message decoded cleanly, 1 when at least one was
+    /// malformed or the input was damaged (each such problem is printed as an object
+    /// with an "error" field), 2 on a usage error or when the input cannot be read.
+    Decode(DecodeArgs),
     /// Show, offline, which peers a node would open and the exact routes with
     /// attributes for each, from a bgp-config file and a cluster-state file or
     /// directory; drift, refused prefixes and conflicts are shown as warnings.
@@ -243,7 +250,7 @@ pub struct PlanArgs {
 #[derive(Debug, Args)]
 pub struct StatusArgs {
     /// The speaker's endpoint (its `run --metrics-addr`).
-    #[arg(long, value_name = "HOST:PORT", default_value = podcidr_speaker::status::DEFAULT_ADDR)]
+    #[arg(long, value_name = "HOST:PORT", default_value = crate::status::DEFAULT_ADDR)]
     pub addr: String,
     /// Print the /status JSON document instead of the tables.
     #[arg(long)]
@@ -271,4 +278,55 @@ pub struct DoctorArgs {
         default_value = "kube-system/cilium-config"
     )]
     pub cilium_config: String,
+}
+
+/// `decode`: exactly one input source.
+#[derive(Debug, Args)]
+#[command(group(ArgGroup::new("source").required(true).args(["hex", "mrt", "pcap", "stdin"])))]
+pub struct DecodeArgs {
+    /// One or more whole BGP messages (header included) as hex; spaces, colons and a
+    /// leading 0x are ignored.
+    #[arg(long, value_name = "HEX")]
+    pub hex: Option<String>,
+
+    /// An MRT file (RFC 6396: BGP4MP, BGP4MP_ET, TABLE_DUMP, TABLE_DUMP_V2), plain,
+    /// gzip or bzip2.
+    #[arg(long, value_name = "FILE")]
+    pub mrt: Option<PathBuf>,
+
+    /// A pcap or pcapng capture (plain, gzip or bzip2); every TCP stream carrying BGP
+    /// is reassembled, on any port.
+    #[arg(long, value_name = "FILE")]
+    pub pcap: Option<PathBuf>,
+
+    /// `-`: raw BGP messages on standard input.
+    #[arg(value_name = "-", value_parser = clap::builder::PossibleValuesParser::new(["-"]))]
+    pub stdin: Option<String>,
+
+    /// AS number width in AS_PATH and AGGREGATOR for --hex, stdin, and captured
+    /// sessions whose OPENs are not in the capture. `auto` tries 4 octets, then 2.
+    /// MRT records say it themselves (their subtype).
+    #[arg(long, value_enum, default_value_t = AsWidth::Auto)]
+    pub as_width: AsWidth,
+
+    /// Accept messages up to 65535 octets (RFC 8654) for --hex, stdin, and captured
+    /// sessions whose OPENs are not in the capture.
+    #[arg(long)]
+    pub extended_message: bool,
+
+    /// NLRI carry ADD-PATH path identifiers (RFC 7911) for --hex, stdin, and captured
+    /// sessions whose OPENs are not in the capture (in `auto` AS width mode both
+    /// encodings are tried).
+    #[arg(long)]
+    pub add_path: bool,
+}
+
+/// How wide AS numbers are when the session context is not known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AsWidth {
+    Auto,
+    #[value(name = "2")]
+    Two,
+    #[value(name = "4")]
+    Four,
 }

@@ -6,6 +6,7 @@
 //! what it owns and what it may not import.
 
 pub mod bgp;
+pub mod cli;
 pub mod config;
 pub mod daemon;
 pub mod decode;

@@ -1,7 +1,5 @@
 //! podcidr-speaker command line entry point: parses arguments, initialises logging and
-//! runs a subcommand.
-
-mod cli;
+//! runs the subcommand. No logic of its own.
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -9,7 +7,8 @@ use std::process::ExitCode;
 use clap::Parser;
 use tracing_subscriber::EnvFilter;
 
-use cli::{Cli, Command, LogFormat};
+use podcidr_speaker::cli::{Cli, Command, LogFormat};
+use podcidr_speaker::decode;
 
 fn main() -> ExitCode {
     match run(Cli::parse()) {
@@ -22,6 +21,11 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match &cli.command {
+        Command::Run(args) => init_tracing(args.log_format, "info"),
+        // The one-shot commands print their results; the log is for trouble only.
+        _ => init_tracing(LogFormat::Text, "warn"),
+    }
     match cli.command {
         Command::Run(args) => {
             let settings = args.settings();
@@ -31,7 +35,6 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 println!("log-format:     {}", args.log_format);
                 return Ok(ExitCode::SUCCESS);
             }
-            init_tracing(args.log_format);
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .thread_name("podcidr-speaker")
@@ -54,6 +57,23 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 ExitCode::FAILURE
             })
         }
+        // Exit status: 0 clean, 1 something malformed, 2 usage or I/O error (clap
+        // exits 2 on usage errors itself).
+        Command::Decode(args) => Ok(match decode::run(&args, std::io::stdout().lock()) {
+            Ok(outcome) => {
+                if outcome.malformed > 0 {
+                    eprintln!(
+                        "podcidr-speaker decode: {} of {} objects report a malformed message or damaged input",
+                        outcome.malformed, outcome.events
+                    );
+                }
+                ExitCode::from(outcome.exit_code())
+            }
+            Err(e) => {
+                eprintln!("podcidr-speaker decode: {e}");
+                ExitCode::from(2)
+            }
+        }),
         Command::Plan(args) => {
             let request = podcidr_speaker::plan::PlanRequest {
                 bgp_config: args.bgp_config,
@@ -104,10 +124,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// Logs go to stderr, filtered by RUST_LOG (default `info`); an unreadable RUST_LOG
-/// falls back to `info` rather than silencing the speaker.
-fn init_tracing(format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+/// Logs go to stderr, filtered by RUST_LOG (else `default`); an unreadable RUST_LOG
+/// falls back to `default` rather than silencing the speaker.
+fn init_tracing(format: LogFormat, default: &str) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

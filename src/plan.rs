@@ -3,7 +3,7 @@
 //! path, for reviewing a change before it is applied.
 //!
 //! Owns the command's I/O: reading the two inputs once. The decisions are
-//! [`sources::node_view`](crate::sources::node_view) and [`routes::plan`]; the wording is
+//! [`sources::node_view`] and [`routes::plan()`]; the wording is
 //! [`routes::report`]. Must not: print, exit, connect anywhere or show a password.
 
 use std::net::IpAddr;

@@ -667,6 +667,65 @@ fn inbound(kind: Kind, dir: &Path) {
     assert_eq!(s.status().stats.established_count, 1);
 }
 
+/// The daemon asks for our routes again (ROUTE-REFRESH, RFC 2918): we re-send the table
+/// of each family asked for, bracketed by BoRR/EoRR when enhanced route refresh was
+/// negotiated (RFC 7313), and the daemon's RIB stays exactly as it was. FRR asks for
+/// IPv4 alone; BIRD 2.0.12 can only reload every channel. (GoBGP keeps its Adj-RIB-In and
+/// never sends ROUTE-REFRESH for a soft reset; ExaBGP sends it only with a capability the
+/// harness does not configure: sessions_scripted covers the exact bytes.)
+fn route_refresh(kind: Kind, dir: &Path) {
+    let rt = runtime();
+    let mut tor = Tor::start(
+        kind,
+        dir,
+        PeerOpts::new(v4(2), TOR_AS2)
+            .local_addr6(v6(2))
+            .neighbor(tor_neighbor(kind, 1, 65001)),
+    );
+    let a = Attrs::new(65001, false).med(3);
+    let prefixes = [
+        net("10.244.1.0/24"),
+        net("10.245.1.0/24"),
+        net("fd10:1::/64"),
+    ];
+    let s = Speaker::start(
+        &rt,
+        spec(1, &peer_config(v4(2), TOR_AS2, 65001, &[])),
+        desired(&prefixes, &a),
+    );
+    let before = s.wait_synced();
+    let v4_routes = [
+        a.expected(kind, prefixes[0], 1),
+        a.expected(kind, prefixes[1], 1),
+    ];
+    tor.wait_exact(v4(1), Afi::Ipv4, &v4_routes);
+    let neg = before.negotiated.clone().expect("negotiated");
+    assert!(
+        neg.route_refresh && neg.enhanced_route_refresh,
+        "{kind:?} does RFC 7313"
+    );
+
+    tor.request_refresh(v4(1));
+    let families = if kind == Kind::Bird { 2 } else { 1 };
+    let st = s.wait("the refresh answered", WAIT, |st| {
+        st.stats.received.route_refresh >= families && st.pending == 0 && st.write_buffer == 0
+    });
+    assert_eq!(st.stats.received.route_refresh, families);
+    assert_eq!(
+        st.stats.sent.route_refresh,
+        2 * families,
+        "BoRR and EoRR per family"
+    );
+    assert_eq!(
+        st.stats.sent.update - before.stats.sent.update,
+        families,
+        "each family's routes again, in one UPDATE"
+    );
+    assert_eq!(st.stats.established_count, 1);
+    tor.wait_exact(v4(1), Afi::Ipv4, &v4_routes);
+    tor.wait_exact(v4(1), Afi::Ipv6, &[a.expected(kind, prefixes[2], 1)]);
+}
+
 /// One `#[test]` per implementation and scenario, each in its own namespace.
 macro_rules! scenario_tests {
     ($($name:ident => $scenario:ident($kind:ident);)*) => {
@@ -708,6 +767,9 @@ scenario_tests! {
 
     bird_keeps_our_routes_through_our_graceful_restart => graceful_restart(Bird);
     frr_keeps_our_routes_through_our_graceful_restart => graceful_restart(Frr);
+
+    bird_refresh_gets_our_table_again => route_refresh(Bird);
+    frr_refresh_gets_our_table_again => route_refresh(Frr);
 
     bird_dials_a_passive_speaker => inbound(Bird);
     frr_dials_a_passive_speaker => inbound(Frr);

@@ -9,12 +9,12 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use crate::bgp::session::State;
 use crate::bgp::wire::{AfiSafi, MessageType};
 use crate::config::PeerKey;
-use crate::metrics::{Direction as MetricsDirection, Metrics};
+use crate::metrics::Metrics;
 use crate::peer::{Direction, PeerError, PeerObserver, Refusal};
 
 /// The time from the source event to the hand-over of the latest desired route set to
@@ -34,64 +34,45 @@ impl Latency {
     }
 }
 
-/// One peer task's observer.
+/// One peer task's observer: the metrics' own, plus the time before the hand-over in
+/// the event-to-update latency.
 pub struct PeerMetrics {
     pub metrics: Arc<Metrics>,
     pub latency: Arc<Latency>,
 }
 
-fn direction(dir: Direction) -> MetricsDirection {
-    match dir {
-        Direction::Sent => MetricsDirection::Sent,
-        Direction::Received => MetricsDirection::Received,
-    }
-}
-
 impl PeerObserver for PeerMetrics {
     fn state_changed(&self, peer: &PeerKey, from: State, to: State) {
-        self.metrics
-            .record_session_state(*peer, from, to, SystemTime::now());
+        self.metrics.state_changed(peer, from, to);
     }
 
     fn message(&self, peer: &PeerKey, dir: Direction, kind: MessageType) {
-        self.metrics.record_message(*peer, direction(dir), kind);
+        self.metrics.message(peer, dir, kind);
     }
 
     fn notification(&self, peer: &PeerKey, dir: Direction, code: u8, subcode: u8, text: &str) {
-        self.metrics.record_notification(
-            *peer,
-            direction(dir),
-            code,
-            subcode,
-            Some(text),
-            SystemTime::now(),
-        );
+        self.metrics.notification(peer, dir, code, subcode, text);
     }
 
     fn announced(&self, peer: &PeerKey, afi: AfiSafi, count: u64) {
-        self.metrics.set_announced(*peer, afi.afi, count);
+        self.metrics.announced(peer, afi, count);
     }
 
     fn received(&self, peer: &PeerKey, afi: AfiSafi, count: u64) {
-        self.metrics.set_received(*peer, afi.afi, count);
+        self.metrics.received(peer, afi, count);
     }
 
-    fn update_written(&self, _peer: &PeerKey, since_event: Duration) {
+    fn update_written(&self, peer: &PeerKey, since_event: Duration) {
         self.metrics
-            .observe_event_to_update(self.latency.get().saturating_add(since_event));
+            .update_written(peer, self.latency.get().saturating_add(since_event));
     }
 
     fn not_announced(&self, peer: &PeerKey, afi: AfiSafi, reason: Refusal, count: u64) {
-        self.metrics.record_error(
-            *peer,
-            &format!("{count} {afi:?} prefixes not announced: {reason}"),
-            SystemTime::now(),
-        );
+        self.metrics.not_announced(peer, afi, reason, count);
     }
 
     fn error(&self, peer: &PeerKey, error: &PeerError) {
-        self.metrics
-            .record_error(*peer, &error.to_string(), SystemTime::now());
+        self.metrics.error(peer, error);
     }
 }
 

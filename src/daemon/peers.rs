@@ -168,11 +168,13 @@ impl Peers {
         }
     }
 
-    /// Copies what the metrics do not get from the observer (prefixes still pending).
+    /// Copies what the metrics do not get from the observer: prefixes still pending,
+    /// the session's last error.
     pub fn report(&self) {
-        for (key, r) in &self.running {
-            let pending = r.handle.status.borrow().pending;
-            self.metrics.set_pending(*key, pending as u64);
+        let now = SystemTime::now();
+        for r in self.running.values() {
+            self.metrics
+                .record_peer_status(&r.handle.status.borrow(), now);
         }
     }
 

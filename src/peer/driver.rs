@@ -69,6 +69,10 @@ impl Which {
 struct Link {
     session: Session,
     conn: Option<Conn>,
+    /// Actions about the Adj-RIB-Out (Established, SendTable, Down) of a collision
+    /// candidate: the Adj-RIB-Out follows the long-lived session only, so they wait
+    /// until the candidate wins (and are dropped if it loses).
+    deferred: Vec<Action>,
 }
 
 struct Conn {
@@ -165,7 +169,8 @@ pub(crate) struct Task {
     dial: Option<Dial>,
     rib: AdjRibOut,
     status: watch::Sender<PeerStatus>,
-    /// When the desired set last changed, until its UPDATEs have all been written.
+    /// When the desired set changed (or the session came up), until the UPDATEs that
+    /// follow have all been written: what `PeerObserver::update_written` measures.
     changed_at: Option<Instant>,
     reported_announced: BTreeMap<AfiSafi, u64>,
     reported_received: BTreeMap<AfiSafi, u64>,
@@ -187,6 +192,7 @@ impl Task {
             main: Link {
                 session,
                 conn: None,
+                deferred: Vec::new(),
             },
             candidate: None,
             dial: None,
@@ -236,7 +242,11 @@ impl Task {
                 Event::Desired => {
                     let d = desired.borrow_and_update().clone();
                     self.rib.set_desired(d);
-                    self.changed_at = Some(now);
+                    if self.rib.has_work() {
+                        // Changes that arrive before the last one is written are
+                        // measured from the first.
+                        self.changed_at.get_or_insert(now);
+                    }
                 }
                 Event::DesiredClosed => desired_open = false,
                 Event::Nothing => {}
@@ -374,6 +384,17 @@ impl Task {
 
     /// Carries out one action of a link's session.
     async fn act(&mut self, w: Which, now: Instant, action: Action) {
+        if w == Which::Candidate
+            && matches!(
+                action,
+                Action::Established(_) | Action::SendTable { .. } | Action::Down { .. }
+            )
+        {
+            if let Some(c) = self.candidate.as_mut() {
+                c.deferred.push(action);
+            }
+            return;
+        }
         match action {
             Action::Connect => {
                 if w == Which::Main {
@@ -690,6 +711,7 @@ impl Task {
                     self.candidate = Some(Link {
                         session,
                         conn: Some(conn),
+                        deferred: Vec::new(),
                     });
                     self.drain(Which::Candidate, now).await;
                     self.settle_collision(now).await;
@@ -731,7 +753,11 @@ impl Task {
                 if let Some(mut new) = self.candidate.take() {
                     new.session.inherit_history(&self.main.session);
                     self.dial = None;
+                    let deferred = std::mem::take(&mut new.deferred);
                     self.main = new;
+                    for action in deferred {
+                        self.act(Which::Main, now, action).await;
+                    }
                 }
             }
         }

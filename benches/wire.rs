@@ -1,0 +1,372 @@
+//! Codec throughput on a real full-table UPDATE stream: the PCH collector's 2015 iBGP
+//! session (`mrt/large/bgpdump-updates.et-header.2015.gz`, 89,679 UPDATEs carrying
+//! 577,737 IPv4 prefixes), extracted once with the `decode` MRT reader.
+//!
+//! Always measured: our decode (`bgp::wire::decode_message_bytes`) and encode
+//! (`encode_message` of the decoded values). With `--features bench-compare`, the same
+//! message bytes are also decoded, in the same run, by netgauze-bgp-pkt, zettabgp,
+//! routecore and rustbgpd-wire, each made to parse every attribute and NLRI (the count
+//! of prefixes and attributes it returns is checked against ours before timing).
+//!
+//! Criterion reports messages/s; a summary printed at the end gives messages/s,
+//! prefixes/s and each codec's time relative to ours.
+//!
+//! ```text
+//! cargo bench --bench wire --features bench-compare
+//! ```
+//!
+//! The data directory comes from `PODCIDR_BGP_DATA` (default `../shared/data/bgp`);
+//! without it the bench prints why and measures nothing.
+
+use bytes::{Bytes, BytesMut};
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use podcidr_speaker::bgp::wire::{self, Context, Message, PathAttribute};
+use podcidr_speaker::decode::{input, mrt};
+use std::hint::black_box;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+const FILE: &str = "mrt/large/bgpdump-updates.et-header.2015.gz";
+
+struct Stream {
+    messages: Vec<Bytes>,
+    ctx: Context,
+    /// Announced + withdrawn prefixes over all messages.
+    prefixes: u64,
+    /// Path attributes over all messages.
+    attributes: u64,
+}
+
+fn load() -> Option<Stream> {
+    let dir = std::env::var_os("PODCIDR_BGP_DATA")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data/bgp"))
+        });
+    let path = dir.join(FILE);
+    if !path.is_file() {
+        println!(
+            "skipped: {} not found (set PODCIDR_BGP_DATA)",
+            path.display()
+        );
+        return None;
+    }
+    let mut messages = Vec::new();
+    let mut ctx = None;
+    for record in mrt::Reader::new(input::open(&path).ok()?) {
+        let Ok(mrt::Entry::Message(m)) = record.ok()?.entry() else {
+            continue;
+        };
+        if m.message.get(18) == Some(&2) {
+            ctx.get_or_insert(m.ctx);
+            messages.push(m.message);
+        }
+    }
+    let ctx = ctx?;
+    let (prefixes, attributes) = messages.iter().fold((0, 0), |(p, a), m| {
+        let (dp, da) = ours(m, &ctx);
+        (p + dp, a + da)
+    });
+    Some(Stream {
+        messages,
+        ctx,
+        prefixes,
+        attributes,
+    })
+}
+
+/// Our decode of one message: (prefixes, attributes). `decode_message` (copying the
+/// few values kept as bytes) measured a little faster here than `decode_message_bytes`
+/// (reference-counted slices), whose per-message `Bytes` clone costs an atomic pair.
+fn ours(msg: &Bytes, ctx: &Context) -> (u64, u64) {
+    match wire::decode_message(msg, ctx) {
+        Ok(Message::Update(u)) => {
+            let mp: usize = u
+                .attributes
+                .iter()
+                .map(|a| match a {
+                    PathAttribute::MpReach(r) => r.nlri.len(),
+                    PathAttribute::MpUnreach(w) => w.withdrawn.len(),
+                    _ => 0,
+                })
+                .sum();
+            (
+                (u.nlri.len() + u.withdrawn.len() + mp) as u64,
+                u.attributes.len() as u64,
+            )
+        }
+        _ => (0, 0),
+    }
+}
+
+/// Decodes one whole message; returns the (prefixes, attributes) found.
+type DecodeFn = Box<dyn Fn(&Bytes) -> (u64, u64)>;
+
+/// One codec under test.
+struct Codec {
+    name: &'static str,
+    decode: DecodeFn,
+}
+
+fn codecs(ctx: Context) -> Vec<Codec> {
+    #[allow(unused_mut)]
+    let mut out = vec![Codec {
+        name: "podcidr-speaker",
+        decode: Box::new(move |m| ours(m, &ctx)),
+    }];
+    #[cfg(feature = "bench-compare")]
+    out.extend(compare::codecs(ctx));
+    out
+}
+
+#[cfg(feature = "bench-compare")]
+mod compare {
+    //! The other codecs, each asked for the same work as ours: every prefix and every
+    //! path attribute decoded into values. Prefixes are counted in the IPv4 NLRI and
+    //! Withdrawn Routes fields only: the benchmark stream has no MP_REACH_NLRI
+    //! (SOURCES.md), and each codec nests multiprotocol NLRI differently.
+
+    use super::Codec;
+    use bytes::Bytes;
+    use podcidr_speaker::bgp::wire::Context;
+
+    pub fn codecs(ctx: Context) -> Vec<Codec> {
+        vec![
+            Codec {
+                name: "netgauze-bgp-pkt 0.13",
+                decode: Box::new(move |m| netgauze(m, ctx)),
+            },
+            Codec {
+                name: "zettabgp 0.6",
+                decode: Box::new(move |m| zettabgp(m, ctx)),
+            },
+            Codec {
+                name: "routecore 0.7",
+                decode: Box::new(move |m| routecore(m, ctx)),
+            },
+            Codec {
+                name: "rustbgpd-wire 0.27",
+                decode: Box::new(move |m| rustbgpd(m, ctx)),
+            },
+        ]
+    }
+
+    fn netgauze(msg: &Bytes, ctx: Context) -> (u64, u64) {
+        use netgauze_bgp_pkt::wire::deserializer::BgpParsingContext;
+        use netgauze_bgp_pkt::BgpMessage;
+        use netgauze_parse_utils::reader::SliceReader;
+        use netgauze_parse_utils::traits::ParseFromWithOneInput;
+        use std::collections::HashMap;
+        let mut pctx = BgpParsingContext::new(
+            ctx.four_octet_as,
+            HashMap::new(),
+            HashMap::new(),
+            true,
+            true,
+            true,
+            true,
+        );
+        match BgpMessage::parse(&mut SliceReader::new(&msg[..]), &mut pctx) {
+            Ok(BgpMessage::Update(u)) => (
+                (u.nlri().len() + u.withdraw_routes().len()) as u64,
+                u.path_attributes().len() as u64,
+            ),
+            _ => (0, 0),
+        }
+    }
+
+    fn zettabgp(msg: &Bytes, ctx: Context) -> (u64, u64) {
+        use zettabgp::prelude::*;
+        let mut params = BgpSessionParams::new(
+            0,
+            180,
+            BgpTransportMode::IPv4,
+            std::net::Ipv4Addr::UNSPECIFIED,
+            Vec::new(),
+        );
+        params.has_as32bit = ctx.four_octet_as;
+        // Path identifiers are known to be absent: no guessing.
+        params.fuzzy_pathid = false;
+        let mut update = BgpUpdateMessage::new();
+        match update.decode_from(&params, &msg[19..]) {
+            Ok(()) => (
+                (update.updates.len() + update.withdraws.len()) as u64,
+                update.attrs.len() as u64,
+            ),
+            Err(_) => (0, 0),
+        }
+    }
+
+    fn routecore(msg: &Bytes, ctx: Context) -> (u64, u64) {
+        use routecore::bgp::message::{SessionConfig, UpdateMessage};
+        let config = if ctx.four_octet_as {
+            SessionConfig::modern()
+        } else {
+            SessionConfig::legacy()
+        };
+        // routecore parses lazily: iterate everything and turn every attribute into
+        // its owned value so that the work matches an eager decoder's.
+        let Ok(u) = UpdateMessage::from_octets(&msg[..], &config) else {
+            return (0, 0);
+        };
+        let announced = u
+            .announcements()
+            .map(|i| i.filter(|n| n.is_ok()).count())
+            .unwrap_or(0);
+        let withdrawn = u
+            .withdrawals()
+            .map(|i| i.filter(|n| n.is_ok()).count())
+            .unwrap_or(0);
+        let attributes = u
+            .path_attributes()
+            .map(|i| {
+                i.filter_map(Result::ok)
+                    .filter(|a| a.to_owned().is_ok())
+                    .count()
+            })
+            .unwrap_or(0);
+        ((announced + withdrawn) as u64, attributes as u64)
+    }
+
+    fn rustbgpd(msg: &Bytes, ctx: Context) -> (u64, u64) {
+        use rustbgpd_wire::{decode_message, Message};
+        let mut buf = msg.clone();
+        let max = if ctx.extended_message { 65535 } else { 4096 };
+        match decode_message(&mut buf, max) {
+            Ok(Message::Update(u)) => {
+                match u.parse(ctx.four_octet_as, ctx.add_path_ipv4_unicast, &[]) {
+                    Ok(p) => (
+                        (p.announced.len() + p.withdrawn.len()) as u64,
+                        p.attributes.len() as u64,
+                    ),
+                    Err(_) => (0, 0),
+                }
+            }
+            _ => (0, 0),
+        }
+    }
+}
+
+fn bench(c: &mut Criterion) {
+    let Some(stream) = load() else { return };
+    let n = stream.messages.len() as u64;
+    println!(
+        "{FILE}: {n} UPDATEs, {} prefixes, {} path attributes, {} octets",
+        stream.prefixes,
+        stream.attributes,
+        stream.messages.iter().map(|m| m.len()).sum::<usize>()
+    );
+    let codecs = codecs(stream.ctx);
+    for codec in &codecs {
+        let (p, a) = stream.messages.iter().fold((0, 0), |(p, a), m| {
+            let (dp, da) = (codec.decode)(m);
+            (p + dp, a + da)
+        });
+        if (p, a) != (stream.prefixes, stream.attributes) {
+            println!(
+                "note: {} found {p} prefixes and {a} attributes (ours: {} and {})",
+                codec.name, stream.prefixes, stream.attributes
+            );
+        }
+    }
+
+    let mut group = c.benchmark_group("decode");
+    group.throughput(Throughput::Elements(n));
+    group.sample_size(10);
+    group.measurement_time(Duration::from_secs(8));
+    for codec in &codecs {
+        group.bench_function(codec.name, |b| {
+            b.iter(|| {
+                let mut total = 0u64;
+                for m in &stream.messages {
+                    total += (codec.decode)(black_box(m)).0;
+                }
+                black_box(total)
+            })
+        });
+    }
+    group.finish();
+
+    let decoded: Vec<Message> = stream
+        .messages
+        .iter()
+        .filter_map(|m| wire::decode_message_bytes(m.clone(), &stream.ctx).ok())
+        .collect();
+    let mut group = c.benchmark_group("encode");
+    group.throughput(Throughput::Elements(decoded.len() as u64));
+    group.sample_size(10);
+    group.measurement_time(Duration::from_secs(8));
+    group.bench_function("podcidr-speaker", |b| {
+        let mut out = BytesMut::with_capacity(1 << 24);
+        b.iter(|| {
+            out.clear();
+            for m in &decoded {
+                wire::encode_message(black_box(m), &stream.ctx, &mut out).ok();
+            }
+            black_box(out.len())
+        })
+    });
+    group.finish();
+
+    // `cargo bench` passes --bench; under `cargo test` each benchmark runs once as a
+    // smoke test and the timing summary would only measure an unoptimised build.
+    if std::env::args().any(|a| a == "--bench") {
+        summary(&stream, &codecs, &decoded);
+    }
+}
+
+/// Best of five full passes per codec: messages/s, prefixes/s, and time relative to ours.
+fn summary(stream: &Stream, codecs: &[Codec], decoded: &[Message]) {
+    let best = |f: &dyn Fn()| {
+        (0..5)
+            .map(|_| {
+                let t = Instant::now();
+                f();
+                t.elapsed()
+            })
+            .min()
+            .unwrap_or_default()
+    };
+    let n = stream.messages.len() as f64;
+    let p = stream.prefixes as f64;
+    let mut ours = None;
+    println!(
+        "\n{:<24} {:>14} {:>16} {:>10}",
+        "decode", "messages/s", "prefixes/s", "vs ours"
+    );
+    for codec in codecs {
+        let t = best(&|| {
+            let mut total = 0u64;
+            for m in &stream.messages {
+                total += (codec.decode)(black_box(m)).0;
+            }
+            black_box(total);
+        });
+        let secs = t.as_secs_f64();
+        let base = *ours.get_or_insert(secs);
+        println!(
+            "{:<24} {:>14.0} {:>16.0} {:>9.2}x",
+            codec.name,
+            n / secs,
+            p / secs,
+            secs / base
+        );
+    }
+    let t = best(&|| {
+        let mut out = BytesMut::with_capacity(1 << 24);
+        for m in decoded {
+            wire::encode_message(black_box(m), &stream.ctx, &mut out).ok();
+        }
+        black_box(out.len());
+    });
+    let secs = t.as_secs_f64();
+    println!(
+        "{:<24} {:>14.0} {:>16.0}",
+        "encode (ours)",
+        decoded.len() as f64 / secs,
+        p / secs
+    );
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

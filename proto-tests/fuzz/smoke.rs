@@ -1,0 +1,289 @@
+//! Stable-toolchain stand-in for a short fuzzing run: the cargo-fuzz targets of
+//! `proto-tests/fuzz` (bodies in `targets.rs`) replayed over the seed corpora in the
+//! shared data directory and over deterministic mutations of every seed (bit flips,
+//! byte overwrites, length-field edits, truncation, insertion, deletion, splicing).
+//! A panic anywhere — in the codec, the readers, or the two decoders disagreeing —
+//! fails the test. Bounded in time; the seed and mutation counts are printed.
+
+#[path = "targets.rs"]
+mod targets;
+
+use podcidr_speaker::decode::input;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Wall-clock budget of each corpus (the test stops mutating, not failing, when spent).
+const BUDGET: Duration = Duration::from_secs(40);
+
+fn data_dir() -> Option<PathBuf> {
+    let dir = std::env::var_os("PODCIDR_BGP_DATA")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data/bgp"))
+        });
+    if dir.join("SOURCES.md").is_file() {
+        Some(dir)
+    } else {
+        println!(
+            "skipped: no BGP data at {} (set PODCIDR_BGP_DATA)",
+            dir.display()
+        );
+        None
+    }
+}
+
+fn files(dir: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.is_file())
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort();
+    out
+}
+
+/// Regular files of a gzip-compressed ustar archive (the corpi corpora).
+fn tar_gz_members(path: &Path) -> Vec<Vec<u8>> {
+    let mut raw = Vec::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(path).unwrap())
+        .read_to_end(&mut raw)
+        .unwrap();
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at + 512 <= raw.len() {
+        let header = &raw[at..at + 512];
+        if header.iter().all(|&b| b == 0) {
+            break;
+        }
+        let size_field = std::str::from_utf8(&header[124..136])
+            .unwrap()
+            .trim_matches(|c: char| c == '\0' || c == ' ');
+        let size = usize::from_str_radix(size_field, 8).unwrap();
+        let name = String::from_utf8_lossy(&header[..100]);
+        let body = &raw[at + 512..at + 512 + size];
+        if matches!(header[156], b'0' | 0) && !name.ends_with(".md") {
+            out.push(body.to_vec());
+        }
+        at += 512 + size.div_ceil(512) * 512;
+    }
+    out
+}
+
+/// Raw messages of ExaBGP's qa/encoding files: `N:raw:<marker>:<len>:<type>:<body>`.
+fn exabgp_messages(path: &Path) -> Vec<Vec<u8>> {
+    let text = std::fs::read_to_string(path).unwrap();
+    text.lines()
+        .filter_map(|l| l.split_once(":raw:").map(|(_, hex)| hex.replace(':', "")))
+        .filter_map(|hex| {
+            (0..hex.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
+                .collect()
+        })
+        .collect()
+}
+
+/// xorshift64*: deterministic, so a failure reproduces.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        if n == 0 {
+            0
+        } else {
+            (self.next() % n as u64) as usize
+        }
+    }
+}
+
+fn mutate(seed: &[u8], other: &[u8], rng: &mut Rng) -> Vec<u8> {
+    let mut m = seed.to_vec();
+    for _ in 0..1 + rng.below(4) {
+        let len = m.len();
+        match rng.below(8) {
+            0 if len > 0 => {
+                let i = rng.below(len);
+                m[i] ^= 1 << rng.below(8);
+            }
+            1 if len > 0 => {
+                let i = rng.below(len);
+                m[i] = [0x00, 0xff, 0x7f, 0x80, 0x01][rng.below(5)];
+            }
+            // A 16-bit length field (BGP header, attribute, NLRI length) pushed off.
+            2 if len > 1 => {
+                let i = rng.below(len - 1);
+                let v = u16::from_be_bytes([m[i], m[i + 1]])
+                    .wrapping_add([1, 0xffff, 0x100, 0xff00][rng.below(4)]);
+                m[i..i + 2].copy_from_slice(&v.to_be_bytes());
+            }
+            3 => m.truncate(rng.below(len + 1)),
+            4 => {
+                let i = rng.below(len + 1);
+                let n = 1 + rng.below(16);
+                let fill = rng.next() as u8;
+                m.splice(i..i, std::iter::repeat_n(fill, n));
+            }
+            5 if len > 0 => {
+                let i = rng.below(len);
+                let n = 1 + rng.below((len - i).min(16));
+                m.drain(i..i + n);
+            }
+            6 if !other.is_empty() => {
+                let cut = rng.below(len + 1);
+                let from = rng.below(other.len());
+                m.truncate(cut);
+                m.extend_from_slice(&other[from..]);
+            }
+            _ => {
+                // Re-mark: corpora like GoBGP's use ASCII zeros as the marker.
+                for b in m.iter_mut().take(16) {
+                    *b = 0xff;
+                }
+            }
+        }
+    }
+    m
+}
+
+/// Runs `target` over every seed and `mutations` mutations of each; returns how many
+/// inputs ran.
+fn replay(name: &str, seeds: &[Vec<u8>], mutations: usize, target: fn(&[u8])) -> usize {
+    assert!(!seeds.is_empty(), "{name}: no seeds");
+    let started = Instant::now();
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ name.len() as u64);
+    let mut runs = 0;
+    'seeds: for (i, seed) in seeds.iter().enumerate() {
+        target(seed);
+        runs += 1;
+        let other = &seeds[(i + 1) % seeds.len()];
+        for _ in 0..mutations {
+            if started.elapsed() > BUDGET {
+                println!(
+                    "{name}: time budget reached after {} of {} seeds",
+                    i + 1,
+                    seeds.len()
+                );
+                break 'seeds;
+            }
+            target(&mutate(seed, other, &mut rng));
+            runs += 1;
+        }
+    }
+    println!(
+        "{name}: {} seeds, {runs} inputs in {:?}",
+        seeds.len(),
+        started.elapsed()
+    );
+    runs
+}
+
+fn message_seeds(dir: &Path) -> Vec<Vec<u8>> {
+    let mut seeds = Vec::new();
+    let corpora = dir.join("messages/fuzz-corpora");
+    for f in files(&corpora.join("frr-bgpd-seeds"))
+        .into_iter()
+        .chain(files(&dir.join("messages/gobgp-bad-len")))
+    {
+        seeds.push(std::fs::read(f).unwrap());
+    }
+    for archive in [
+        "corpi-frr-bgpd-corpus.tar.gz",
+        "corpi-bird-bgp-corpus.tar.gz",
+    ] {
+        seeds.extend(tar_gz_members(&corpora.join(archive)));
+    }
+    for f in files(&dir.join("messages/exabgp-qa-encoding")) {
+        seeds.extend(exabgp_messages(&f));
+    }
+    seeds
+}
+
+/// Decompressed contents of the files of `sub` under `limit` octets.
+fn file_seeds(dir: &Path, sub: &[&str], limit: usize) -> Vec<Vec<u8>> {
+    let mut seeds = Vec::new();
+    for s in sub {
+        for f in files(&dir.join(s)) {
+            let mut data = Vec::new();
+            if input::open(&f)
+                .unwrap()
+                .take(limit as u64 + 1)
+                .read_to_end(&mut data)
+                .is_ok()
+                && data.len() <= limit
+            {
+                seeds.push(data);
+            }
+        }
+    }
+    seeds
+}
+
+#[test]
+fn decode_message_over_seed_corpora_and_mutations() {
+    let Some(dir) = data_dir() else { return };
+    let seeds = message_seeds(&dir);
+    assert!(
+        seeds.len() > 3000,
+        "expected the FRR, BIRD, GoBGP and ExaBGP corpora, found {} seeds",
+        seeds.len()
+    );
+    let runs = replay("decode_message", &seeds, 64, targets::decode_message);
+    assert!(runs >= seeds.len().min(3000), "only {runs} inputs ran");
+}
+
+#[test]
+fn decode_stream_over_seed_corpora_and_mutations() {
+    let Some(dir) = data_dir() else { return };
+    let seeds = message_seeds(&dir);
+    let runs = replay("decode_stream", &seeds, 24, targets::stream);
+    assert!(runs >= seeds.len().min(3000), "only {runs} inputs ran");
+}
+
+#[test]
+fn decode_mrt_over_small_files_and_mutations() {
+    let Some(dir) = data_dir() else { return };
+    let seeds = file_seeds(
+        &dir,
+        &[
+            "mrt/implementations",
+            "mrt/rib-small",
+            "mrt/edge-cases",
+            "mrt/updates",
+        ],
+        100_000,
+    );
+    assert!(seeds.len() >= 15, "found {} small MRT files", seeds.len());
+    replay("decode_mrt", &seeds, 150, targets::mrt);
+}
+
+#[test]
+fn decode_pcap_over_small_captures_and_mutations() {
+    let Some(dir) = data_dir() else { return };
+    let seeds = file_seeds(
+        &dir,
+        &[
+            "pcap/tcpdump-tests",
+            "pcap/packetlife",
+            "pcap/bgp-rs",
+            "pcap/netgauze",
+            "pcap/pcapplusplus",
+        ],
+        20_000,
+    );
+    let seeds: Vec<_> = seeds
+        .into_iter()
+        .filter(|s| s.starts_with(&[0xd4, 0xc3]) || s.starts_with(&[0x0a, 0x0d]))
+        .collect();
+    assert!(seeds.len() >= 40, "found {} small captures", seeds.len());
+    replay("decode_pcap", &seeds, 300, targets::pcap);
+}
