@@ -1,0 +1,142 @@
+//! The README's commands, run: every line of every ```sh block in README.md is executed
+//! here (or, for `scripts/test`, shown to be exactly what CI runs), so the docs cannot
+//! rot. A command this test does not know fails it: adding one to the README means
+//! saying here what it must do.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Each command line of each ```sh block, comments stripped.
+fn readme_commands() -> Vec<String> {
+    let text = std::fs::read_to_string(repo().join("README.md")).expect("README.md");
+    let mut out = Vec::new();
+    let mut in_sh = false;
+    for line in text.lines() {
+        let trimmed = line.trim();
+        if trimmed.starts_with("```") {
+            in_sh = !in_sh && trimmed == "```sh";
+            continue;
+        }
+        if in_sh {
+            let command = trimmed.split(" #").next().unwrap_or("").trim();
+            if !command.is_empty() && !command.starts_with('#') {
+                out.push(command.to_string());
+            }
+        }
+    }
+    out
+}
+
+/// Runs `program args` from the repository root with a deadline; returns (exit code,
+/// stdout + stderr).
+fn run(program: &Path, args: &[&str], timeout: Duration) -> (i32, String) {
+    let log =
+        std::env::temp_dir().join(format!("readme-{}-{}.log", std::process::id(), args.len()));
+    let file = std::fs::File::create(&log).expect("log file");
+    let mut child = Command::new(program)
+        .args(args)
+        .current_dir(repo())
+        .stdin(Stdio::null())
+        .stdout(file.try_clone().expect("dup"))
+        .stderr(file)
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {}: {e}", program.display()));
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if start.elapsed() > timeout {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "{} {args:?} did not finish within {timeout:?}",
+                program.display()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let output = std::fs::read_to_string(&log).unwrap_or_default();
+    let _ = std::fs::remove_file(&log);
+    (status.code().unwrap_or(-1), output)
+}
+
+#[test]
+fn readme_has_the_two_commands() {
+    let commands = readme_commands();
+    assert!(commands.iter().any(|c| c == "scripts/demo"), "{commands:?}");
+    assert!(commands.iter().any(|c| c == "scripts/test"), "{commands:?}");
+}
+
+#[test]
+fn every_readme_command_runs_as_documented() {
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_podcidr-speaker"));
+    let mut ran = 0;
+    for command in readme_commands() {
+        let words: Vec<&str> = command.split_whitespace().collect();
+        match words.as_slice() {
+            ["scripts/test"] => {
+                // Running the suite from inside itself would recurse; what the README
+                // promises is that this is the command CI runs.
+                let ci = std::fs::read_to_string(repo().join(".ci/run")).expect(".ci/run");
+                assert!(ci.lines().any(|l| l.trim() == "exec scripts/test"), "{ci}");
+            }
+            ["scripts/demo"] => {
+                if std::env::var_os("PODCIDR_SKIP_INTEROP").is_some() {
+                    println!("skipped scripts/demo: PODCIDR_SKIP_INTEROP is set");
+                    continue;
+                }
+                let (code, out) = run(&repo().join("scripts/demo"), &[], Duration::from_secs(300));
+                assert_eq!(code, 0, "scripts/demo failed:\n{out}");
+                for step in ["== 1.", "== 2.", "== 3.", "== 4.", "== 5.", "== done"] {
+                    assert!(
+                        out.contains(step),
+                        "scripts/demo did not show {step:?}:\n{out}"
+                    );
+                }
+                // Step 4 shows the table after the deletion: worker2's prefix is gone,
+                // the others are still there.
+                let after_delete = out
+                    .split("== 4.")
+                    .nth(1)
+                    .and_then(|s| s.split("== 5.").next());
+                let after_delete = after_delete.expect("step 4 output");
+                let table: Vec<&str> = after_delete
+                    .lines()
+                    .filter(|l| l.starts_with("10.244."))
+                    .map(|l| l.split_whitespace().next().unwrap_or(""))
+                    .collect();
+                assert_eq!(table, ["10.244.1.0/24", "10.244.13.0/24"], "{after_delete}");
+            }
+            ["podcidr-speaker", args @ ..] => {
+                let (code, out) = run(&bin, args, Duration::from_secs(60));
+                let expected = match args.first() {
+                    // The outage's cluster-state is wrong on purpose: doctor must say so.
+                    Some(&"doctor") => 1,
+                    _ => 0,
+                };
+                assert_eq!(code, expected, "`{command}` exited {code}:\n{out}");
+                match args.first() {
+                    Some(&"check") => assert!(out.contains(": ok"), "{out}"),
+                    Some(&"plan") => assert!(out.contains("10.244.13.0/24"), "{out}"),
+                    Some(&"doctor") => {
+                        for node in ["master1", "master2", "master3", "worker1"] {
+                            assert!(out.contains(node), "doctor does not name {node}:\n{out}");
+                        }
+                        assert!(out.contains("4 with drift"), "{out}");
+                    }
+                    Some(&"decode") => assert!(out.contains("\"KEEPALIVE\""), "{out}"),
+                    _ => panic!("README command `{command}`: say here what it must print"),
+                }
+            }
+            _ => panic!("README command `{command}` is not known to this test"),
+        }
+        ran += 1;
+    }
+    assert!(ran >= 5, "only {ran} README commands ran");
+}
