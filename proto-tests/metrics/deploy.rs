@@ -2,9 +2,10 @@
 //! and the alerting rules parse, cover what issue #7 asks for, and every metric and
 //! label they query exists in a scrape.
 //!
-//! "A scrape" is, until the daemon exists, the exposition of a registry after recording
-//! one of every event ([`full_scrape`]); a test below proves it holds a sample of every
-//! registered family, so a name missing from it is missing from the speaker.
+//! "A scrape" here is the exposition of a registry after recording one of every event
+//! ([`full_scrape`]); a test below proves it holds a sample of every registered family,
+//! so a name missing from it is missing from the speaker. `live.rs` runs the same checks
+//! against the scrapes of a running speaker with real peers.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -103,7 +104,7 @@ fn the_full_scrape_has_a_sample_of_every_registered_family() {
 
 /// The `podcidr_speaker_*` names a PromQL expression uses, and the label names each is
 /// matched on (`name{label="..."}`), skipping string literals.
-fn promql_metrics(expr: &str) -> Vec<(String, Vec<String>)> {
+pub fn promql_metrics(expr: &str) -> Vec<(String, Vec<String>)> {
     let mut out = Vec::new();
     let chars: Vec<char> = expr.chars().collect();
     let mut i = 0;
@@ -202,7 +203,7 @@ fn labels_of(s: &Scrape, name: &str) -> BTreeSet<String> {
 
 /// Every metric of `expr` exists in the scrape and every label it is matched or
 /// grouped on exists on one of the expression's metrics (or on every target).
-fn check_expr(s: &Scrape, expr: &str, context: &str) -> Vec<String> {
+pub fn check_expr(s: &Scrape, expr: &str, context: &str) -> Vec<String> {
     let names = s.names();
     let mut problems = Vec::new();
     let metrics = promql_metrics(expr);
@@ -236,11 +237,11 @@ fn check_expr(s: &Scrape, expr: &str, context: &str) -> Vec<String> {
     problems
 }
 
-fn monitoring(file: &str) -> String {
+pub fn monitoring(file: &str) -> String {
     std::fs::read_to_string(crate_root().join("deploy/monitoring").join(file)).unwrap()
 }
 
-fn dashboard_exprs(dashboard: &Value) -> Vec<(String, String)> {
+pub fn dashboard_exprs(dashboard: &Value) -> Vec<(String, String)> {
     let mut out = Vec::new();
     let mut stack = vec![dashboard];
     while let Some(v) = stack.pop() {
@@ -368,9 +369,9 @@ fn the_dashboard_parses_and_every_query_exists_in_a_scrape() {
 }
 
 /// One alerting rule: (name, expr, for, severity, annotation texts).
-type Rule = (String, String, Option<String>, String, Vec<String>);
+pub type Rule = (String, String, Option<String>, String, Vec<String>);
 
-fn rules(groups: &Yaml) -> Vec<Rule> {
+pub fn rules(groups: &Yaml) -> Vec<Rule> {
     let mut out = Vec::new();
     for group in groups.as_sequence().unwrap() {
         for rule in group["rules"].as_sequence().unwrap() {

@@ -3,14 +3,23 @@
 //! (library and built binary), and the monitoring files under deploy/monitoring checked
 //! against a scrape.
 //!
-//! Until the daemon exists, "a live scrape" is a scrape of a registry after recording
-//! one of every event (`deploy::full_scrape`); proto-tests/metrics/live.rs will scrape a
-//! running speaker once `run` lands.
+//! `live` runs the built speaker against BIRD and FRR in a network namespace of its
+//! own (the interop harness; `PODCIDR_SKIP_INTEROP=1` skips it) and follows its endpoint
+//! through a session's life; `deploy` checks the monitoring files against a registry
+//! that recorded one of every event, and `live` against the running speaker.
+
+#[path = "../interop/harness/mod.rs"]
+mod harness;
+/// The e2e suite's speaker process and standalone inputs.
+#[path = "../e2e/speaker.rs"]
+#[allow(dead_code)]
+mod speaker;
 
 mod deploy;
 mod doctor;
 mod exposition;
 mod http;
+mod live;
 mod record;
 
 use std::path::PathBuf;
