@@ -4,6 +4,7 @@
 //! - [`local`]: `--announce local`, one speaker process per node.
 //! - [`listen`]: `--listen-addr` with a passive peer, and JSON logs.
 //! - [`cluster`]: `--announce cluster`, one speaker for every node.
+//! - [`observe`]: the speaker's endpoint and the `status` command through a session's life.
 //! - [`reload`]: bgp-config edits under a running speaker.
 //! - [`restart`]: SIGTERM with graceful restart, and a new process taking over.
 //!
@@ -20,6 +21,7 @@ mod cli;
 mod cluster;
 mod listen;
 mod local;
+mod observe;
 mod reload;
 mod restart;
 mod scrape;

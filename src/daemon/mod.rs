@@ -172,9 +172,9 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
                     status_open = false;
                 }
             }
-            () = daemon.peers.reap_stopped() => {}
             _ = tick.tick() => {
                 daemon.peers.report();
+                daemon.peers.reap_stopped();
                 if daemon.peers.reap_dead() {
                     daemon.replan(Instant::now()).await;
                 }

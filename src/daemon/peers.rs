@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use tokio::sync::watch;
-use tokio::task::JoinSet;
+use tokio::task::{JoinHandle, JoinSet};
 use tracing::{error, info, warn};
 
 use super::observer::{Latency, PeerMetrics};
@@ -54,8 +54,10 @@ impl Running {
 /// Every peer task of this speaker.
 pub struct Peers {
     running: BTreeMap<PeerKey, Running>,
-    /// Tasks told to stop for good (de-configured), reaped by the main loop.
-    stopping: JoinSet<PeerKey>,
+    /// Tasks told to stop for good (de-configured) and still saying goodbye, each in a
+    /// task of its own bounded by [`STOP_TIMEOUT`]. A peer selected again waits for its
+    /// old task: the metrics entry and the listener registration are per peer.
+    stopping: BTreeMap<PeerKey, JoinHandle<()>>,
     metrics: Arc<Metrics>,
     listener: Option<Listener>,
     /// Peers whose spec cannot be built or spawned, with the error last logged, so each
@@ -67,7 +69,7 @@ impl Peers {
     pub fn new(metrics: Arc<Metrics>, listener: Option<Listener>) -> Self {
         Self {
             running: BTreeMap::new(),
-            stopping: JoinSet::new(),
+            stopping: BTreeMap::new(),
             metrics,
             listener,
             refused: BTreeMap::new(),
@@ -139,6 +141,10 @@ impl Peers {
         }
         while waiting.join_next().await.is_some() {}
         for (key, peer, spec, routes) in restart.into_iter().chain(start) {
+            if let Some(old) = self.stopping.remove(&key) {
+                // Bounded: the stopping task aborts its peer task after STOP_TIMEOUT.
+                let _ = old.await;
+            }
             self.start(key, peer, spec, Arc::clone(routes), event);
         }
     }
@@ -159,13 +165,9 @@ impl Peers {
         !dead.is_empty()
     }
 
-    /// Reaps one de-configured task that finished (for the main loop's `select!`);
-    /// pending forever when none is stopping.
-    pub async fn reap_stopped(&mut self) {
-        match self.stopping.join_next().await {
-            Some(_) => {}
-            None => std::future::pending().await,
-        }
+    /// Forgets the de-configured tasks that finished saying goodbye.
+    pub fn reap_stopped(&mut self) {
+        self.stopping.retain(|_, task| !task.is_finished());
     }
 
     /// Copies what the metrics do not get from the observer: prefixes still pending,
@@ -208,9 +210,12 @@ impl Peers {
                 }
             });
         }
+        for (_, task) in std::mem::take(&mut self.stopping) {
+            waiting.spawn(async move {
+                let _ = tokio::time::timeout_at(deadline, task).await;
+            });
+        }
         while waiting.join_next().await.is_some() {}
-        let stopping = std::mem::take(&mut self.stopping);
-        let _ = tokio::time::timeout_at(deadline, stopping.join_all()).await;
     }
 
     fn start(
@@ -242,10 +247,12 @@ impl Peers {
             latency: Arc::clone(&latency),
         });
         let asn = spec.session.peer_asn;
+        // Before the task exists: it may reach Established before `spawn` returns, and
+        // the metrics drop what a peer they do not know (or just removed) reports.
+        self.metrics.add_peer(key, asn, SystemTime::now());
         match peer::spawn(spec.clone(), desired_rx, observer, shutdown_rx, inbound) {
             Ok(handle) => {
                 self.refused.remove(&key);
-                self.metrics.add_peer(key, asn, SystemTime::now());
                 info!(peer = %key, asn, routes = routes.len(), "peer task started");
                 self.running.insert(
                     key,
@@ -260,7 +267,10 @@ impl Peers {
                     },
                 );
             }
-            Err(e) => self.refuse(key, &e.to_string()),
+            Err(e) => {
+                self.metrics.remove_peer(key);
+                self.refuse(key, &e.to_string());
+            }
         }
     }
 
@@ -268,10 +278,8 @@ impl Peers {
     fn retire(&mut self, key: PeerKey, mode: Shutdown) {
         if let Some(r) = self.running.remove(&key) {
             r.stop(mode);
-            self.stopping.spawn(async move {
-                join_bounded(r.handle).await;
-                key
-            });
+            let task = tokio::spawn(join_bounded(r.handle));
+            self.stopping.insert(key, task);
         }
         self.metrics.remove_peer(key);
     }
