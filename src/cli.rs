@@ -32,9 +32,21 @@ pub enum Command {
     /// selected peer and announce this node's pod CIDRs (or every node's, with
     /// `--announce cluster`). In-cluster (or with KUBECONFIG) unless `--bgp-config` and
     /// `--cluster-state` are given.
+    #[command(after_help = "Examples:
+  # the DaemonSet (in-cluster; NODE_NAME from the downward API)
+  podcidr-speaker run --node \"$NODE_NAME\" --source-address \"$HOST_IP\"
+  # standalone, from files (reloaded on change)
+  podcidr-speaker run --node worker1 --bgp-config config/demo/bgp-config.yaml \\
+      --cluster-state config/demo/cluster-state --source-address 100.64.1.1
+  # check everything and print the effective settings, connect nowhere
+  podcidr-speaker run --node worker1 --bgp-config config/demo/bgp-config.yaml \\
+      --cluster-state config/demo/cluster-state --dry-run")]
     Run(Box<RunArgs>),
     /// Validate bgp-config files (the raw config.yaml or a whole ConfigMap manifest):
     /// print "ok" and one line per peer, or every error; exit 1 if any file is invalid.
+    #[command(after_help = "Examples:
+  podcidr-speaker check config/cilium-bgp-config.yaml
+  kubectl -n kube-system get configmap bgp-config -o yaml | podcidr-speaker check -")]
     Check(CheckArgs),
     /// Decode BGP messages from a hex string, an MRT file, a packet capture or stdin,
     /// printing one JSON object per message (like bgpdump).
@@ -42,20 +54,37 @@ pub enum Command {
     /// Exit status: 0 when every message decoded cleanly, 1 when at least one was
     /// malformed or the input was damaged (each such problem is printed as an object
     /// with an "error" field), 2 on a usage error or when the input cannot be read.
+    #[command(after_help = "Examples:
+  podcidr-speaker decode --hex ffffffffffffffffffffffffffffffff001304
+  podcidr-speaker decode --mrt updates.20190101.0000.gz
+  podcidr-speaker decode --pcap bgp.pcap | jq -c 'select(.type == \"NOTIFICATION\")'")]
     Decode(DecodeArgs),
     /// Show, offline, which peers a node would open and the exact routes with
     /// attributes for each, from a bgp-config file and a cluster-state file or
     /// directory; drift, refused prefixes and conflicts are shown as warnings.
     /// Passwords are never printed.
+    #[command(after_help = "Examples:
+  podcidr-speaker plan --bgp-config config/demo/bgp-config.yaml \\
+      --cluster-state config/demo/cluster-state --node worker3
+  podcidr-speaker plan --bgp-config config/cilium-bgp-config.yaml \\
+      --cluster-state config/cluster-state/outage --node master1 --announce cluster -o json")]
     Plan(PlanArgs),
     /// Show a running speaker's sessions like `show bgp summary`, with its node, IPAM
     /// mode, sources and drift warnings (its /status endpoint). Exit 0 when a config is
     /// in force and every peer is Established, 1 otherwise, 2 when it cannot be reached.
+    #[command(after_help = "Examples:
+  podcidr-speaker status --addr 10.5.0.11:9477
+  podcidr-speaker status --addr 127.0.0.1:9477 --json")]
     Status(StatusArgs),
     /// Diagnose the cluster's pod CIDRs: per node the Node and CiliumNode CIDRs, which is
     /// in force for the IPAM mode, drift, overlaps between nodes and CIDRs outside the
     /// cluster pool. Exit 0 when nothing is wrong, 1 when something is, 2 when the
     /// cluster cannot be read.
+    #[command(after_help = "Examples:
+  # in-cluster, with your kubeconfig
+  podcidr-speaker doctor
+  # offline, on a dump: kubectl get nodes,ciliumnodes -o yaml > state.yaml
+  podcidr-speaker doctor --cluster-state config/cluster-state/outage")]
     Doctor(DoctorArgs),
 }
 
@@ -329,4 +358,60 @@ pub enum AsWidth {
     Two,
     #[value(name = "4")]
     Four,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn every_subcommand_help_has_examples() {
+        let cli = Cli::command();
+        for sub in cli.get_subcommands() {
+            let help = sub
+                .get_after_help()
+                .map(|h| h.to_string())
+                .unwrap_or_default();
+            assert!(
+                help.starts_with("Examples:") && help.contains("podcidr-speaker"),
+                "`{}` has no examples in --help",
+                sub.get_name()
+            );
+        }
+    }
+
+    #[test]
+    fn clap_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    fn decode_args(command: Command) -> DecodeArgs {
+        match command {
+            Command::Decode(args) => args,
+            #[allow(unreachable_patterns)]
+            other => panic!("not decode: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn decode_needs_exactly_one_source() {
+        let ok = Cli::try_parse_from(["podcidr-speaker", "decode", "--hex", "ff"]).unwrap();
+        let args = decode_args(ok.command);
+        assert_eq!(args.hex.as_deref(), Some("ff"));
+        assert_eq!(args.as_width, AsWidth::Auto);
+
+        let stdin =
+            Cli::try_parse_from(["podcidr-speaker", "decode", "-", "--as-width", "2"]).unwrap();
+        let args = decode_args(stdin.command);
+        assert_eq!(args.stdin.as_deref(), Some("-"));
+        assert_eq!(args.as_width, AsWidth::Two);
+
+        assert!(Cli::try_parse_from(["podcidr-speaker", "decode"]).is_err());
+        assert!(
+            Cli::try_parse_from(["podcidr-speaker", "decode", "--hex", "ff", "--mrt", "x"])
+                .is_err()
+        );
+        assert!(Cli::try_parse_from(["podcidr-speaker", "decode", "file.bin"]).is_err());
+    }
 }
