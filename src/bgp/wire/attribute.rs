@@ -106,11 +106,11 @@ pub(crate) fn decode(
                 attribute: src.bytes(raw.whole),
             });
         }
-        return Ok(PathAttribute::Unknown(UnknownAttribute {
+        return Ok(PathAttribute::Unknown(Box::new(UnknownAttribute {
             flags: raw.flags,
             type_code: raw.type_code,
             value: src.bytes(raw.value),
-        }));
+        })));
     };
     let fault = |problem| UpdateFault::Malformed {
         type_code: raw.type_code,
@@ -175,15 +175,17 @@ pub(crate) fn decode(
             })
             .ok_or_else(len_err)?,
         ),
-        t::MP_REACH_NLRI => PathAttribute::MpReach(mp_reach(v, ctx, src).map_err(fault)?),
-        t::MP_UNREACH_NLRI => PathAttribute::MpUnreach(mp_unreach(v, ctx, src).map_err(fault)?),
+        t::MP_REACH_NLRI => PathAttribute::MpReach(Box::new(mp_reach(v, ctx, src).map_err(fault)?)),
+        t::MP_UNREACH_NLRI => {
+            PathAttribute::MpUnreach(Box::new(mp_unreach(v, ctx, src).map_err(fault)?))
+        }
         // expected_flags() returned Some only for the types above.
         _ => {
-            return Ok(PathAttribute::Unknown(UnknownAttribute {
+            return Ok(PathAttribute::Unknown(Box::new(UnknownAttribute {
                 flags: raw.flags,
                 type_code: raw.type_code,
                 value: src.bytes(raw.value),
-            }))
+            })))
         }
     })
 }
@@ -368,6 +370,25 @@ impl PathAttribute {
             PathAttribute::Unknown(u) => u.flags,
             other => expected_flags(other.type_code()).unwrap_or(attr_flags::OPTIONAL),
         }
+    }
+}
+
+/// The boxed variants, built from their payloads.
+impl From<MpReach> for PathAttribute {
+    fn from(r: MpReach) -> Self {
+        PathAttribute::MpReach(Box::new(r))
+    }
+}
+
+impl From<MpUnreach> for PathAttribute {
+    fn from(u: MpUnreach) -> Self {
+        PathAttribute::MpUnreach(Box::new(u))
+    }
+}
+
+impl From<UnknownAttribute> for PathAttribute {
+    fn from(u: UnknownAttribute) -> Self {
+        PathAttribute::Unknown(Box::new(u))
     }
 }
 
@@ -589,6 +610,13 @@ mod tests {
         }
     }
 
+    #[test]
+    fn path_attribute_stays_four_words() {
+        // The decoder pushes one per attribute of every UPDATE; the rare big payloads
+        // are boxed to keep this small (see the enum's doc).
+        assert!(std::mem::size_of::<PathAttribute>() <= 4 * std::mem::size_of::<usize>());
+    }
+
     fn dec(wire: &[u8], four: bool) -> Result<PathAttribute, UpdateFault> {
         let (rest, raw) = split(wire).unwrap();
         assert!(rest.is_empty());
@@ -705,18 +733,18 @@ mod tests {
         let attr = dec(&wire, true).unwrap();
         assert_eq!(
             attr,
-            PathAttribute::Unknown(UnknownAttribute {
+            PathAttribute::Unknown(Box::new(UnknownAttribute {
                 flags: 0xd0,
                 type_code: 0x63,
                 value: Bytes::from_static(&[0xab, 0xcd])
-            })
+            }))
         );
         assert_eq!(enc(&attr, true), wire);
         let PathAttribute::Unknown(u) = attr else {
             unreachable!()
         };
         assert_eq!(u.to_propagate().unwrap().flags, 0xf0);
-        let non_transitive = UnknownAttribute { flags: 0x80, ..u };
+        let non_transitive = UnknownAttribute { flags: 0x80, ..*u };
         assert_eq!(non_transitive.to_propagate(), None);
     }
 

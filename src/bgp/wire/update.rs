@@ -32,7 +32,7 @@ impl Update {
     /// The MP_REACH_NLRI attribute, if any.
     pub fn mp_reach(&self) -> Option<&MpReach> {
         self.attributes.iter().find_map(|a| match a {
-            PathAttribute::MpReach(r) => Some(r),
+            PathAttribute::MpReach(r) => Some(&**r),
             _ => None,
         })
     }
@@ -40,7 +40,7 @@ impl Update {
     /// The MP_UNREACH_NLRI attribute, if any.
     pub fn mp_unreach(&self) -> Option<&MpUnreach> {
         self.attributes.iter().find_map(|a| match a {
-            PathAttribute::MpUnreach(u) => Some(u),
+            PathAttribute::MpUnreach(u) => Some(&**u),
             _ => None,
         })
     }
@@ -71,11 +71,11 @@ pub fn end_of_rib(afi_safi: AfiSafi) -> Update {
     }
     let raw_withdrawn = (!attribute::parsed_family(afi_safi)).then(bytes::Bytes::new);
     Update {
-        attributes: vec![PathAttribute::MpUnreach(MpUnreach {
+        attributes: vec![PathAttribute::MpUnreach(Box::new(MpUnreach {
             afi_safi,
             withdrawn: Vec::new(),
             raw_withdrawn,
-        })],
+        }))],
         ..Update::default()
     }
 }
