@@ -301,8 +301,7 @@ fn mp_reach(v: &[u8], ctx: &Context, src: Src<'_>) -> Result<MpReach, AttrProble
         },
         _ => return Err(AttrProblem::Value),
     };
-    let mut list = Vec::new();
-    nlri::parse(family.afi, nlri_field, add_path_for(ctx, family), &mut list)
+    let list = nlri::parse(family.afi, nlri_field, add_path_for(ctx, family))
         .map_err(|_| AttrProblem::Value)?;
     Ok(MpReach {
         afi_safi: family,
@@ -334,9 +333,8 @@ fn mp_unreach(v: &[u8], ctx: &Context, src: Src<'_>) -> Result<MpUnreach, AttrPr
             raw_withdrawn: Some(src.bytes(rest)),
         });
     }
-    let mut list = Vec::new();
-    nlri::parse(family.afi, rest, add_path_for(ctx, family), &mut list)
-        .map_err(|_| AttrProblem::Value)?;
+    let list =
+        nlri::parse(family.afi, rest, add_path_for(ctx, family)).map_err(|_| AttrProblem::Value)?;
     Ok(MpUnreach {
         afi_safi: family,
         withdrawn: list,

@@ -128,15 +128,12 @@ fn note(errors: &mut Vec<UpdateError>, fault: UpdateFault) -> Result<(), DecodeE
 pub(crate) fn decode(body: &[u8], ctx: &Context, src: Src<'_>) -> Result<Update, DecodeError> {
     let (withdrawn_field, mut attrs, nlri_field) =
         fields(body).ok_or(DecodeError::Update(UpdateFault::FieldLengths))?;
-    let mut update = Update::default();
     let invalid = |_| DecodeError::Update(UpdateFault::InvalidNetworkField);
-    nlri::parse_v4(
-        withdrawn_field,
-        ctx.add_path_ipv4_unicast,
-        &mut update.withdrawn,
-    )
-    .map_err(invalid)?;
-    nlri::parse_v4(nlri_field, ctx.add_path_ipv4_unicast, &mut update.nlri).map_err(invalid)?;
+    let mut update = Update {
+        withdrawn: nlri::parse_v4(withdrawn_field, ctx.add_path_ipv4_unicast).map_err(invalid)?,
+        nlri: nlri::parse_v4(nlri_field, ctx.add_path_ipv4_unicast).map_err(invalid)?,
+        ..Update::default()
+    };
 
     let mut seen = TypeSet::default();
     if !attrs.is_empty() {
