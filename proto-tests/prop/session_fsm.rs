@@ -215,7 +215,7 @@ fn update() -> impl Strategy<Value = Update> {
                 attributes.push(PathAttribute::NextHop(Ipv4Addr::new(192, 0, 2, 254)));
             }
             if let Some(nlri) = reach {
-                attributes.push(PathAttribute::MpReach(MpReach {
+                attributes.push(PathAttribute::MpReach(Box::new(MpReach {
                     afi_safi: AfiSafi::IPV6_UNICAST,
                     next_hop: MpNextHop::V6 {
                         global: "2001:db8::1".parse().expect("literal"),
@@ -223,14 +223,14 @@ fn update() -> impl Strategy<Value = Update> {
                     },
                     nlri,
                     raw_nlri: None,
-                }));
+                })));
             }
             if let Some((afi_safi, withdrawn)) = unreach {
-                attributes.push(PathAttribute::MpUnreach(MpUnreach {
+                attributes.push(PathAttribute::MpUnreach(Box::new(MpUnreach {
                     afi_safi,
                     withdrawn,
                     raw_withdrawn: None,
-                }));
+                })));
             }
             Update {
                 withdrawn,

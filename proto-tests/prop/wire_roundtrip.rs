@@ -329,13 +329,13 @@ fn attributes(ctx: Context) -> impl Strategy<Value = Vec<PathAttribute>> {
                             .collect(),
                     )
                 }));
-                a.extend(reach.map(PathAttribute::MpReach));
-                a.extend(unreach.map(PathAttribute::MpUnreach));
+                a.extend(reach.map(PathAttribute::from));
+                a.extend(unreach.map(PathAttribute::from));
                 let mut seen = Vec::new();
                 for u in unknown {
                     if !seen.contains(&u.type_code) {
                         seen.push(u.type_code);
-                        a.push(PathAttribute::Unknown(u));
+                        a.push(PathAttribute::from(u));
                     }
                 }
                 a

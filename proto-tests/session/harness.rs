@@ -119,7 +119,7 @@ pub fn announce_v6(prefixes: &[&str]) -> Update {
         attributes: vec![
             PathAttribute::Origin(Origin::Igp),
             PathAttribute::AsPath(AsPath::default()),
-            PathAttribute::MpReach(MpReach {
+            PathAttribute::MpReach(Box::new(MpReach {
                 afi_safi: AfiSafi::IPV6_UNICAST,
                 next_hop: MpNextHop::V6 {
                     global: "2001:db8::1".parse().expect("test address"),
@@ -127,7 +127,7 @@ pub fn announce_v6(prefixes: &[&str]) -> Update {
                 },
                 nlri: prefixes.iter().map(|p| nlri(p)).collect(),
                 raw_nlri: None,
-            }),
+            })),
         ],
         ..Update::default()
     }

@@ -118,11 +118,11 @@ fn full_life_cycle_through_every_active_state() {
     assert_eq!(a, vec![Action::Send(Message::Update(Update::default()))]);
     let a = s.input(Input::TableSent(AfiSafi::IPV6_UNICAST));
     let v6_eor = Update {
-        attributes: vec![PathAttribute::MpUnreach(MpUnreach {
+        attributes: vec![PathAttribute::MpUnreach(Box::new(MpUnreach {
             afi_safi: AfiSafi::IPV6_UNICAST,
             withdrawn: vec![],
             raw_withdrawn: None,
-        })],
+        }))],
         ..Update::default()
     };
     assert_eq!(a, vec![Action::Send(Message::Update(v6_eor))]);

@@ -523,7 +523,7 @@ mod tests {
                     local_data1: 1,
                     local_data2: 2,
                 }]),
-                PathAttribute::MpReach(MpReach {
+                PathAttribute::MpReach(Box::new(MpReach {
                     afi_safi: AfiSafi::IPV6_UNICAST,
                     next_hop: MpNextHop::V6 {
                         global: "2001:db8::1".parse().unwrap(),
@@ -534,12 +534,12 @@ mod tests {
                         prefix: "2001:db8:1::/48".parse().unwrap(),
                     }],
                     raw_nlri: None,
-                }),
-                PathAttribute::Unknown(UnknownAttribute {
+                })),
+                PathAttribute::Unknown(Box::new(UnknownAttribute {
                     flags: 0xc0,
                     type_code: 99,
                     value: Bytes::from_static(&[0xde, 0xad]),
-                }),
+                })),
             ],
             nlri: vec!["192.0.2.0/24".parse::<ipnet::IpNet>().unwrap().into()],
             errors: vec![UpdateError::from_fault(UpdateFault::Malformed {

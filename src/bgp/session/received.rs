@@ -211,11 +211,13 @@ pub(crate) fn end_of_rib_marker(f: AfiSafi) -> Update {
         return Update::default();
     }
     Update {
-        attributes: vec![PathAttribute::MpUnreach(crate::bgp::wire::MpUnreach {
-            afi_safi: f,
-            withdrawn: Vec::new(),
-            raw_withdrawn: None,
-        })],
+        attributes: vec![PathAttribute::MpUnreach(Box::new(
+            crate::bgp::wire::MpUnreach {
+                afi_safi: f,
+                withdrawn: Vec::new(),
+                raw_withdrawn: None,
+            },
+        ))],
         ..Update::default()
     }
 }
@@ -283,7 +285,7 @@ mod tests {
             attributes: vec![
                 PathAttribute::Origin(Origin::Igp),
                 PathAttribute::AsPath(AsPath::default()),
-                PathAttribute::MpReach(MpReach {
+                PathAttribute::MpReach(Box::new(MpReach {
                     afi_safi: AfiSafi::IPV6_UNICAST,
                     next_hop: MpNextHop::V6 {
                         global: "2001:db8::1".parse().unwrap(),
@@ -291,7 +293,7 @@ mod tests {
                     },
                     nlri: prefixes.iter().map(|p| n(p)).collect(),
                     raw_nlri: None,
-                }),
+                })),
             ],
             ..Update::default()
         }
@@ -316,11 +318,11 @@ mod tests {
         r.apply(&withdraw_v4(&["10.0.0.0/24", "10.9.9.0/24"]));
         assert_eq!(r.count(AfiSafi::IPV4_UNICAST).count, 1);
         let unreach = Update {
-            attributes: vec![PathAttribute::MpUnreach(MpUnreach {
+            attributes: vec![PathAttribute::MpUnreach(Box::new(MpUnreach {
                 afi_safi: AfiSafi::IPV6_UNICAST,
                 withdrawn: vec![n("2001:db8:1::/64")],
                 raw_withdrawn: None,
-            })],
+            }))],
             ..Update::default()
         };
         let applied = r.apply(&unreach);

@@ -5,12 +5,10 @@
 //! nor look across attributes (that is `update.rs`).
 
 use bytes::{BufMut, BytesMut};
-use nom::number::complete::{be_u16, be_u8};
-use nom::Parser;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use super::error::{attr_type as t, AttrProblem, EncodeError, UpdateFault};
-use super::input::{PResult, Src};
+use super::input::Src;
 use super::nlri;
 use super::types::{
     attr_flags, Afi, AfiSafi, Aggregator, AsPath, AsSegment, LargeCommunity, MpNextHop, MpReach,
@@ -29,26 +27,32 @@ pub(crate) struct RawAttr<'a> {
 
 /// Splits the next attribute off `buf`. `Err` is the overrun/underrun of RFC 7606
 /// section 4: fewer octets than a header, or a length past the end of the field.
+/// Written by hand rather than with nom: it runs once per attribute of every UPDATE.
+#[inline]
 pub(crate) fn split(buf: &[u8]) -> Result<(&[u8], RawAttr<'_>), ()> {
-    let header = |b| -> PResult<'_, (u8, u8, u16)> {
-        let (b, (flags, type_code)) = (be_u8, be_u8).parse(b)?;
-        let (b, len) = if flags & attr_flags::EXTENDED_LENGTH != 0 {
-            be_u16(b)?
-        } else {
-            be_u8(b).map(|(b, l)| (b, u16::from(l)))?
-        };
-        Ok((b, (flags, type_code, len)))
+    let (flags, type_code, header, len) = match *buf {
+        [flags, type_code, hi, lo, ..] if flags & attr_flags::EXTENDED_LENGTH != 0 => (
+            flags,
+            type_code,
+            4,
+            usize::from(u16::from_be_bytes([hi, lo])),
+        ),
+        [flags, type_code, len, ..] if flags & attr_flags::EXTENDED_LENGTH == 0 => {
+            (flags, type_code, 3, usize::from(len))
+        }
+        _ => return Err(()),
     };
-    let (after_header, (flags, type_code, len)) = header(buf).map_err(|_| ())?;
-    let value = after_header.get(..usize::from(len)).ok_or(())?;
-    let used = buf.len() - after_header.len() + value.len();
+    if buf.len() - header < len {
+        return Err(());
+    }
+    let (whole, rest) = buf.split_at(header + len);
     Ok((
-        &buf[used..],
+        rest,
         RawAttr {
             flags,
             type_code,
-            value,
-            whole: &buf[..used],
+            value: &whole[header..],
+            whole,
         },
     ))
 }
@@ -106,11 +110,11 @@ pub(crate) fn decode(
                 attribute: src.bytes(raw.whole),
             });
         }
-        return Ok(PathAttribute::Unknown(UnknownAttribute {
+        return Ok(PathAttribute::Unknown(Box::new(UnknownAttribute {
             flags: raw.flags,
             type_code: raw.type_code,
             value: src.bytes(raw.value),
-        }));
+        })));
     };
     let fault = |problem| UpdateFault::Malformed {
         type_code: raw.type_code,
@@ -175,15 +179,17 @@ pub(crate) fn decode(
             })
             .ok_or_else(len_err)?,
         ),
-        t::MP_REACH_NLRI => PathAttribute::MpReach(mp_reach(v, ctx, src).map_err(fault)?),
-        t::MP_UNREACH_NLRI => PathAttribute::MpUnreach(mp_unreach(v, ctx, src).map_err(fault)?),
+        t::MP_REACH_NLRI => PathAttribute::MpReach(Box::new(mp_reach(v, ctx, src).map_err(fault)?)),
+        t::MP_UNREACH_NLRI => {
+            PathAttribute::MpUnreach(Box::new(mp_unreach(v, ctx, src).map_err(fault)?))
+        }
         // expected_flags() returned Some only for the types above.
         _ => {
-            return Ok(PathAttribute::Unknown(UnknownAttribute {
+            return Ok(PathAttribute::Unknown(Box::new(UnknownAttribute {
                 flags: raw.flags,
                 type_code: raw.type_code,
                 value: src.bytes(raw.value),
-            }))
+            })))
         }
     })
 }
@@ -295,8 +301,7 @@ fn mp_reach(v: &[u8], ctx: &Context, src: Src<'_>) -> Result<MpReach, AttrProble
         },
         _ => return Err(AttrProblem::Value),
     };
-    let mut list = Vec::new();
-    nlri::parse(family.afi, nlri_field, add_path_for(ctx, family), &mut list)
+    let list = nlri::parse(family.afi, nlri_field, add_path_for(ctx, family))
         .map_err(|_| AttrProblem::Value)?;
     Ok(MpReach {
         afi_safi: family,
@@ -328,9 +333,8 @@ fn mp_unreach(v: &[u8], ctx: &Context, src: Src<'_>) -> Result<MpUnreach, AttrPr
             raw_withdrawn: Some(src.bytes(rest)),
         });
     }
-    let mut list = Vec::new();
-    nlri::parse(family.afi, rest, add_path_for(ctx, family), &mut list)
-        .map_err(|_| AttrProblem::Value)?;
+    let list =
+        nlri::parse(family.afi, rest, add_path_for(ctx, family)).map_err(|_| AttrProblem::Value)?;
     Ok(MpUnreach {
         afi_safi: family,
         withdrawn: list,
@@ -368,6 +372,25 @@ impl PathAttribute {
             PathAttribute::Unknown(u) => u.flags,
             other => expected_flags(other.type_code()).unwrap_or(attr_flags::OPTIONAL),
         }
+    }
+}
+
+/// The boxed variants, built from their payloads.
+impl From<MpReach> for PathAttribute {
+    fn from(r: MpReach) -> Self {
+        PathAttribute::MpReach(Box::new(r))
+    }
+}
+
+impl From<MpUnreach> for PathAttribute {
+    fn from(u: MpUnreach) -> Self {
+        PathAttribute::MpUnreach(Box::new(u))
+    }
+}
+
+impl From<UnknownAttribute> for PathAttribute {
+    fn from(u: UnknownAttribute) -> Self {
+        PathAttribute::Unknown(Box::new(u))
     }
 }
 
@@ -589,6 +612,13 @@ mod tests {
         }
     }
 
+    #[test]
+    fn path_attribute_stays_four_words() {
+        // The decoder pushes one per attribute of every UPDATE; the rare big payloads
+        // are boxed to keep this small (see the enum's doc).
+        assert!(std::mem::size_of::<PathAttribute>() <= 4 * std::mem::size_of::<usize>());
+    }
+
     fn dec(wire: &[u8], four: bool) -> Result<PathAttribute, UpdateFault> {
         let (rest, raw) = split(wire).unwrap();
         assert!(rest.is_empty());
@@ -705,18 +735,18 @@ mod tests {
         let attr = dec(&wire, true).unwrap();
         assert_eq!(
             attr,
-            PathAttribute::Unknown(UnknownAttribute {
+            PathAttribute::Unknown(Box::new(UnknownAttribute {
                 flags: 0xd0,
                 type_code: 0x63,
                 value: Bytes::from_static(&[0xab, 0xcd])
-            })
+            }))
         );
         assert_eq!(enc(&attr, true), wire);
         let PathAttribute::Unknown(u) = attr else {
             unreachable!()
         };
         assert_eq!(u.to_propagate().unwrap().flags, 0xf0);
-        let non_transitive = UnknownAttribute { flags: 0x80, ..u };
+        let non_transitive = UnknownAttribute { flags: 0x80, ..*u };
         assert_eq!(non_transitive.to_propagate(), None);
     }
 

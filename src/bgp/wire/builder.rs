@@ -132,12 +132,12 @@ impl UpdateBuilder {
             let (budget, next_hop) = self.v6_budget()?;
             for chunk in Chunks::new(v6, self.ctx.add_path_ipv6_unicast, budget) {
                 let mut attributes = Vec::with_capacity(self.attrs.len());
-                attributes.push(PathAttribute::MpReach(MpReach {
+                attributes.push(PathAttribute::MpReach(Box::new(MpReach {
                     afi_safi: AfiSafi::IPV6_UNICAST,
                     next_hop: next_hop.clone(),
                     nlri: chunk?,
                     raw_nlri: None,
-                }));
+                })));
                 attributes.extend(
                     self.attrs
                         .iter()
@@ -175,11 +175,11 @@ impl UpdateBuilder {
             self.v6_withdraw_budget(),
         ) {
             updates.push(Update {
-                attributes: vec![PathAttribute::MpUnreach(MpUnreach {
+                attributes: vec![PathAttribute::MpUnreach(Box::new(MpUnreach {
                     afi_safi: AfiSafi::IPV6_UNICAST,
                     withdrawn: chunk?,
                     raw_withdrawn: None,
-                })],
+                }))],
                 ..Update::default()
             });
         }
@@ -617,11 +617,11 @@ mod tests {
             Err(EncodeError::Builder(_))
         ));
         assert_eq!(&out[..], b"keep");
-        let mp = vec![PathAttribute::MpUnreach(MpUnreach {
+        let mp = vec![PathAttribute::MpUnreach(Box::new(MpUnreach {
             afi_safi: AfiSafi::IPV6_UNICAST,
             withdrawn: vec![],
             raw_withdrawn: None,
-        })];
+        }))];
         assert!(UpdateBuilder::new(&ctx, &mp, None).is_err());
         // add-path in force but no path identifiers
         let ap = Context {

@@ -26,88 +26,105 @@ impl std::fmt::Display for AfiSafi {
     }
 }
 
+/// How many prefixes `buf` holds, reading only the length octets: the output vector is
+/// then allocated once at its exact size. A malformed list is counted as far as it
+/// goes; the parse that follows rejects it.
+fn count(buf: &[u8], add_path: bool) -> usize {
+    let id = if add_path { 4 } else { 0 };
+    let (mut i, mut n) = (0, 0);
+    while let Some(&len) = buf.get(i + id) {
+        i += id + 1 + usize::from(len).div_ceil(8);
+        n += 1;
+    }
+    n
+}
+
+/// The path identifier at `buf[*i..]` when ADD-PATH is in force (RFC 7911 section 3).
+#[inline]
+fn path_id(buf: &[u8], i: &mut usize, add_path: bool) -> Result<Option<u32>, ()> {
+    if !add_path {
+        return Ok(None);
+    }
+    let id = buf.get(*i..*i + 4).ok_or(())?;
+    *i += 4;
+    Ok(Some(u32::from_be_bytes([id[0], id[1], id[2], id[3]])))
+}
+
 /// Parses a list of IPv4 prefixes. Host bits beyond the prefix length are cleared: RFC
 /// 4271 section 4.3 says their value is irrelevant.
-pub(crate) fn parse_v4(buf: &[u8], add_path: bool, out: &mut Vec<Nlri>) -> Result<(), ()> {
-    // A /24 is the common case: four octets each.
-    out.reserve(buf.len() / if add_path { 8 } else { 4 });
+pub(crate) fn parse_v4(buf: &[u8], add_path: bool) -> Result<Vec<Nlri>, ()> {
+    let mut out = Vec::with_capacity(count(buf, add_path));
     let mut i = 0;
     while i < buf.len() {
-        let path_id = if add_path {
-            let id = buf.get(i..i + 4).ok_or(())?;
-            i += 4;
-            Some(u32::from_be_bytes([id[0], id[1], id[2], id[3]]))
-        } else {
-            None
-        };
+        let path_id = path_id(buf, &mut i, add_path)?;
         let len = *buf.get(i).ok_or(())?;
         i += 1;
         if len > 32 {
             return Err(());
         }
-        let n = usize::from(len).div_ceil(8);
-        let octets = buf.get(i..i + n).ok_or(())?;
-        i += n;
-        let mut a = [0u8; 4];
-        a[..n].copy_from_slice(octets);
-        let mask = if len == 0 {
-            0
-        } else {
-            u32::MAX << (32 - u32::from(len))
+        let end = i + usize::from(len).div_ceil(8);
+        let octets = buf.get(i..end).ok_or(())?;
+        // Four octets read at once when the buffer has them (the mask below clears
+        // whatever follows the prefix); octet by octet at the end of the field.
+        let word = match buf.get(i..i + 4) {
+            Some(w) => u32::from_be_bytes([w[0], w[1], w[2], w[3]]),
+            None => octets
+                .iter()
+                .zip([24, 16, 8, 0])
+                .fold(0, |w, (o, shift)| w | u32::from(*o) << shift),
         };
-        let addr = Ipv4Addr::from(u32::from_be_bytes(a) & mask);
-        let net = Ipv4Net::new(addr, len).map_err(|_| ())?;
+        i = end;
+        let mask = u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0);
+        let net = Ipv4Net::new(Ipv4Addr::from(word & mask), len).map_err(|_| ())?;
         out.push(Nlri {
             path_id,
             prefix: IpNet::V4(net),
         });
     }
-    Ok(())
+    Ok(out)
 }
 
 /// Parses a list of IPv6 prefixes (RFC 2545 section 2 / RFC 4760 section 5).
-pub(crate) fn parse_v6(buf: &[u8], add_path: bool, out: &mut Vec<Nlri>) -> Result<(), ()> {
-    out.reserve(buf.len() / if add_path { 12 } else { 8 });
+pub(crate) fn parse_v6(buf: &[u8], add_path: bool) -> Result<Vec<Nlri>, ()> {
+    let mut out = Vec::with_capacity(count(buf, add_path));
     let mut i = 0;
     while i < buf.len() {
-        let path_id = if add_path {
-            let id = buf.get(i..i + 4).ok_or(())?;
-            i += 4;
-            Some(u32::from_be_bytes([id[0], id[1], id[2], id[3]]))
-        } else {
-            None
-        };
+        let path_id = path_id(buf, &mut i, add_path)?;
         let len = *buf.get(i).ok_or(())?;
         i += 1;
         if len > 128 {
             return Err(());
         }
-        let n = usize::from(len).div_ceil(8);
-        let octets = buf.get(i..i + n).ok_or(())?;
-        i += n;
-        let mut a = [0u8; 16];
-        a[..n].copy_from_slice(octets);
-        let mask = if len == 0 {
-            0
-        } else {
-            u128::MAX << (128 - u32::from(len))
+        let end = i + usize::from(len).div_ceil(8);
+        let octets = buf.get(i..end).ok_or(())?;
+        let word = match buf.get(i..i + 16) {
+            Some(w) => {
+                let mut a = [0u8; 16];
+                a.copy_from_slice(w);
+                u128::from_be_bytes(a)
+            }
+            None => octets
+                .iter()
+                .zip((0..16).rev())
+                .fold(0, |w, (o, k)| w | u128::from(*o) << (8 * k)),
         };
-        let addr = Ipv6Addr::from(u128::from_be_bytes(a) & mask);
-        let net = Ipv6Net::new(addr, len).map_err(|_| ())?;
+        i = end;
+        let mask = u128::MAX.checked_shl(128 - u32::from(len)).unwrap_or(0);
+        let net = Ipv6Net::new(Ipv6Addr::from(word & mask), len).map_err(|_| ())?;
         out.push(Nlri {
             path_id,
             prefix: IpNet::V6(net),
         });
     }
-    Ok(())
+    Ok(out)
 }
 
 /// Parses a prefix list of the given address family.
-pub(crate) fn parse(afi: Afi, buf: &[u8], add_path: bool, out: &mut Vec<Nlri>) -> Result<(), ()> {
+pub(crate) fn parse(afi: Afi, buf: &[u8], add_path: bool) -> Result<Vec<Nlri>, ()> {
     if afi == Afi::IPV6 {
-        parse_v6(buf, add_path, out)
+        parse_v6(buf, add_path)
     } else {
-        parse_v4(buf, add_path, out)
+        parse_v4(buf, add_path)
     }
 }
 
@@ -189,10 +206,8 @@ mod tests {
         let buf = [
             0x00, 0x08, 0x0a, 0x18, 0xc0, 0x00, 0x02, 0x20, 0x01, 0x02, 0x03, 0x04,
         ];
-        let mut out = Vec::new();
-        parse_v4(&buf, false, &mut out).unwrap();
         assert_eq!(
-            out,
+            parse_v4(&buf, false).unwrap(),
             vec![
                 v4("0.0.0.0/0"),
                 v4("10.0.0.0/8"),
@@ -205,26 +220,59 @@ mod tests {
     #[test]
     fn trailing_bits_are_cleared() {
         // 10.255/9 carries host bits in the second octet (bgpdump nlri_mask_trailing_bits)
-        let mut out = Vec::new();
-        parse_v4(&[0x09, 0x0a, 0xff], false, &mut out).unwrap();
-        assert_eq!(out, vec![v4("10.128.0.0/9")]);
+        assert_eq!(
+            parse_v4(&[0x09, 0x0a, 0xff], false).unwrap(),
+            vec![v4("10.128.0.0/9")]
+        );
+        assert_eq!(
+            parse_v6(&[0x0a, 0xfe, 0xbf], false).unwrap(),
+            vec![Nlri::from("fe80::/10".parse::<IpNet>().unwrap())]
+        );
+    }
+
+    #[test]
+    fn reading_ahead_never_leaks_the_next_prefix() {
+        // A /8 followed by a /24: the four octets read for the /8 include the next
+        // prefix's length and first octets, which the mask must drop.
+        let v4_list = [0x08, 0x0a, 0x18, 0xc0, 0x00, 0x02];
+        assert_eq!(
+            parse_v4(&v4_list, false).unwrap(),
+            vec![v4("10.0.0.0/8"), v4("192.0.2.0/24")]
+        );
+        let mut v6_list = vec![0x10, 0x20, 0x01];
+        v6_list.extend_from_slice(&[0x80, 0x20, 0x01, 0x0d, 0xb8, 0xff, 0xff, 0xff, 0xff]);
+        v6_list.extend_from_slice(&[0xff; 8]);
+        assert_eq!(
+            parse_v6(&v6_list, false).unwrap(),
+            ["2001::/16", "2001:db8:ffff:ffff:ffff:ffff:ffff:ffff/128"]
+                .iter()
+                .map(|s| Nlri::from(s.parse::<IpNet>().unwrap()))
+                .collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn output_is_allocated_at_its_exact_size() {
+        let buf = [
+            0x00, 0x08, 0x0a, 0x18, 0xc0, 0x00, 0x02, 0x20, 0x01, 0x02, 0x03, 0x04,
+        ];
+        let out = parse_v4(&buf, false).unwrap();
+        assert_eq!((out.len(), out.capacity()), (4, 4));
+        assert_eq!(parse_v4(&[], false).unwrap().capacity(), 0);
     }
 
     #[test]
     fn rejects_long_prefix_and_truncation() {
-        let mut out = Vec::new();
-        assert!(parse_v4(&[0x21, 0, 0, 0, 0, 0], false, &mut out).is_err());
-        assert!(parse_v4(&[0x18, 0x0a, 0x00], false, &mut out).is_err());
-        assert!(parse_v6(&[0x81], false, &mut out).is_err());
-        assert!(parse_v4(&[0x00, 0x00, 0x00], true, &mut out).is_err());
+        assert!(parse_v4(&[0x21, 0, 0, 0, 0, 0], false).is_err());
+        assert!(parse_v4(&[0x18, 0x0a, 0x00], false).is_err());
+        assert!(parse_v6(&[0x81], false).is_err());
+        assert!(parse_v4(&[0x00, 0x00, 0x00], true).is_err());
     }
 
     #[test]
     fn add_path_identifiers_are_read() {
-        let mut out = Vec::new();
-        parse_v4(&[0x00, 0x00, 0x00, 0x07, 0x10, 0xac, 0x10], true, &mut out).unwrap();
         assert_eq!(
-            out,
+            parse_v4(&[0x00, 0x00, 0x00, 0x07, 0x10, 0xac, 0x10], true).unwrap(),
             vec![Nlri {
                 path_id: Some(7),
                 prefix: "172.16.0.0/16".parse().unwrap()
@@ -244,9 +292,7 @@ mod tests {
             out.len(),
             list.iter().map(|n| encoded_len(n, false)).sum::<usize>()
         );
-        let mut back = Vec::new();
-        parse_v6(&out, false, &mut back).unwrap();
-        assert_eq!(back, list);
+        assert_eq!(parse_v6(&out, false).unwrap(), list);
     }
 
     #[test]

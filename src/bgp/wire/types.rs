@@ -266,6 +266,11 @@ pub struct MpUnreach {
 }
 
 /// Path attributes (RFC 4271 section 5 and IANA "BGP Path Attributes").
+///
+/// The large, rare payloads (MP_REACH/MP_UNREACH with their next hop and raw NLRI, and
+/// attributes kept as bytes) are boxed so that the enum stays at 32 octets: every
+/// UPDATE decoded fills a `Vec` of these, and moving 104-octet values dominated the
+/// decoder's profile.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PathAttribute {
     /// Type 1.
@@ -289,9 +294,9 @@ pub enum PathAttribute {
     /// Type 10 (RFC 4456).
     ClusterList(Vec<Ipv4Addr>),
     /// Type 14 (RFC 4760).
-    MpReach(MpReach),
+    MpReach(Box<MpReach>),
     /// Type 15 (RFC 4760).
-    MpUnreach(MpUnreach),
+    MpUnreach(Box<MpUnreach>),
     /// Type 16 (RFC 4360): each extended community as its 8 octets.
     ExtendedCommunities(Vec<[u8; 8]>),
     /// Type 17 (RFC 6793).
@@ -301,7 +306,7 @@ pub enum PathAttribute {
     /// Type 32 (RFC 8092).
     LargeCommunities(Vec<LargeCommunity>),
     /// Any other type, kept with its flags as received.
-    Unknown(UnknownAttribute),
+    Unknown(Box<UnknownAttribute>),
 }
 
 /// An attribute this codec does not interpret. For an optional transitive attribute

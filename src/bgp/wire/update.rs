@@ -6,13 +6,10 @@
 //! planner do.
 
 use bytes::{BufMut, BytesMut};
-use nom::bytes::complete::take;
-use nom::number::complete::be_u16;
-use nom::Parser;
 
 use super::attribute;
 use super::error::{attr_type as t, DecodeError, EncodeError, NonFatal, UpdateError, UpdateFault};
-use super::input::{PResult, Src};
+use super::input::Src;
 use super::nlri;
 use super::types::{
     AfiSafi, AsPath, AsSegment, MpReach, MpUnreach, Nlri, PathAttribute, SegmentType, Update,
@@ -32,7 +29,7 @@ impl Update {
     /// The MP_REACH_NLRI attribute, if any.
     pub fn mp_reach(&self) -> Option<&MpReach> {
         self.attributes.iter().find_map(|a| match a {
-            PathAttribute::MpReach(r) => Some(r),
+            PathAttribute::MpReach(r) => Some(&**r),
             _ => None,
         })
     }
@@ -40,7 +37,7 @@ impl Update {
     /// The MP_UNREACH_NLRI attribute, if any.
     pub fn mp_unreach(&self) -> Option<&MpUnreach> {
         self.attributes.iter().find_map(|a| match a {
-            PathAttribute::MpUnreach(u) => Some(u),
+            PathAttribute::MpUnreach(u) => Some(&**u),
             _ => None,
         })
     }
@@ -71,22 +68,31 @@ pub fn end_of_rib(afi_safi: AfiSafi) -> Update {
     }
     let raw_withdrawn = (!attribute::parsed_family(afi_safi)).then(bytes::Bytes::new);
     Update {
-        attributes: vec![PathAttribute::MpUnreach(MpUnreach {
+        attributes: vec![PathAttribute::MpUnreach(Box::new(MpUnreach {
             afi_safi,
             withdrawn: Vec::new(),
             raw_withdrawn,
-        })],
+        }))],
         ..Update::default()
     }
 }
 
-/// Where the UPDATE's three variable fields are (RFC 4271 section 4.3).
-fn fields(body: &[u8]) -> PResult<'_, (&[u8], &[u8])> {
-    let (b, wlen) = be_u16(body)?;
-    let (b, withdrawn) = take(wlen).parse(b)?;
-    let (b, alen) = be_u16(b)?;
-    let (nlri, attrs) = take(alen).parse(b)?;
-    Ok((nlri, (withdrawn, attrs)))
+/// Where the UPDATE's three variable fields are (RFC 4271 section 4.3): (withdrawn
+/// routes, path attributes, NLRI). `None` when a length runs past the body.
+fn fields(body: &[u8]) -> Option<(&[u8], &[u8], &[u8])> {
+    let (wlen, b) = be_u16_len(body)?;
+    let (withdrawn, b) = b.split_at_checked(wlen)?;
+    let (alen, b) = be_u16_len(b)?;
+    let (attrs, nlri) = b.split_at_checked(alen)?;
+    Some((withdrawn, attrs, nlri))
+}
+
+/// A two-octet length and what follows it.
+fn be_u16_len(b: &[u8]) -> Option<(usize, &[u8])> {
+    match *b {
+        [hi, lo, ref rest @ ..] => Some((usize::from(u16::from_be_bytes([hi, lo])), rest)),
+        _ => None,
+    }
 }
 
 /// A set of 256 attribute type codes.
@@ -120,17 +126,14 @@ fn note(errors: &mut Vec<UpdateError>, fault: UpdateFault) -> Result<(), DecodeE
 
 /// Decodes an UPDATE body (after the header).
 pub(crate) fn decode(body: &[u8], ctx: &Context, src: Src<'_>) -> Result<Update, DecodeError> {
-    let (nlri_field, (withdrawn_field, mut attrs)) =
-        fields(body).map_err(|_| DecodeError::Update(UpdateFault::FieldLengths))?;
-    let mut update = Update::default();
+    let (withdrawn_field, mut attrs, nlri_field) =
+        fields(body).ok_or(DecodeError::Update(UpdateFault::FieldLengths))?;
     let invalid = |_| DecodeError::Update(UpdateFault::InvalidNetworkField);
-    nlri::parse_v4(
-        withdrawn_field,
-        ctx.add_path_ipv4_unicast,
-        &mut update.withdrawn,
-    )
-    .map_err(invalid)?;
-    nlri::parse_v4(nlri_field, ctx.add_path_ipv4_unicast, &mut update.nlri).map_err(invalid)?;
+    let mut update = Update {
+        withdrawn: nlri::parse_v4(withdrawn_field, ctx.add_path_ipv4_unicast).map_err(invalid)?,
+        nlri: nlri::parse_v4(nlri_field, ctx.add_path_ipv4_unicast).map_err(invalid)?,
+        ..Update::default()
+    };
 
     let mut seen = TypeSet::default();
     if !attrs.is_empty() {
@@ -411,7 +414,7 @@ pub(crate) fn as4_attributes(attrs: &[PathAttribute]) -> Vec<PathAttribute> {
 /// (MRT, pcap) that do not know what the session negotiated: the MRT subtype does not
 /// tell (RFC 6396 section 4.4.2 records the peer AS width, not the AS_PATH's).
 pub fn sniff_four_octet_as(msg: &[u8]) -> Option<bool> {
-    let (_, (_, mut attrs)) = fields(msg.get(super::HEADER_LEN..)?).ok()?;
+    let (_, mut attrs, _) = fields(msg.get(super::HEADER_LEN..)?)?;
     while !attrs.is_empty() {
         let (rest, raw) = attribute::split(attrs).ok()?;
         if raw.type_code == t::AS_PATH {
