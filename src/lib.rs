@@ -9,6 +9,7 @@ pub mod bgp;
 pub mod cli;
 pub mod config;
 pub mod decode;
+pub mod peer;
 pub mod plan;
 pub mod routes;
 pub mod sources;

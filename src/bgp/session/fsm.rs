@@ -4,19 +4,17 @@
 //! [`Session::poll_timeout`]. No clock, no socket, no task: the module never blocks and
 //! never panics on an input.
 
-use super::notification::{self, CeaseSubcode, FsmSubcode, NotificationInfo};
 use super::open::{local_open, negotiate};
 use super::received::{end_of_rib_marker, Received, RECEIVED_CEILING};
 use super::timers::{Backoff, Timer, Timers, OPEN_HOLD_TIME, STABLE_ESTABLISHED};
 use super::{
-    Action, Input, MaxPrefixAction, Negotiated, SessionConfig, SessionError, State, Stats,
-    StopReason,
+    Action, Input, MaxPrefixAction, Negotiated, NotificationInfo, SessionConfig, SessionError,
+    State, Stats, StopReason,
 };
 use crate::bgp::wire::{
-    AfiSafi, Message, MessageType, Notification, Open, PathAttribute, RouteRefresh,
-    RouteRefreshSubtype, Update,
+    AfiSafi, CeaseSubcode, DecodeError, FsmError, Message, MessageType, Notification, Open,
+    PathAttribute, RouteRefresh, RouteRefreshSubtype, Update,
 };
-use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 use tracing::debug;
@@ -205,39 +203,17 @@ impl Session {
         let established_gr = self.state == State::Established
             && self.negotiated.as_ref().is_some_and(|n| n.graceful_restart);
         let (notification, restart) = match &reason {
-            StopReason::AdminShutdown(m) => (
-                Some(notification::cease(
-                    CeaseSubcode::AdministrativeShutdown,
-                    notification::shutdown_communication(m),
-                )),
-                false,
-            ),
-            StopReason::AdminReset(m) => (
-                Some(notification::cease(
-                    CeaseSubcode::AdministrativeReset,
-                    notification::shutdown_communication(m),
-                )),
-                true,
-            ),
+            StopReason::AdminShutdown(m) => (Some(Notification::admin_shutdown(m)), false),
+            StopReason::AdminReset(m) => (Some(Notification::admin_reset(m)), true),
             StopReason::PeerDeconfigured => (
-                Some(notification::cease(
-                    CeaseSubcode::PeerDeconfigured,
-                    Bytes::new(),
-                )),
+                Some(Notification::cease(CeaseSubcode::PeerDeconfigured)),
                 false,
             ),
             StopReason::Restart if established_gr => (None, false),
-            StopReason::Restart => (
-                Some(notification::cease(
-                    CeaseSubcode::AdministrativeReset,
-                    notification::shutdown_communication("speaker restarting"),
-                )),
-                false,
-            ),
+            StopReason::Restart => (Some(Notification::admin_reset("speaker restarting")), false),
             StopReason::CollisionResolution => (
-                Some(notification::cease(
+                Some(Notification::cease(
                     CeaseSubcode::ConnectionCollisionResolution,
-                    Bytes::new(),
                 )),
                 false,
             ),
@@ -315,11 +291,11 @@ impl Session {
                 // Event 20 in Connect and Active).
                 self.on_open(now, &open, true);
             }
-            (State::Connect | State::Active, _) => self.fsm_error(now, FsmSubcode::Unspecified),
+            (State::Connect | State::Active, _) => self.fsm_error(now, FsmError::Unspecified),
             (State::OpenSent, Message::Open(open)) => self.on_open(now, &open, false),
-            (State::OpenSent, _) => self.fsm_error(now, FsmSubcode::UnexpectedInOpenSent),
+            (State::OpenSent, _) => self.fsm_error(now, FsmError::UnexpectedInOpenSent),
             (State::OpenConfirm, Message::Keepalive) => self.on_established(now),
-            (State::OpenConfirm, _) => self.fsm_error(now, FsmSubcode::UnexpectedInOpenConfirm),
+            (State::OpenConfirm, _) => self.fsm_error(now, FsmError::UnexpectedInOpenConfirm),
             (State::Established, Message::Keepalive) => self.restart_hold(now),
             (State::Established, Message::Update(update)) => {
                 self.restart_hold(now);
@@ -327,7 +303,7 @@ impl Session {
             }
             (State::Established, Message::RouteRefresh(rr)) => self.on_route_refresh(now, rr),
             (State::Established, Message::Open(_)) => {
-                self.fsm_error(now, FsmSubcode::UnexpectedInEstablished)
+                self.fsm_error(now, FsmError::UnexpectedInEstablished)
             }
             (State::Idle, _) => {}
         }
@@ -359,7 +335,7 @@ impl Session {
         let Some(negotiated) = self.negotiated.clone() else {
             // OpenConfirm always has the negotiated parameters; treat a broken invariant
             // as an FSM error rather than panic.
-            return self.fsm_error(now, FsmSubcode::UnexpectedInOpenConfirm);
+            return self.fsm_error(now, FsmError::UnexpectedInOpenConfirm);
         };
         self.transition(State::Established);
         self.restart_hold(now);
@@ -441,10 +417,7 @@ impl Session {
                 true
             }
             MaxPrefixAction::Cease => {
-                let n = notification::cease(
-                    CeaseSubcode::MaxPrefixesReached,
-                    notification::max_prefix_data(f, max.limit),
-                );
+                let n = Notification::max_prefixes_reached(f, max.limit);
                 self.send_error(now, n);
                 false
             }
@@ -457,7 +430,10 @@ impl Session {
             // (RFC 2918 section 3, RFC 4271 section 6.1).
             return self.send_error(
                 now,
-                notification::bad_message_type(MessageType::RouteRefresh as u8),
+                DecodeError::BadMessageType {
+                    msg_type: MessageType::RouteRefresh as u8,
+                }
+                .notification(),
             );
         }
         let Some(negotiated) = &self.negotiated else {
@@ -645,7 +621,7 @@ impl Session {
                 self.teardown(
                     now,
                     SessionError::HoldTimerExpired,
-                    Some(notification::hold_timer_expired()),
+                    Some(Notification::hold_timer_expired()),
                     true,
                 );
             }
@@ -671,8 +647,8 @@ impl Session {
         }
     }
 
-    fn fsm_error(&mut self, now: Instant, subcode: FsmSubcode) {
-        self.send_error(now, notification::fsm_error(subcode));
+    fn fsm_error(&mut self, now: Instant, subcode: FsmError) {
+        self.send_error(now, Notification::fsm_error(subcode));
     }
 
     /// Sends a NOTIFICATION for an error we detected and closes.

@@ -51,7 +51,6 @@ mod config;
 mod error;
 mod events;
 mod fsm;
-mod notification;
 mod open;
 mod received;
 mod stats;
@@ -61,13 +60,9 @@ pub use collision::{detect_collision, resolve_collision, Collision, Initiator, S
 pub use config::{
     GrConfig, MaxPrefix, MaxPrefixAction, SessionConfig, MAX_RESTART_TIME, MAX_TIMER,
 };
-pub use error::SessionError;
+pub use error::{NotificationInfo, SessionError};
 pub use events::{Action, Input, State, StopReason};
 pub use fsm::Session;
-pub use notification::{
-    describe, read_shutdown_communication, shutdown_communication, CeaseSubcode, ErrorCode,
-    FsmSubcode, HeaderSubcode, NotificationInfo, OpenSubcode, SHUTDOWN_COMMUNICATION_MAX,
-};
 pub use open::Negotiated;
 pub use received::{PrefixCount, RECEIVED_CEILING};
 pub use stats::{message_type, MessageCounts, Stats};

@@ -4,11 +4,10 @@
 //!
 //! Pure functions of the configuration and the received message: no timers, no state.
 
-use super::notification::{self, OpenSubcode, BGP_VERSION};
 use super::SessionConfig;
 use crate::bgp::wire::{
-    AfiSafi, Capability, Context, GracefulRestart, GracefulRestartFamily, Notification, Open,
-    AS_TRANS,
+    AfiSafi, Capability, Context, DecodeError, GracefulRestart, GracefulRestartFamily,
+    Notification, Open, AS_TRANS, BGP_VERSION,
 };
 use bytes::{BufMut, Bytes, BytesMut};
 use std::net::Ipv4Addr;
@@ -118,37 +117,29 @@ pub(crate) fn local_open(cfg: &SessionConfig) -> Open {
 pub(crate) fn negotiate(cfg: &SessionConfig, peer: &Open) -> Result<Negotiated, Notification> {
     if peer.version != BGP_VERSION {
         // RFC 4271 section 6.2: the data is the largest locally supported version, 2 octets.
-        return Err(notification::open_error(
-            OpenSubcode::UnsupportedVersionNumber,
-            Bytes::from_static(&[0x00, BGP_VERSION]),
-        ));
+        return Err(DecodeError::UnsupportedVersion {
+            version: peer.version,
+        }
+        .notification());
     }
     let peer_asn = peer.asn();
     if peer_asn != cfg.peer_asn {
-        return Err(notification::open_error(
-            OpenSubcode::BadPeerAs,
-            Bytes::new(),
-        ));
+        return Err(DecodeError::BadPeerAs { asn: peer_asn }.notification());
     }
     if matches!(peer.hold_time, 1 | 2) {
-        return Err(notification::open_error(
-            OpenSubcode::UnacceptableHoldTime,
-            Bytes::new(),
-        ));
+        return Err(DecodeError::UnacceptableHoldTime {
+            hold_time: peer.hold_time,
+        }
+        .notification());
     }
     let ibgp = cfg.is_ibgp();
     // RFC 6286 section 2.2: zero is never valid; equal identifiers only inside one AS.
     if peer.bgp_id.is_unspecified() || (ibgp && peer.bgp_id == cfg.router_id) {
-        return Err(notification::open_error(
-            OpenSubcode::BadBgpIdentifier,
-            Bytes::new(),
-        ));
+        return Err(DecodeError::BadBgpId { id: peer.bgp_id }.notification());
     }
     if !peer.other_params.is_empty() {
-        return Err(notification::open_error(
-            OpenSubcode::UnsupportedOptionalParameter,
-            Bytes::new(),
-        ));
+        let param_type = peer.other_params.first().map_or(0, |(t, _)| *t);
+        return Err(DecodeError::UnsupportedOptionalParameter { param_type }.notification());
     }
 
     let peer_families: Vec<AfiSafi> = peer
@@ -172,10 +163,10 @@ pub(crate) fn negotiate(cfg: &SessionConfig, peer: &Open) -> Result<Negotiated, 
         })
         .collect();
     if families.is_empty() {
-        return Err(notification::open_error(
-            OpenSubcode::UnsupportedCapability,
-            multiprotocol_capabilities(&cfg.families),
-        ));
+        return Err(DecodeError::UnsupportedCapability {
+            capabilities: multiprotocol_capabilities(&cfg.families),
+        }
+        .notification());
     }
 
     let has = |want: fn(&Capability) -> bool| peer.capabilities.iter().any(want);

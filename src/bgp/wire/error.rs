@@ -605,20 +605,100 @@ impl ErrorKind {
     }
 }
 
+impl ErrorKind {
+    /// A lowercase human name for logs and `status` output, from the registry's
+    /// descriptions; a subcode the registry does not name gives the code's name alone.
+    pub fn description(self) -> &'static str {
+        match self {
+            ErrorKind::MessageHeader(s) => match s {
+                HeaderError::ConnectionNotSynchronized => {
+                    "message header error: connection not synchronized"
+                }
+                HeaderError::BadMessageLength => "message header error: bad message length",
+                HeaderError::BadMessageType => "message header error: bad message type",
+                HeaderError::Unspecific | HeaderError::Unassigned(_) => "message header error",
+            },
+            ErrorKind::Open(s) => match s {
+                OpenError::UnsupportedVersionNumber => {
+                    "open message error: unsupported version number"
+                }
+                OpenError::BadPeerAs => "open message error: bad peer as",
+                OpenError::BadBgpIdentifier => "open message error: bad bgp identifier",
+                OpenError::UnsupportedOptionalParameter => {
+                    "open message error: unsupported optional parameter"
+                }
+                OpenError::UnacceptableHoldTime => "open message error: unacceptable hold time",
+                OpenError::UnsupportedCapability => "open message error: unsupported capability",
+                OpenError::RoleMismatch => "open message error: role mismatch",
+                OpenError::Unspecific | OpenError::Unassigned(_) => "open message error",
+            },
+            ErrorKind::Update(s) => match s {
+                UpdateErrorCode::MalformedAttributeList => {
+                    "update message error: malformed attribute list"
+                }
+                UpdateErrorCode::UnrecognizedWellKnown => {
+                    "update message error: unrecognized well-known attribute"
+                }
+                UpdateErrorCode::MissingWellKnown => {
+                    "update message error: missing well-known attribute"
+                }
+                UpdateErrorCode::AttributeFlags => "update message error: attribute flags error",
+                UpdateErrorCode::AttributeLength => "update message error: attribute length error",
+                UpdateErrorCode::InvalidOrigin => "update message error: invalid origin attribute",
+                UpdateErrorCode::InvalidNextHop => {
+                    "update message error: invalid next_hop attribute"
+                }
+                UpdateErrorCode::OptionalAttribute => {
+                    "update message error: optional attribute error"
+                }
+                UpdateErrorCode::InvalidNetworkField => {
+                    "update message error: invalid network field"
+                }
+                UpdateErrorCode::MalformedAsPath => "update message error: malformed as_path",
+                UpdateErrorCode::Unspecific | UpdateErrorCode::Unassigned(_) => {
+                    "update message error"
+                }
+            },
+            ErrorKind::HoldTimerExpired(_) => "hold timer expired",
+            ErrorKind::Fsm(s) => match s {
+                FsmError::UnexpectedInOpenSent => "fsm error: unexpected message in opensent",
+                FsmError::UnexpectedInOpenConfirm => "fsm error: unexpected message in openconfirm",
+                FsmError::UnexpectedInEstablished => "fsm error: unexpected message in established",
+                FsmError::Unspecified | FsmError::Unassigned(_) => "fsm error",
+            },
+            ErrorKind::Cease(s) => match s {
+                CeaseSubcode::MaximumPrefixesReached => "cease: maximum number of prefixes reached",
+                CeaseSubcode::AdministrativeShutdown => "cease: administrative shutdown",
+                CeaseSubcode::PeerDeconfigured => "cease: peer de-configured",
+                CeaseSubcode::AdministrativeReset => "cease: administrative reset",
+                CeaseSubcode::ConnectionRejected => "cease: connection rejected",
+                CeaseSubcode::OtherConfigurationChange => "cease: other configuration change",
+                CeaseSubcode::ConnectionCollisionResolution => {
+                    "cease: connection collision resolution"
+                }
+                CeaseSubcode::OutOfResources => "cease: out of resources",
+                CeaseSubcode::HardReset => "cease: hard reset",
+                CeaseSubcode::BfdDown => "cease: bfd down",
+                CeaseSubcode::Unspecific | CeaseSubcode::Unassigned(_) => "cease",
+            },
+            ErrorKind::RouteRefresh(s) => match s {
+                RouteRefreshError::InvalidMessageLength => {
+                    "route-refresh message error: invalid message length"
+                }
+                RouteRefreshError::Reserved | RouteRefreshError::Unassigned(_) => {
+                    "route-refresh message error"
+                }
+            },
+            ErrorKind::Unknown { code: 8, .. } => "send hold timer expired",
+            ErrorKind::Unknown { .. } => "unknown error code",
+        }
+    }
+}
+
 impl fmt::Display for ErrorKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (code, subcode) = self.codes();
-        match self {
-            ErrorKind::MessageHeader(s) => write!(f, "message header error {s:?}")?,
-            ErrorKind::Open(s) => write!(f, "open message error {s:?}")?,
-            ErrorKind::Update(s) => write!(f, "update message error {s:?}")?,
-            ErrorKind::HoldTimerExpired(_) => f.write_str("hold timer expired")?,
-            ErrorKind::Fsm(s) => write!(f, "finite state machine error {s:?}")?,
-            ErrorKind::Cease(s) => write!(f, "cease {s:?}")?,
-            ErrorKind::RouteRefresh(s) => write!(f, "route-refresh message error {s:?}")?,
-            ErrorKind::Unknown { .. } => f.write_str("unknown error")?,
-        }
-        write!(f, " ({code}/{subcode})")
+        write!(f, "{} ({code}/{subcode})", self.description())
     }
 }
 
@@ -786,5 +866,27 @@ mod tests {
         }
         assert_eq!(CeaseSubcode::from_code(9), CeaseSubcode::HardReset);
         assert_eq!(CeaseSubcode::from_code(10), CeaseSubcode::BfdDown);
+    }
+
+    #[test]
+    fn descriptions_name_code_and_subcode() {
+        assert_eq!(
+            ErrorKind::from_codes(6, 2).to_string(),
+            "cease: administrative shutdown (6/2)"
+        );
+        assert_eq!(
+            ErrorKind::from_codes(5, 2).description(),
+            "fsm error: unexpected message in openconfirm"
+        );
+        assert_eq!(
+            ErrorKind::from_codes(3, 11).description(),
+            "update message error: malformed as_path"
+        );
+        // A subcode outside the registry falls back to the code's name.
+        assert_eq!(ErrorKind::from_codes(6, 99).to_string(), "cease (6/99)");
+        assert_eq!(
+            ErrorKind::from_codes(42, 1).to_string(),
+            "unknown error code (42/1)"
+        );
     }
 }

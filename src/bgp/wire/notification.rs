@@ -1,11 +1,13 @@
 //! NOTIFICATION messages (RFC 4271 section 4.5): constructors for what the session
-//! sends, the shutdown communication of RFC 8203 / RFC 9003, and the body codec.
-//! Must not decide when to send one: that is the session's job.
+//! sends, the shutdown communication of RFC 8203 / RFC 9003, the maximum-prefix data of
+//! RFC 4486, and the body codec. The single source of NOTIFICATION values: the session
+//! builds every one it sends here. Must not decide when to send one: that is the
+//! session's job.
 
 use bytes::{BufMut, Bytes, BytesMut};
 
 use super::error::{CeaseSubcode, ErrorCode, ErrorKind, FsmError};
-use super::types::Notification;
+use super::types::{AfiSafi, Notification};
 
 /// RFC 9003 section 2: the shutdown communication is at most 255 octets of UTF-8.
 pub const MAX_SHUTDOWN_MESSAGE_LEN: usize = 255;
@@ -56,6 +58,20 @@ impl Notification {
     /// Cease / Administrative Reset with a shutdown communication (RFC 9003).
     pub fn admin_reset(message: &str) -> Notification {
         Notification::with_communication(CeaseSubcode::AdministrativeReset, message)
+    }
+
+    /// Cease / Maximum Number of Prefixes Reached with the data RFC 4486 section 4 allows:
+    /// AFI (2 octets), SAFI (1 octet) and the configured upper bound (4 octets).
+    pub fn max_prefixes_reached(afi_safi: AfiSafi, limit: u32) -> Notification {
+        let mut data = BytesMut::with_capacity(7);
+        data.put_u16(afi_safi.afi.0);
+        data.put_u8(afi_safi.safi.0);
+        data.put_u32(limit);
+        Notification::new(
+            ErrorCode::Cease.code(),
+            CeaseSubcode::MaximumPrefixesReached.code(),
+            data.freeze(),
+        )
     }
 
     /// Cease / Hard Reset (RFC 8538 section 3) wrapping the NOTIFICATION that caused it:
@@ -174,6 +190,21 @@ mod tests {
         // not a shutdown
         let n = Notification::new(6, 3, Bytes::from_static(&[0x01, b'a']));
         assert_eq!(n.shutdown_message(), None);
+    }
+
+    #[test]
+    fn max_prefixes_reached_carries_afi_safi_and_limit() {
+        let n = Notification::max_prefixes_reached(AfiSafi::IPV6_UNICAST, 1000);
+        assert_eq!((n.code, n.subcode), (0x06, 0x01));
+        assert_eq!(&n.data[..], &[0x00, 0x02, 0x01, 0x00, 0x00, 0x03, 0xe8]);
+        // Not a shutdown: the data is never read as a message.
+        assert_eq!(n.shutdown_message(), None);
+    }
+
+    #[test]
+    fn empty_shutdown_communication_is_one_zero_octet() {
+        let n = Notification::admin_shutdown("");
+        assert_eq!((n.code, n.subcode, &n.data[..]), (6, 2, &[0x00][..]));
     }
 
     #[test]

@@ -1,0 +1,978 @@
+//! The Adj-RIB-Out of one peer (RFC 4271 section 3.2), sans-IO: what the peer has been
+//! sent (`held`), the routes it must hold (the planner's [`DesiredRoutes`]), and the
+//! UPDATEs that move it from one to the other, produced a bounded batch at a time.
+//!
+//! The diff is computed once per desired version ([`routes::diff`]) and then drained
+//! incrementally: [`AdjRibOut::next_batch`] packs the next few messages (withdrawals
+//! first, then announcements grouped by attribute set, IPv4 in the NLRI field and IPv6
+//! in MP_REACH_NLRI) and moves `held` forward by exactly what they carry. The driver
+//! asks for a batch only while its write buffer has room, so a peer that stops reading
+//! stops the encoding: memory stays bounded by the driver's threshold, never by the
+//! table size.
+//!
+//! Owns no socket, no clock and no task; it does not decide which routes a peer gets
+//! (the planner does) nor when messages leave (the session does: batches go through
+//! `Input::Updates`). A route this session cannot carry (its family is not negotiated,
+//! or its next hop cannot be resolved for the family) is not sent, and is withdrawn if
+//! the peer held an earlier version of it; [`AdjRibOut::take_refusals`] reports it.
+
+use crate::bgp::wire::{
+    AfiSafi, AsPath, AsSegment, Context, EncodeError, MpNextHop, PathAttribute, SegmentType,
+    Update, UpdateBuilder,
+};
+use crate::routes::{self, DesiredRoutes, NextHop, RouteAttrs};
+use ipnet::IpNet;
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::Arc;
+
+/// What the session negotiated that shapes the UPDATEs, and the addresses that stand for
+/// [`NextHop::SessionLocal`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RibSession {
+    /// The negotiated codec context (4-octet AS, extended messages).
+    pub ctx: Context,
+    /// The negotiated families; routes of any other family are refused.
+    pub families: Vec<AfiSafi>,
+    /// LOCAL_PREF is sent on iBGP sessions only (RFC 4271 section 5.1.5).
+    pub ibgp: bool,
+    /// The NEXT_HOP of IPv4 routes announced with [`NextHop::SessionLocal`].
+    pub next_hop_v4: Option<Ipv4Addr>,
+    /// The MP_REACH_NLRI next hop of IPv6 routes announced with
+    /// [`NextHop::SessionLocal`] (RFC 2545 section 3: a global address).
+    pub next_hop_v6: Option<Ipv6Addr>,
+}
+
+/// Why a desired route was not sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Refusal {
+    /// The peer did not negotiate the route's family (RFC 4760).
+    FamilyNotNegotiated,
+    /// `NextHop::SessionLocal` and no address of the prefix's family is known for this
+    /// session (an IPv6 prefix on an IPv4 session without an IPv6 next hop, or the
+    /// reverse).
+    NoNextHop,
+    /// An explicit next hop of the other family (no RFC 8950 extended next hop here).
+    NextHopFamily,
+    /// The attribute set cannot be encoded for this session.
+    Unencodable,
+}
+
+impl Refusal {
+    /// A bounded name, fit for a log field or a metric label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Refusal::FamilyNotNegotiated => "family_not_negotiated",
+            Refusal::NoNextHop => "no_next_hop",
+            Refusal::NextHopFamily => "next_hop_family",
+            Refusal::Unencodable => "unencodable",
+        }
+    }
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Routes not sent, per family and reason, since the last [`AdjRibOut::take_refusals`].
+pub type Refusals = BTreeMap<(AfiSafi, Refusal), u64>;
+
+/// See the module documentation.
+#[derive(Debug, Default)]
+pub struct AdjRibOut {
+    /// What the peer has been sent in this session (RFC 4271 section 3.2: the
+    /// Adj-RIB-Out as advertised).
+    held: BTreeMap<IpNet, Arc<RouteAttrs>>,
+    held_count: [u64; 2],
+    desired: Arc<DesiredRoutes>,
+    session: Option<RibSession>,
+    work: Work,
+    /// Families whose table the session asked for (`Action::SendTable`) and that are not
+    /// yet fully given.
+    tables: BTreeSet<AfiSafi>,
+    /// Families being re-advertised after a ROUTE-REFRESH: every desired route is sent,
+    /// held or not.
+    resend: BTreeSet<AfiSafi>,
+    tables_done: VecDeque<AfiSafi>,
+    refusals: Refusals,
+}
+
+/// The pending part of the current diff.
+#[derive(Debug, Default)]
+struct Work {
+    withdraw: [VecDeque<IpNet>; 2],
+    groups: VecDeque<Group>,
+    /// Prefixes still to send, per family.
+    pending: [usize; 2],
+}
+
+/// Announcements that share one attribute set and family: packed into the same UPDATEs.
+#[derive(Debug)]
+struct Group {
+    family: Family,
+    attrs: Arc<RouteAttrs>,
+    prefixes: VecDeque<IpNet>,
+    /// Built when the group reaches the front: encodes the attributes once.
+    builder: Option<UpdateBuilder>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Family {
+    V4 = 0,
+    V6 = 1,
+}
+
+impl Family {
+    fn of(p: &IpNet) -> Family {
+        match p {
+            IpNet::V4(_) => Family::V4,
+            IpNet::V6(_) => Family::V6,
+        }
+    }
+
+    fn afi_safi(self) -> AfiSafi {
+        match self {
+            Family::V4 => AfiSafi::IPV4_UNICAST,
+            Family::V6 => AfiSafi::IPV6_UNICAST,
+        }
+    }
+
+    fn from_afi_safi(f: AfiSafi) -> Option<Family> {
+        match f {
+            AfiSafi::IPV4_UNICAST => Some(Family::V4),
+            AfiSafi::IPV6_UNICAST => Some(Family::V6),
+            _ => None,
+        }
+    }
+}
+
+impl Work {
+    fn is_empty(&self) -> bool {
+        self.pending == [0, 0]
+    }
+
+    fn clear(&mut self) {
+        *self = Work::default();
+    }
+}
+
+impl AdjRibOut {
+    pub fn new() -> AdjRibOut {
+        AdjRibOut::default()
+    }
+
+    /// What the peer has been sent.
+    pub fn held(&self) -> &BTreeMap<IpNet, Arc<RouteAttrs>> {
+        &self.held
+    }
+
+    /// How many prefixes of `afi_safi` the peer has been sent.
+    pub fn held_count(&self, afi_safi: AfiSafi) -> u64 {
+        Family::from_afi_safi(afi_safi).map_or(0, |f| self.held_count[f as usize])
+    }
+
+    /// Prefixes still to announce or withdraw.
+    pub fn pending(&self) -> usize {
+        self.work.pending[0] + self.work.pending[1]
+    }
+
+    /// Whether a batch is waiting.
+    pub fn has_work(&self) -> bool {
+        !self.work.is_empty()
+    }
+
+    pub fn desired(&self) -> &Arc<DesiredRoutes> {
+        &self.desired
+    }
+
+    /// A new desired set. While a session is up the diff against `held` replaces the work
+    /// still pending (it already accounts for what was sent of the old one).
+    pub fn set_desired(&mut self, desired: Arc<DesiredRoutes>) {
+        self.desired = desired;
+        self.replan();
+    }
+
+    /// The session reached Established: the peer holds nothing from us yet.
+    pub fn established(&mut self, session: RibSession) {
+        self.reset();
+        self.session = Some(session);
+        self.replan();
+    }
+
+    /// The session left Established: the peer dropped our routes (or keeps them as stale
+    /// until the next session, which sends everything again).
+    pub fn down(&mut self) {
+        self.reset();
+    }
+
+    /// The session asks for the table of `afi_safi` (`Action::SendTable`): once every
+    /// pending change of that family has gone out in batches, [`AdjRibOut::poll_table_sent`]
+    /// returns it. With `refresh` (a ROUTE-REFRESH from the peer, RFC 2918) every desired
+    /// route of the family is sent again, not only the changes.
+    pub fn send_table(&mut self, afi_safi: AfiSafi, refresh: bool) {
+        if self.session.is_none() {
+            return;
+        }
+        self.tables.insert(afi_safi);
+        if refresh {
+            self.resend.insert(afi_safi);
+            self.replan();
+        }
+        self.check_tables();
+    }
+
+    /// A family whose table has been given completely: the driver answers
+    /// `Input::TableSent`. Only ever returned after the batches that carried it.
+    pub fn poll_table_sent(&mut self) -> Option<AfiSafi> {
+        self.tables_done.pop_front()
+    }
+
+    /// Routes not sent since the last call, per family and reason.
+    pub fn take_refusals(&mut self) -> Refusals {
+        std::mem::take(&mut self.refusals)
+    }
+
+    /// The next UPDATEs, at most `max_bytes` once encoded (and at least one message when
+    /// there is work, whatever `max_bytes`): whole messages of at most the negotiated
+    /// maximum size each. `held` already includes what they carry. `None` when nothing is
+    /// pending.
+    pub fn next_batch(&mut self, max_bytes: usize) -> Option<Vec<Update>> {
+        let session = self.session.as_ref()?;
+        if self.work.is_empty() {
+            return None;
+        }
+        let ctx = session.ctx;
+        let max_len = ctx.max_message_len();
+        let max_messages = (max_bytes / max_len).max(1);
+        let mut updates = Vec::new();
+        while updates.len() < max_messages {
+            let room = max_messages - updates.len();
+            if let Some(fam) = [Family::V4, Family::V6]
+                .into_iter()
+                .find(|f| !self.work.withdraw[*f as usize].is_empty())
+            {
+                self.withdraw_batch(fam, &ctx, room, &mut updates);
+                continue;
+            }
+            if self.work.groups.is_empty() {
+                break;
+            }
+            self.announce_batch(room, &mut updates);
+        }
+        self.check_tables();
+        if updates.is_empty() {
+            // Everything left was refused while building (see announce_batch).
+            return None;
+        }
+        Some(updates)
+    }
+
+    fn reset(&mut self) {
+        self.held.clear();
+        self.held_count = [0, 0];
+        self.session = None;
+        self.work.clear();
+        self.tables.clear();
+        self.resend.clear();
+        self.tables_done.clear();
+    }
+
+    /// Recomputes the pending work from `held` and `desired`.
+    fn replan(&mut self) {
+        self.work.clear();
+        let Some(session) = &self.session else {
+            return;
+        };
+        let diff = routes::diff(&self.held, &self.desired);
+        let mut announce = diff.announce;
+        if !self.resend.is_empty() {
+            // The diff skips routes the peer already holds unchanged; a refresh sends them
+            // too.
+            for (p, r) in self.desired.iter() {
+                let fam = Family::of(p).afi_safi();
+                if self.resend.contains(&fam) && self.held.get(p).is_some_and(|h| **h == *r.attrs) {
+                    announce.push((*p, r.attrs.clone()));
+                }
+            }
+        }
+        let mut withdraw = diff.withdraw;
+        let mut index: HashMap<(Family, Arc<RouteAttrs>), usize> = HashMap::new();
+        for (p, attrs) in announce {
+            let fam = Family::of(&p);
+            if let Err(why) = carriable(session, fam, &attrs) {
+                *self.refusals.entry((fam.afi_safi(), why)).or_default() += 1;
+                if self.held.contains_key(&p) {
+                    // The peer must not keep an earlier version of a route we cannot
+                    // send any more.
+                    withdraw.push(p);
+                }
+                continue;
+            }
+            let i = *index.entry((fam, attrs.clone())).or_insert_with(|| {
+                self.work.groups.push_back(Group {
+                    family: fam,
+                    attrs,
+                    prefixes: VecDeque::new(),
+                    builder: None,
+                });
+                self.work.groups.len() - 1
+            });
+            self.work.groups[i].prefixes.push_back(p);
+            self.work.pending[fam as usize] += 1;
+        }
+        for p in withdraw {
+            let fam = Family::of(&p);
+            self.work.withdraw[fam as usize].push_back(p);
+            self.work.pending[fam as usize] += 1;
+        }
+    }
+
+    fn withdraw_batch(
+        &mut self,
+        fam: Family,
+        ctx: &Context,
+        room: usize,
+        updates: &mut Vec<Update>,
+    ) {
+        let queue = &mut self.work.withdraw[fam as usize];
+        let chunk = take_chunk(queue, room * ctx.max_message_len());
+        let built = UpdateBuilder::new(ctx, &[], None).and_then(|b| b.withdraw_updates(&chunk));
+        let msgs = match built {
+            Ok(m) => m,
+            Err(_) => {
+                // Withdrawals without ADD-PATH of one family always encode; should that
+                // change, drop them rather than loop (the peer keeps them until the next
+                // session).
+                self.work.pending[fam as usize] -= chunk.len();
+                return;
+            }
+        };
+        let (kept, used) = keep_messages(msgs, room, |u| {
+            u.withdrawn.len() + u.mp_unreach().map_or(0, |m| m.withdrawn.len())
+        });
+        put_back(queue, &chunk[used..]);
+        for p in &chunk[..used] {
+            if self.held.remove(p).is_some() {
+                self.held_count[fam as usize] -= 1;
+            }
+        }
+        self.work.pending[fam as usize] -= used;
+        updates.extend(kept);
+    }
+
+    fn announce_batch(&mut self, room: usize, updates: &mut Vec<Update>) {
+        let Some(session) = &self.session else {
+            return;
+        };
+        let ctx = session.ctx;
+        let Some(group) = self.work.groups.front_mut() else {
+            return;
+        };
+        let fam = group.family;
+        if group.builder.is_none() {
+            match builder_for(session, fam, &group.attrs) {
+                Ok(b) => group.builder = Some(b),
+                Err(_) => return self.refuse_front_group(Refusal::Unencodable),
+            }
+        }
+        let Some(builder) = &group.builder else {
+            return;
+        };
+        let chunk = take_chunk(&mut group.prefixes, room * ctx.max_message_len());
+        let msgs = match builder.announce_updates(&chunk) {
+            Ok(m) => m,
+            Err(_) => {
+                put_back(&mut group.prefixes, &chunk);
+                return self.refuse_front_group(Refusal::Unencodable);
+            }
+        };
+        let (kept, used) = keep_messages(msgs, room, |u| {
+            u.nlri.len() + u.mp_reach().map_or(0, |m| m.nlri.len())
+        });
+        put_back(&mut group.prefixes, &chunk[used..]);
+        for p in &chunk[..used] {
+            if self.held.insert(*p, group.attrs.clone()).is_none() {
+                self.held_count[fam as usize] += 1;
+            }
+        }
+        self.work.pending[fam as usize] -= used;
+        if group.prefixes.is_empty() {
+            self.work.groups.pop_front();
+        }
+        updates.extend(kept);
+    }
+
+    /// Drops the front group as refused, withdrawing what the peer held of it.
+    fn refuse_front_group(&mut self, why: Refusal) {
+        let Some(group) = self.work.groups.pop_front() else {
+            return;
+        };
+        let fam = group.family;
+        self.work.pending[fam as usize] -= group.prefixes.len();
+        *self.refusals.entry((fam.afi_safi(), why)).or_default() += group.prefixes.len() as u64;
+        for p in group.prefixes {
+            if self.held.contains_key(&p) {
+                self.work.withdraw[fam as usize].push_back(p);
+                self.work.pending[fam as usize] += 1;
+            }
+        }
+    }
+
+    fn check_tables(&mut self) {
+        let pending = self.work.pending;
+        let done: Vec<AfiSafi> = self
+            .tables
+            .iter()
+            .copied()
+            .filter(|f| Family::from_afi_safi(*f).is_none_or(|fam| pending[fam as usize] == 0))
+            .collect();
+        for f in done {
+            self.tables.remove(&f);
+            self.resend.remove(&f);
+            self.tables_done.push_back(f);
+        }
+    }
+}
+
+/// Whether the session can carry a route of this family and attribute set.
+fn carriable(session: &RibSession, fam: Family, attrs: &RouteAttrs) -> Result<(), Refusal> {
+    if !session.families.contains(&fam.afi_safi()) {
+        return Err(Refusal::FamilyNotNegotiated);
+    }
+    next_hop(session, fam, attrs).map(|_| ())
+}
+
+enum ResolvedNextHop {
+    V4(Ipv4Addr),
+    V6(Ipv6Addr),
+}
+
+fn next_hop(
+    session: &RibSession,
+    fam: Family,
+    attrs: &RouteAttrs,
+) -> Result<ResolvedNextHop, Refusal> {
+    match (fam, &attrs.next_hop) {
+        (Family::V4, NextHop::SessionLocal) => session
+            .next_hop_v4
+            .map(ResolvedNextHop::V4)
+            .ok_or(Refusal::NoNextHop),
+        (Family::V6, NextHop::SessionLocal) => session
+            .next_hop_v6
+            .map(ResolvedNextHop::V6)
+            .ok_or(Refusal::NoNextHop),
+        (Family::V4, NextHop::Address(IpAddr::V4(a))) => Ok(ResolvedNextHop::V4(*a)),
+        (Family::V6, NextHop::Address(IpAddr::V6(a))) => Ok(ResolvedNextHop::V6(*a)),
+        (_, NextHop::Address(_)) => Err(Refusal::NextHopFamily),
+    }
+}
+
+/// The UPDATE builder for one group: its attributes in type-code order (RFC 4271
+/// section 5 leaves the order free; ascending is what every implementation sends).
+fn builder_for(
+    session: &RibSession,
+    fam: Family,
+    attrs: &RouteAttrs,
+) -> Result<UpdateBuilder, EncodeError> {
+    let nh = next_hop(session, fam, attrs)
+        .map_err(|_| EncodeError::Builder("the next hop cannot be resolved"))?;
+    let mut list = vec![
+        PathAttribute::Origin(attrs.origin),
+        PathAttribute::AsPath(as_path(&attrs.as_path)),
+    ];
+    let mut v6_next_hop = None;
+    match nh {
+        ResolvedNextHop::V4(a) => list.push(PathAttribute::NextHop(a)),
+        ResolvedNextHop::V6(a) => {
+            v6_next_hop = Some(MpNextHop::V6 {
+                global: a,
+                link_local: None,
+            })
+        }
+    }
+    if let Some(med) = attrs.med {
+        list.push(PathAttribute::MultiExitDisc(med));
+    }
+    if let Some(lp) = attrs.local_pref.filter(|_| session.ibgp) {
+        list.push(PathAttribute::LocalPref(lp));
+    }
+    if !attrs.communities.is_empty() {
+        list.push(PathAttribute::Communities(attrs.communities.clone()));
+    }
+    if !attrs.large_communities.is_empty() {
+        list.push(PathAttribute::LargeCommunities(
+            attrs.large_communities.clone(),
+        ));
+    }
+    UpdateBuilder::new(&session.ctx, &list, v6_next_hop)
+}
+
+/// One AS_SEQUENCE, split into segments of at most 255 AS numbers (RFC 4271 section
+/// 4.3); an empty path (iBGP) has no segment.
+fn as_path(asns: &[u32]) -> AsPath {
+    AsPath {
+        segments: asns
+            .chunks(255)
+            .map(|c| AsSegment {
+                kind: SegmentType::AsSequence,
+                asns: c.to_vec(),
+            })
+            .collect(),
+    }
+}
+
+/// Octets of one prefix in an NLRI field without ADD-PATH (RFC 4271 section 4.3).
+fn nlri_len(p: &IpNet) -> usize {
+    1 + usize::from(p.prefix_len()).div_ceil(8)
+}
+
+/// Takes prefixes from the front of `queue` whose NLRI add up to at most `octets` (at
+/// least one): enough to fill the messages asked for, since every message carries less
+/// than its maximum size of NLRI.
+fn take_chunk(queue: &mut VecDeque<IpNet>, octets: usize) -> Vec<IpNet> {
+    let mut chunk = Vec::new();
+    let mut total = 0;
+    while let Some(p) = queue.front() {
+        let l = nlri_len(p);
+        if !chunk.is_empty() && total + l > octets {
+            break;
+        }
+        total += l;
+        chunk.push(*p);
+        queue.pop_front();
+    }
+    chunk
+}
+
+/// Returns prefixes not used to the front of `queue`, in their order.
+fn put_back(queue: &mut VecDeque<IpNet>, rest: &[IpNet]) {
+    for p in rest.iter().rev() {
+        queue.push_front(*p);
+    }
+}
+
+/// The first `room` messages and how many prefixes of the chunk they carry (the builder
+/// packs a one-family chunk in order, so they are the chunk's first ones).
+fn keep_messages(
+    mut msgs: Vec<Update>,
+    room: usize,
+    carried: impl Fn(&Update) -> usize,
+) -> (Vec<Update>, usize) {
+    msgs.truncate(room);
+    let used = msgs.iter().map(carried).sum();
+    (msgs, used)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bgp::wire::{decode_message, encode_message, Message, Nlri, Origin};
+    use crate::routes::PlannedRoute;
+    use bytes::BytesMut;
+
+    /// Every prefix an UPDATE announces, and every one it withdraws.
+    fn update_prefixes(u: &Update) -> (Vec<Nlri>, Vec<Nlri>) {
+        let mut announced: Vec<Nlri> = u.nlri.clone();
+        let mut withdrawn: Vec<Nlri> = u.withdrawn.clone();
+        if let Some(r) = u.mp_reach() {
+            announced.extend(r.nlri.iter().copied());
+        }
+        if let Some(w) = u.mp_unreach() {
+            withdrawn.extend(w.withdrawn.iter().copied());
+        }
+        (announced, withdrawn)
+    }
+
+    fn session(ctx: Context) -> RibSession {
+        RibSession {
+            ctx,
+            families: vec![AfiSafi::IPV4_UNICAST, AfiSafi::IPV6_UNICAST],
+            ibgp: false,
+            next_hop_v4: Some(Ipv4Addr::new(0x64, 0x40, 0x00, 0x01)),
+            next_hop_v6: Some("fd00::1".parse().unwrap()),
+        }
+    }
+
+    fn four_octet() -> Context {
+        Context {
+            four_octet_as: true,
+            ..Context::default()
+        }
+    }
+
+    fn attrs(med: u32) -> Arc<RouteAttrs> {
+        Arc::new(RouteAttrs {
+            origin: Origin::Incomplete,
+            as_path: vec![65001],
+            next_hop: NextHop::SessionLocal,
+            med: Some(med),
+            local_pref: Some(200),
+            communities: vec![0xfde9_0064],
+            large_communities: vec![],
+        })
+    }
+
+    fn v4(i: u32) -> IpNet {
+        IpNet::V4(ipnet::Ipv4Net::new(Ipv4Addr::from(0x0a00_0000 + (i << 8)), 24).unwrap())
+    }
+
+    fn v6(i: u32) -> IpNet {
+        IpNet::V6(
+            ipnet::Ipv6Net::new(
+                Ipv6Addr::from((0xfd00_0000u128 << 96) | (u128::from(i) << 64)),
+                64,
+            )
+            .unwrap(),
+        )
+    }
+
+    fn desired(routes: impl IntoIterator<Item = (IpNet, Arc<RouteAttrs>)>) -> Arc<DesiredRoutes> {
+        Arc::new(
+            routes
+                .into_iter()
+                .map(|(p, attrs)| {
+                    (
+                        p,
+                        PlannedRoute {
+                            attrs,
+                            node: Arc::from("n1"),
+                        },
+                    )
+                })
+                .collect(),
+        )
+    }
+
+    /// What a peer receiving every batch would hold, by replaying the encoded bytes
+    /// through the decoder; checks every message's size on the way.
+    #[derive(Default)]
+    struct Peer {
+        rib: BTreeMap<IpNet, Vec<PathAttribute>>,
+        messages: usize,
+    }
+
+    impl Peer {
+        fn apply(&mut self, updates: &[Update], ctx: &Context) -> usize {
+            let mut bytes = 0;
+            for u in updates {
+                let mut out = BytesMut::new();
+                encode_message(&Message::Update(u.clone()), ctx, &mut out).unwrap();
+                assert!(out.len() <= ctx.max_message_len());
+                bytes += out.len();
+                let Message::Update(d) = decode_message(&out, ctx).unwrap() else {
+                    panic!("not an update")
+                };
+                assert!(d.errors.is_empty(), "{:?}", d.errors);
+                let (ann, wd) = update_prefixes(&d);
+                for n in wd {
+                    self.rib.remove(&n.prefix);
+                }
+                let attrs: Vec<PathAttribute> = d
+                    .attributes
+                    .iter()
+                    .filter(|a| !matches!(a, PathAttribute::MpReach(_)))
+                    .cloned()
+                    .collect();
+                for n in ann {
+                    self.rib.insert(n.prefix, attrs.clone());
+                }
+                self.messages += 1;
+            }
+            bytes
+        }
+    }
+
+    fn drain(rib: &mut AdjRibOut, peer: &mut Peer, max_bytes: usize, ctx: &Context) -> usize {
+        let mut batches = 0;
+        while let Some(b) = rib.next_batch(max_bytes) {
+            let bytes = peer.apply(&b, ctx);
+            assert!(bytes <= max_bytes.max(ctx.max_message_len()), "{bytes}");
+            batches += 1;
+        }
+        batches
+    }
+
+    #[test]
+    fn a_large_table_drains_in_bounded_batches_to_exactly_the_desired_set() {
+        let ctx = four_octet();
+        let mut rib = AdjRibOut::new();
+        let a = attrs(1);
+        let b = attrs(2);
+        let mut routes: Vec<(IpNet, Arc<RouteAttrs>)> = (0..60_000)
+            .map(|i| (v4(i), if i % 2 == 0 { a.clone() } else { b.clone() }))
+            .collect();
+        routes.extend((0..20_000).map(|i| (v6(i), a.clone())));
+        rib.set_desired(desired(routes.clone()));
+        assert!(rib.next_batch(1 << 20).is_none(), "no session, no work");
+        rib.established(session(ctx));
+        assert_eq!(rib.pending(), 80_000);
+
+        let mut peer = Peer::default();
+        let max = 64 * 1024;
+        let batches = drain(&mut rib, &mut peer, max, &ctx);
+        assert_eq!(peer.rib.len(), 80_000);
+        assert!(!rib.has_work());
+        assert_eq!(rib.held().len(), 80_000);
+        assert_eq!(rib.held_count(AfiSafi::IPV4_UNICAST), 60_000);
+        assert_eq!(rib.held_count(AfiSafi::IPV6_UNICAST), 20_000);
+        // At most 16 messages of 4096 octets per batch of 64 KiB, and no more messages
+        // than packing each group alone needs: the attributes take 34 octets (ORIGIN 4,
+        // AS_PATH 9, NEXT_HOP 7, MED 7, COMMUNITIES 7), so an IPv4 message holds
+        // (4096 - 23 - 34) / 4 = 1009 /24s; an IPv6 one (4096 - 23 - 25 - 27) / 9 = 446
+        // /64s (MP_REACH_NLRI header and next hop 25, no NEXT_HOP).
+        assert!(batches >= peer.messages.div_ceil(16));
+        let exact = 2 * 30_000usize.div_ceil(1009) + 20_000usize.div_ceil(446);
+        assert_eq!(peer.messages, exact);
+        // Attributes as sent, in type order; LOCAL_PREF dropped on eBGP.
+        let sent = &peer.rib[&v4(1)];
+        assert!(matches!(sent[0], PathAttribute::Origin(Origin::Incomplete)));
+        assert!(
+            matches!(sent[2], PathAttribute::NextHop(nh) if nh == Ipv4Addr::new(100, 64, 0, 1))
+        );
+        assert!(matches!(sent[3], PathAttribute::MultiExitDisc(2)));
+        assert!(!sent
+            .iter()
+            .any(|a| matches!(a, PathAttribute::LocalPref(_))));
+    }
+
+    #[test]
+    fn a_stalled_peer_gets_no_more_than_one_batch_per_request() {
+        let ctx = four_octet();
+        let mut rib = AdjRibOut::new();
+        rib.set_desired(desired((0..100_000).map(|i| (v4(i), attrs(1)))));
+        rib.established(session(ctx));
+        let b = rib.next_batch(256 * 1024).unwrap();
+        assert_eq!(b.len(), 64);
+        // What was not asked for stays unencoded.
+        assert_eq!(rib.held().len() + rib.pending(), 100_000);
+        let carried: usize = b.iter().map(|u| u.nlri.len()).sum();
+        assert_eq!(rib.held().len(), carried);
+        // A tiny budget still makes progress, one message at a time.
+        assert_eq!(rib.next_batch(10).unwrap().len(), 1);
+        // Extended messages: fewer, larger messages for the same budget.
+        let mut ext = AdjRibOut::new();
+        ext.set_desired(desired((0..100_000).map(|i| (v4(i), attrs(1)))));
+        ext.established(session(Context {
+            extended_message: true,
+            ..ctx
+        }));
+        let b = ext.next_batch(256 * 1024).unwrap();
+        assert_eq!(b.len(), 4);
+        assert_eq!(b[0].nlri.len(), (65535 - 23 - 34) / 4);
+    }
+
+    #[test]
+    fn a_change_mid_drain_converges_on_the_newest_set() {
+        let ctx = four_octet();
+        let mut rib = AdjRibOut::new();
+        let first: Vec<_> = (0..10_000).map(|i| (v4(i), attrs(1))).collect();
+        rib.set_desired(desired(first));
+        rib.established(session(ctx));
+        let mut peer = Peer::default();
+        let b = rib.next_batch(8 * 1024).unwrap();
+        peer.apply(&b, &ctx);
+        assert!(rib.has_work());
+        // Half gone, the other half with new attributes, and some new IPv6.
+        let mut second: Vec<_> = (5_000..10_000).map(|i| (v4(i), attrs(7))).collect();
+        second.extend((0..100).map(|i| (v6(i), attrs(7))));
+        rib.set_desired(desired(second.clone()));
+        drain(&mut rib, &mut peer, 8 * 1024, &ctx);
+        let want: Vec<IpNet> = second.iter().map(|(p, _)| *p).collect();
+        assert_eq!(peer.rib.keys().copied().collect::<Vec<_>>(), want);
+        assert!(peer
+            .rib
+            .values()
+            .all(|a| a.contains(&PathAttribute::MultiExitDisc(7))));
+        assert_eq!(rib.held().keys().copied().collect::<Vec<_>>(), want);
+    }
+
+    #[test]
+    fn only_the_difference_is_sent_and_withdrawals_come_first() {
+        let ctx = four_octet();
+        let mut rib = AdjRibOut::new();
+        rib.set_desired(desired([
+            (v4(1), attrs(1)),
+            (v4(2), attrs(1)),
+            (v6(1), attrs(1)),
+        ]));
+        rib.established(session(ctx));
+        while rib.next_batch(1 << 20).is_some() {}
+        rib.set_desired(desired([(v4(2), attrs(1)), (v4(3), attrs(1))]));
+        let b = rib.next_batch(1 << 20).unwrap();
+        let summary: Vec<(Vec<Nlri>, Vec<Nlri>)> = b.iter().map(update_prefixes).collect();
+        assert_eq!(
+            summary,
+            vec![
+                (vec![], vec![v4(1).into()]),
+                (vec![], vec![v6(1).into()]),
+                (vec![v4(3).into()], vec![]),
+            ]
+        );
+        assert!(rib.next_batch(1 << 20).is_none());
+        // Unchanged: nothing at all.
+        rib.set_desired(desired([(v4(2), attrs(1)), (v4(3), attrs(1))]));
+        assert!(rib.next_batch(1 << 20).is_none());
+    }
+
+    #[test]
+    fn tables_complete_only_after_their_batches() {
+        let ctx = four_octet();
+        let mut rib = AdjRibOut::new();
+        rib.set_desired(desired((0..3000).map(|i| (v4(i), attrs(1)))));
+        rib.established(session(ctx));
+        rib.send_table(AfiSafi::IPV4_UNICAST, false);
+        rib.send_table(AfiSafi::IPV6_UNICAST, false);
+        // No IPv6 route: that table is complete at once; IPv4 is not.
+        assert_eq!(rib.poll_table_sent(), Some(AfiSafi::IPV6_UNICAST));
+        assert_eq!(rib.poll_table_sent(), None);
+        let _ = rib.next_batch(4096).unwrap();
+        assert_eq!(rib.poll_table_sent(), None);
+        while rib.next_batch(4096).is_some() {}
+        assert_eq!(rib.poll_table_sent(), Some(AfiSafi::IPV4_UNICAST));
+        assert_eq!(rib.poll_table_sent(), None);
+    }
+
+    #[test]
+    fn a_refresh_sends_every_route_of_the_family_again() {
+        let ctx = four_octet();
+        let mut rib = AdjRibOut::new();
+        rib.set_desired(desired([
+            (v4(1), attrs(1)),
+            (v4(2), attrs(1)),
+            (v6(1), attrs(1)),
+        ]));
+        rib.established(session(ctx));
+        while rib.next_batch(1 << 20).is_some() {}
+        rib.send_table(AfiSafi::IPV4_UNICAST, true);
+        assert_eq!(rib.poll_table_sent(), None);
+        let b = rib.next_batch(1 << 20).unwrap();
+        let summary: Vec<(Vec<Nlri>, Vec<Nlri>)> = b.iter().map(update_prefixes).collect();
+        assert_eq!(summary, vec![(vec![v4(1).into(), v4(2).into()], vec![])]);
+        assert_eq!(rib.poll_table_sent(), Some(AfiSafi::IPV4_UNICAST));
+        // The refresh is over: an unchanged set sends nothing again.
+        let same = rib.desired().clone();
+        rib.set_desired(same);
+        assert!(rib.next_batch(1 << 20).is_none());
+    }
+
+    #[test]
+    fn routes_the_session_cannot_carry_are_refused_and_withdrawn() {
+        let ctx = four_octet();
+        let mut rib = AdjRibOut::new();
+        let explicit_v6_for_v4 = Arc::new(RouteAttrs {
+            next_hop: NextHop::Address("fd00::9".parse().unwrap()),
+            ..(*attrs(1)).clone()
+        });
+        rib.set_desired(desired([
+            (v4(1), attrs(1)),
+            (v4(2), attrs(1)),
+            (v6(1), attrs(1)),
+        ]));
+        // An IPv4 session without an IPv6 next hop, IPv6 negotiated.
+        rib.established(RibSession {
+            next_hop_v6: None,
+            ..session(ctx)
+        });
+        let mut peer = Peer::default();
+        drain(&mut rib, &mut peer, 1 << 20, &ctx);
+        assert_eq!(
+            peer.rib.keys().copied().collect::<Vec<_>>(),
+            vec![v4(1), v4(2)]
+        );
+        assert_eq!(
+            rib.take_refusals(),
+            [((AfiSafi::IPV6_UNICAST, Refusal::NoNextHop), 1)].into()
+        );
+        // v4(2) moves to a next hop of the wrong family: the old version is withdrawn.
+        rib.set_desired(desired([(v4(1), attrs(1)), (v4(2), explicit_v6_for_v4)]));
+        drain(&mut rib, &mut peer, 1 << 20, &ctx);
+        assert_eq!(peer.rib.keys().copied().collect::<Vec<_>>(), vec![v4(1)]);
+        assert_eq!(
+            rib.take_refusals(),
+            [((AfiSafi::IPV4_UNICAST, Refusal::NextHopFamily), 1)].into()
+        );
+        assert!(rib.take_refusals().is_empty());
+
+        // IPv6 not negotiated at all.
+        let mut v4_only = AdjRibOut::new();
+        v4_only.set_desired(desired([(v4(1), attrs(1)), (v6(1), attrs(1))]));
+        v4_only.established(RibSession {
+            families: vec![AfiSafi::IPV4_UNICAST],
+            ..session(ctx)
+        });
+        v4_only.send_table(AfiSafi::IPV4_UNICAST, false);
+        let b = v4_only.next_batch(1 << 20).unwrap();
+        assert_eq!(b.len(), 1);
+        assert_eq!(
+            v4_only.take_refusals(),
+            [((AfiSafi::IPV6_UNICAST, Refusal::FamilyNotNegotiated), 1)].into()
+        );
+        assert_eq!(v4_only.poll_table_sent(), Some(AfiSafi::IPV4_UNICAST));
+    }
+
+    #[test]
+    fn ibgp_keeps_local_pref_and_two_octet_sessions_get_as4_path() {
+        let ctx = Context::default();
+        let mut rib = AdjRibOut::new();
+        let big_as = Arc::new(RouteAttrs {
+            as_path: vec![4_200_000_001],
+            ..(*attrs(1)).clone()
+        });
+        rib.set_desired(desired([(v4(1), big_as)]));
+        rib.established(RibSession {
+            ibgp: true,
+            ..session(ctx)
+        });
+        let b = rib.next_batch(1 << 20).unwrap();
+        assert!(b[0].attributes.contains(&PathAttribute::LocalPref(200)));
+        let mut out = BytesMut::new();
+        encode_message(&Message::Update(b[0].clone()), &ctx, &mut out).unwrap();
+        let has = |needle: &[u8]| out.windows(needle.len()).any(|w| w == needle);
+        // AS_PATH with AS_TRANS, then AS4_PATH with the real AS (RFC 6793 section 4.2.2).
+        assert!(has(&[0x40, 0x02, 0x04, 0x02, 0x01, 0x5b, 0xa0]));
+        assert!(has(&[0xc0, 0x11, 0x06, 0x02, 0x01, 0xfa, 0x56, 0xea, 0x01]));
+        let mut peer = Peer::default();
+        peer.apply(&b, &ctx);
+        assert!(peer.rib[&v4(1)]
+            .iter()
+            .any(|a| matches!(a, PathAttribute::AsPath(p)
+            if p.segments[0].asns == vec![4_200_000_001])));
+    }
+
+    #[test]
+    fn long_as_paths_split_into_segments_of_255() {
+        let p = as_path(&(1..=600).collect::<Vec<u32>>());
+        let lens: Vec<usize> = p.segments.iter().map(|s| s.asns.len()).collect();
+        assert_eq!(lens, vec![255, 255, 90]);
+        assert!(as_path(&[]).segments.is_empty());
+    }
+
+    #[test]
+    fn down_forgets_what_the_peer_held() {
+        let ctx = four_octet();
+        let mut rib = AdjRibOut::new();
+        rib.set_desired(desired([(v4(1), attrs(1))]));
+        rib.established(session(ctx));
+        while rib.next_batch(1 << 20).is_some() {}
+        assert_eq!(rib.held().len(), 1);
+        rib.down();
+        assert!(rib.held().is_empty());
+        assert!(rib.next_batch(1 << 20).is_none());
+        // The next session sends everything again.
+        rib.established(session(ctx));
+        assert_eq!(rib.pending(), 1);
+    }
+
+    #[test]
+    fn nlri_lengths_follow_rfc4271() {
+        assert_eq!(nlri_len(&"0.0.0.0/0".parse().unwrap()), 1);
+        assert_eq!(nlri_len(&"10.0.0.0/8".parse().unwrap()), 2);
+        assert_eq!(nlri_len(&"10.0.0.0/9".parse().unwrap()), 3);
+        assert_eq!(nlri_len(&"10.0.0.0/24".parse().unwrap()), 4);
+        assert_eq!(nlri_len(&"fd00::/64".parse().unwrap()), 9);
+        assert_eq!(nlri_len(&"fd00::1/128".parse().unwrap()), 17);
+    }
+}

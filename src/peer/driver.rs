@@ -1,0 +1,879 @@
+//! The peer task: one per configured peer, the only place a BGP session meets a socket.
+//! It frames and decodes what the connection delivers, feeds the session
+//! (src/bgp/session), carries out the session's actions (dial, write, close), runs its
+//! timers, and pumps the Adj-RIB-Out into the session while the write buffer has room.
+//!
+//! One `select!` waits on everything: the connection readable, the connection writable
+//! when output is pending, the session's next deadline, a dial completing, an inbound
+//! connection, a new desired route set, and shutdown. State transitions are logged in
+//! one place ([`Task::act`]), every NOTIFICATION sent or received with one warn!.
+//!
+//! Collisions (RFC 4271 section 6.8) follow the session's design: one `Session` per
+//! connection, a second one for a connection the peer opens while ours is past Active,
+//! and `detect_collision` after every input to either.
+
+use super::adj_rib_out::{AdjRibOut, RibSession};
+use super::listener::Inbound;
+use super::observer::{Direction, PeerObserver};
+use super::socket;
+use super::spec::PeerSpec;
+use super::{PeerError, PeerStatus, Shutdown};
+use crate::bgp::session::{
+    detect_collision, Action, Input, NotificationInfo, Session, Side, State, StopReason,
+};
+use crate::bgp::wire::{check_header, decode_message_bytes, encode_message, AfiSafi, Message};
+use crate::config::PeerKey;
+use crate::routes::DesiredRoutes;
+use bytes::{Buf, BytesMut};
+use std::collections::BTreeMap;
+use std::future::{pending, Future};
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+use tracing::{debug, info, warn};
+
+/// The write buffer is refilled from the Adj-RIB-Out only while it holds less than this:
+/// a peer that stops reading costs at most this much memory (plus one batch, which is
+/// computed to fit in what is left, and a few KEEPALIVEs).
+pub const WRITE_THRESHOLD: usize = 256 * 1024;
+
+/// How long a NOTIFICATION may take to leave before the connection is closed anyway,
+/// and how long the peer gets to close its side afterwards.
+pub const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Read size: several full-size messages per syscall.
+const READ_CHUNK: usize = 64 * 1024;
+
+type Dial = Pin<Box<dyn Future<Output = Result<TcpStream, PeerError>> + Send>>;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Which {
+    Main,
+    Candidate,
+}
+
+impl Which {
+    fn as_str(self) -> &'static str {
+        match self {
+            Which::Main => "main",
+            Which::Candidate => "collision-candidate",
+        }
+    }
+}
+
+/// One session and its connection.
+struct Link {
+    session: Session,
+    conn: Option<Conn>,
+    /// Actions about the Adj-RIB-Out (Established, SendTable, Down) of a collision
+    /// candidate: the Adj-RIB-Out follows the long-lived session only, so they wait
+    /// until the candidate wins (and are dropped if it loses).
+    deferred: Vec<Action>,
+}
+
+struct Conn {
+    stream: TcpStream,
+    local: SocketAddr,
+    remote: SocketAddr,
+    rbuf: BytesMut,
+    wbuf: BytesMut,
+    /// Reading stopped: EOF, or a decode error whose NOTIFICATION is on its way.
+    read_done: bool,
+}
+
+impl Conn {
+    fn new(stream: TcpStream) -> io::Result<Conn> {
+        Ok(Conn {
+            local: stream.local_addr()?,
+            remote: stream.peer_addr()?,
+            stream,
+            rbuf: BytesMut::new(),
+            wbuf: BytesMut::new(),
+            read_done: false,
+        })
+    }
+
+    /// Writes what the socket takes now; `Err` when the connection is broken.
+    fn try_flush(&mut self) -> io::Result<()> {
+        while !self.wbuf.is_empty() {
+            match self.stream.try_write(&self.wbuf) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => self.wbuf.advance(n),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Flushes, half-closes and waits for the peer to close, all within `deadline`: a
+    /// NOTIFICATION must not be lost to a reset caused by unread data.
+    async fn close_gracefully(mut self, deadline: tokio::time::Instant) {
+        let flushed = tokio::time::timeout_at(deadline, async {
+            while !self.wbuf.is_empty() {
+                if self.stream.writable().await.is_err() || self.try_flush().is_err() {
+                    return false;
+                }
+            }
+            true
+        })
+        .await
+        .unwrap_or(false);
+        if !flushed {
+            return;
+        }
+        let _ = socket2::SockRef::from(&self.stream).shutdown(std::net::Shutdown::Write);
+        let _ = tokio::time::timeout_at(deadline, async {
+            let mut sink = [0u8; 4096];
+            loop {
+                if self.stream.readable().await.is_err() {
+                    return;
+                }
+                match self.stream.try_read(&mut sink) {
+                    Ok(0) => return,
+                    Ok(_) => {}
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(_) => return,
+                }
+            }
+        })
+        .await;
+    }
+}
+
+/// What woke the task.
+enum Event {
+    Shutdown(Shutdown),
+    Timeout,
+    Readable(Which),
+    Writable(Which),
+    Dialed(Result<TcpStream, PeerError>),
+    Inbound(TcpStream),
+    InboundClosed,
+    Desired,
+    DesiredClosed,
+    Nothing,
+}
+
+/// The peer task. See the module documentation.
+pub(crate) struct Task {
+    spec: PeerSpec,
+    key: PeerKey,
+    observer: Arc<dyn PeerObserver>,
+    main: Link,
+    candidate: Option<Link>,
+    dial: Option<Dial>,
+    rib: AdjRibOut,
+    status: watch::Sender<PeerStatus>,
+    /// When the desired set last changed, until its UPDATEs have all been written.
+    changed_at: Option<Instant>,
+    reported_announced: BTreeMap<AfiSafi, u64>,
+    reported_received: BTreeMap<AfiSafi, u64>,
+    /// Socket errors and refusals, for `status`; the session keeps its own last error.
+    last_io_error: Option<String>,
+}
+
+impl Task {
+    pub(crate) fn new(
+        spec: PeerSpec,
+        observer: Arc<dyn PeerObserver>,
+        status: watch::Sender<PeerStatus>,
+    ) -> Result<Task, PeerError> {
+        let session = Session::new(spec.session.clone())?;
+        Ok(Task {
+            key: spec.key,
+            spec,
+            observer,
+            main: Link {
+                session,
+                conn: None,
+                deferred: Vec::new(),
+            },
+            candidate: None,
+            dial: None,
+            rib: AdjRibOut::new(),
+            status,
+            changed_at: None,
+            reported_announced: BTreeMap::new(),
+            reported_received: BTreeMap::new(),
+            last_io_error: None,
+        })
+    }
+
+    pub(crate) async fn run(
+        mut self,
+        mut desired: watch::Receiver<Arc<DesiredRoutes>>,
+        mut shutdown: watch::Receiver<Option<Shutdown>>,
+        mut inbound: Option<Inbound>,
+    ) {
+        let first = desired.borrow_and_update().clone();
+        self.rib.set_desired(first);
+        let mut desired_open = true;
+        let now = Instant::now();
+        self.input(Which::Main, now, Input::Start).await;
+        self.after_event(now).await;
+        loop {
+            // A shutdown requested before the task started, or while it was busy.
+            let requested = shutdown.borrow_and_update().clone();
+            let event = match requested {
+                Some(mode) => Event::Shutdown(mode),
+                None => {
+                    self.next_event(&mut desired, desired_open, &mut shutdown, &mut inbound)
+                        .await
+                }
+            };
+            let now = Instant::now();
+            match event {
+                Event::Shutdown(mode) => {
+                    self.shutdown(now, mode).await;
+                    break;
+                }
+                Event::Timeout => self.timeout(now).await,
+                Event::Readable(w) => self.read(w, now).await,
+                Event::Writable(w) => self.flush(w, now).await,
+                Event::Dialed(r) => self.dialed(r, now).await,
+                Event::Inbound(stream) => self.offer(stream, true, now).await,
+                Event::InboundClosed => inbound = None,
+                Event::Desired => {
+                    let d = desired.borrow_and_update().clone();
+                    self.rib.set_desired(d);
+                    self.changed_at = Some(now);
+                }
+                Event::DesiredClosed => desired_open = false,
+                Event::Nothing => {}
+            }
+            self.after_event(now).await;
+        }
+        self.status.send_modify(|s| {
+            s.state = self.main.session.state();
+            s.finished = true;
+        });
+    }
+
+    async fn next_event(
+        &mut self,
+        desired: &mut watch::Receiver<Arc<DesiredRoutes>>,
+        desired_open: bool,
+        shutdown: &mut watch::Receiver<Option<Shutdown>>,
+        inbound: &mut Option<Inbound>,
+    ) -> Event {
+        let deadline = [
+            self.main.session.poll_timeout(),
+            self.candidate
+                .as_ref()
+                .and_then(|c| c.session.poll_timeout()),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
+        let main = self.main.conn.as_ref();
+        let cand = self.candidate.as_ref().and_then(|c| c.conn.as_ref());
+        let dial = self.dial.as_mut();
+        tokio::select! {
+            biased;
+            r = shutdown.changed() => match r {
+                Ok(()) => match shutdown.borrow_and_update().clone() {
+                    Some(mode) => Event::Shutdown(mode),
+                    // Set back to "running": nothing to do.
+                    None => Event::Nothing,
+                },
+                // The daemon is gone: leave as a restart would, routes kept by a GR peer.
+                Err(_) => Event::Shutdown(Shutdown::Restart),
+            },
+            () = sleep_until(deadline) => Event::Timeout,
+            () = writable(main) => Event::Writable(Which::Main),
+            () = writable(cand) => Event::Writable(Which::Candidate),
+            () = readable(main) => Event::Readable(Which::Main),
+            () = readable(cand) => Event::Readable(Which::Candidate),
+            r = dialing(dial) => Event::Dialed(r),
+            s = accept(inbound.as_mut()) => match s {
+                Some(s) => Event::Inbound(s),
+                None => Event::InboundClosed,
+            },
+            r = desired.changed(), if desired_open => match r {
+                Ok(()) => Event::Desired,
+                Err(_) => Event::DesiredClosed,
+            },
+        }
+    }
+
+    /// Bookkeeping after every event: refill the write buffer, write, and report.
+    async fn after_event(&mut self, now: Instant) {
+        self.pump(now).await;
+        for w in [Which::Main, Which::Candidate] {
+            let broken = match self.link_mut(w).and_then(|l| l.conn.as_mut()) {
+                Some(c) => c.try_flush().err(),
+                None => None,
+            };
+            if let Some(e) = broken {
+                debug!(error = %e, connection = w.as_str(), "write failed");
+                self.input(w, now, Input::TcpClosed).await;
+            }
+        }
+        self.report(now);
+    }
+
+    /// Moves the Adj-RIB-Out into the session while the write buffer has room, then
+    /// answers the tables the session asked for that are complete.
+    async fn pump(&mut self, now: Instant) {
+        loop {
+            if self.main.session.state() != State::Established {
+                break;
+            }
+            let Some(conn) = &self.main.conn else { break };
+            let used = conn.wbuf.len();
+            if used >= WRITE_THRESHOLD {
+                break;
+            }
+            let Some(batch) = self.rib.next_batch(WRITE_THRESHOLD - used) else {
+                break;
+            };
+            self.input(Which::Main, now, Input::Updates(batch)).await;
+        }
+        while let Some(f) = self.rib.poll_table_sent() {
+            self.input(Which::Main, now, Input::TableSent(f)).await;
+        }
+        for ((afi, reason), count) in self.rib.take_refusals() {
+            warn!(
+                afi = afi.afi.0,
+                safi = afi.safi.0,
+                reason = %reason,
+                count,
+                "routes not announced"
+            );
+            self.last_io_error = Some(format!(
+                "{count} routes of afi {} not announced: {reason}",
+                afi.afi.0
+            ));
+            self.observer.not_announced(&self.key, afi, reason, count);
+        }
+    }
+
+    /// Feeds one input to a link's session and carries out what it asks, then settles
+    /// a collision if there is a candidate.
+    async fn input(&mut self, w: Which, now: Instant, input: Input) {
+        let Some(link) = self.link_mut(w) else {
+            return;
+        };
+        link.session.handle(now, input);
+        self.drain(w, now).await;
+        self.settle_collision(now).await;
+    }
+
+    fn link_mut(&mut self, w: Which) -> Option<&mut Link> {
+        match w {
+            Which::Main => Some(&mut self.main),
+            Which::Candidate => self.candidate.as_mut(),
+        }
+    }
+
+    async fn drain(&mut self, w: Which, now: Instant) {
+        while let Some(action) = self.link_mut(w).and_then(|l| l.session.poll_action()) {
+            self.act(w, now, action).await;
+        }
+    }
+
+    /// Carries out one action of a link's session.
+    async fn act(&mut self, w: Which, now: Instant, action: Action) {
+        if w == Which::Candidate
+            && matches!(
+                action,
+                Action::Established(_) | Action::SendTable { .. } | Action::Down { .. }
+            )
+        {
+            if let Some(c) = self.candidate.as_mut() {
+                c.deferred.push(action);
+            }
+            return;
+        }
+        match action {
+            Action::Connect => {
+                if w == Which::Main {
+                    debug!(remote = %self.spec.transport.remote, "dialing");
+                    self.dial = Some(Box::pin(socket::connect(self.spec.transport.clone())));
+                }
+            }
+            Action::Send(m) => self.send(w, m),
+            Action::CloseConnection { notify } => {
+                if w == Which::Main {
+                    self.dial = None;
+                }
+                let Some(conn) = self.link_mut(w).and_then(|l| l.conn.take()) else {
+                    return;
+                };
+                if notify {
+                    let deadline = tokio::time::Instant::from_std(now + CLOSE_TIMEOUT);
+                    conn.close_gracefully(deadline).await;
+                }
+            }
+            Action::RejectConnection => {
+                // Offers are only made to a session that can adopt them (see `offer`);
+                // should one refuse anyway, its connection goes.
+                if let Some(l) = self.link_mut(w) {
+                    if l.session.connection_inbound().is_none() {
+                        l.conn = None;
+                    }
+                }
+            }
+            Action::StateChange { from, to } => {
+                info!(from = %from, to = %to, connection = w.as_str(), "state changed");
+                if w == Which::Main {
+                    self.observer.state_changed(&self.key, from, to);
+                }
+            }
+            Action::Established(n) => {
+                let Some(local) = self
+                    .link_mut(w)
+                    .and_then(|l| l.conn.as_ref())
+                    .map(|c| c.local)
+                else {
+                    return;
+                };
+                info!(
+                    hold_time = n.hold_time,
+                    keepalive = n.keepalive,
+                    families = ?n.families,
+                    four_octet_as = n.four_octet_as,
+                    graceful_restart = n.graceful_restart,
+                    local = %local,
+                    "session established"
+                );
+                let (mut v4, mut v6) = (self.spec.next_hop_v4, self.spec.next_hop_v6);
+                match local.ip().to_canonical() {
+                    IpAddr::V4(a) => v4 = Some(a),
+                    IpAddr::V6(a) => v6 = Some(a),
+                }
+                self.rib.established(RibSession {
+                    ctx: n.context(),
+                    families: n.families.clone(),
+                    ibgp: n.ibgp,
+                    next_hop_v4: v4,
+                    next_hop_v6: v6,
+                });
+                self.changed_at = Some(now);
+            }
+            Action::Down { reason } => {
+                warn!(reason = %reason, "session down");
+                self.rib.down();
+                self.changed_at = None;
+            }
+            Action::SendTable { afi_safi, refresh } => {
+                if refresh {
+                    info!(
+                        afi = afi_safi.afi.0,
+                        safi = afi_safi.safi.0,
+                        "route refresh"
+                    );
+                }
+                self.rib.send_table(afi_safi, refresh);
+            }
+            Action::MaxPrefixExceeded {
+                afi_safi,
+                count,
+                limit,
+            } => {
+                warn!(
+                    afi = afi_safi.afi.0,
+                    safi = afi_safi.safi.0,
+                    count,
+                    limit,
+                    "peer sent more prefixes than max-prefix"
+                );
+            }
+        }
+    }
+
+    /// Encodes a message of the session into its connection's write buffer.
+    fn send(&mut self, w: Which, m: Message) {
+        let key = self.key;
+        let observer = self.observer.clone();
+        let Some(link) = self.link_mut(w) else {
+            return;
+        };
+        let ctx = link
+            .session
+            .negotiated()
+            .map(|n| n.context())
+            .unwrap_or_default();
+        let Some(conn) = link.conn.as_mut() else {
+            return;
+        };
+        if let Message::Notification(n) = &m {
+            let info = NotificationInfo::from(n);
+            warn!(
+                code = info.code,
+                subcode = info.subcode,
+                text = %notification_text(&info),
+                "notification sent"
+            );
+            observer.notification(
+                &key,
+                Direction::Sent,
+                info.code,
+                info.subcode,
+                &notification_text(&info),
+            );
+        }
+        match encode_message(&m, &ctx, &mut conn.wbuf) {
+            Ok(()) => observer.message(&key, Direction::Sent, m.message_type()),
+            Err(e) => {
+                let e = PeerError::from(e);
+                warn!(error = %e, "cannot encode a message");
+                observer.error(&key, &e);
+            }
+        }
+    }
+
+    async fn flush(&mut self, w: Which, now: Instant) {
+        let broken = match self.link_mut(w).and_then(|l| l.conn.as_mut()) {
+            Some(c) => c.try_flush().err(),
+            None => None,
+        };
+        if let Some(e) = broken {
+            debug!(error = %e, connection = w.as_str(), "write failed");
+            self.input(w, now, Input::TcpClosed).await;
+        }
+    }
+
+    async fn read(&mut self, w: Which, now: Instant) {
+        let result = {
+            let Some(conn) = self.link_mut(w).and_then(|l| l.conn.as_mut()) else {
+                return;
+            };
+            conn.rbuf.reserve(READ_CHUNK);
+            conn.stream.try_read_buf(&mut conn.rbuf)
+        };
+        match result {
+            Ok(0) => {
+                if let Some(c) = self.link_mut(w).and_then(|l| l.conn.as_mut()) {
+                    c.read_done = true;
+                }
+                self.input(w, now, Input::TcpClosed).await;
+                return;
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+            Err(e) => {
+                debug!(error = %e, connection = w.as_str(), "read failed");
+                self.input(w, now, Input::TcpClosed).await;
+                return;
+            }
+        }
+        // Every whole message in the buffer; the decode context may change after each
+        // (the OPEN negotiates it).
+        loop {
+            let frame = {
+                let Some(link) = self.link_mut(w) else { return };
+                let ctx = link
+                    .session
+                    .negotiated()
+                    .map(|n| n.context())
+                    .unwrap_or_default();
+                let Some(conn) = link.conn.as_mut() else {
+                    return;
+                };
+                if conn.read_done {
+                    return;
+                }
+                match check_header(&conn.rbuf, &ctx) {
+                    Ok(Some(len)) if conn.rbuf.len() >= len => {
+                        let msg = conn.rbuf.split_to(len).freeze();
+                        decode_message_bytes(msg, &ctx)
+                    }
+                    Ok(_) => return,
+                    Err(e) => Err(e),
+                }
+            };
+            match frame {
+                Ok(m) => self.received(w, now, m).await,
+                Err(e) => {
+                    warn!(error = %e, connection = w.as_str(), "malformed message");
+                    if let Some(c) = self.link_mut(w).and_then(|l| l.conn.as_mut()) {
+                        c.read_done = true;
+                        c.rbuf.clear();
+                    }
+                    self.input(w, now, Input::DecodeError(e.notification()))
+                        .await;
+                    return;
+                }
+            }
+        }
+    }
+
+    async fn received(&mut self, w: Which, now: Instant, m: Message) {
+        self.observer
+            .message(&self.key, Direction::Received, m.message_type());
+        match &m {
+            Message::Notification(n) => {
+                let info = NotificationInfo::from(n);
+                let text = notification_text(&info);
+                warn!(
+                    code = info.code,
+                    subcode = info.subcode,
+                    text = %text,
+                    "notification received"
+                );
+                self.observer.notification(
+                    &self.key,
+                    Direction::Received,
+                    info.code,
+                    info.subcode,
+                    &text,
+                );
+            }
+            Message::Update(u) if !u.errors.is_empty() => {
+                // RFC 7606 section 3: errors that do not reset the session are logged.
+                warn!(
+                    errors = u.errors.len(),
+                    first = %u.errors[0].detail,
+                    "update with errors"
+                );
+            }
+            _ => {}
+        }
+        self.input(w, now, Input::Message(m)).await;
+    }
+
+    async fn timeout(&mut self, now: Instant) {
+        for w in [Which::Main, Which::Candidate] {
+            let due = self
+                .link_mut(w)
+                .and_then(|l| l.session.poll_timeout())
+                .is_some_and(|t| t <= now);
+            if due {
+                self.input(w, now, Input::Timeout).await;
+            }
+        }
+    }
+
+    async fn dialed(&mut self, r: Result<TcpStream, PeerError>, now: Instant) {
+        self.dial = None;
+        match r {
+            Ok(stream) => self.offer(stream, false, now).await,
+            Err(e) => {
+                debug!(error = %e, "dial failed");
+                self.observer.error(&self.key, &e);
+                self.last_io_error = Some(e.to_string());
+                if self.main.session.state() == State::Connect && self.main.conn.is_none() {
+                    self.input(Which::Main, now, Input::TcpFailed).await;
+                }
+            }
+        }
+    }
+
+    /// A TCP connection, dialed or accepted: the main session adopts it if it can, else
+    /// an inbound one becomes a collision candidate, else it is closed unread.
+    async fn offer(&mut self, stream: TcpStream, inbound: bool, now: Instant) {
+        if inbound {
+            if let Err(e) = socket::prepare_accepted(&stream, self.spec.transport.ttl) {
+                let e =
+                    PeerError::socket("prepare accepted connection", self.spec.transport.remote, e);
+                self.observer.error(&self.key, &e);
+                return;
+            }
+        }
+        let conn = match Conn::new(stream) {
+            Ok(c) => c,
+            Err(e) => {
+                debug!(error = %e, "connection gone before it was used");
+                if !inbound && self.main.session.state() == State::Connect {
+                    self.input(Which::Main, now, Input::TcpFailed).await;
+                }
+                return;
+            }
+        };
+        let state = self.main.session.state();
+        if matches!(state, State::Connect | State::Active) && self.main.conn.is_none() {
+            debug!(local = %conn.local, remote = %conn.remote, inbound, "connection up");
+            self.dial = None;
+            self.main.conn = Some(conn);
+            self.input(Which::Main, now, Input::TcpConnected { inbound })
+                .await;
+            return;
+        }
+        let collision_possible = matches!(
+            state,
+            State::OpenSent | State::OpenConfirm | State::Established
+        );
+        if inbound && collision_possible && self.candidate.is_none() {
+            match Session::inbound(self.spec.session.clone(), now) {
+                Ok(session) => {
+                    debug!(remote = %conn.remote, "inbound connection while ours is up: collision candidate");
+                    self.candidate = Some(Link {
+                        session,
+                        conn: Some(conn),
+                        deferred: Vec::new(),
+                    });
+                    self.drain(Which::Candidate, now).await;
+                    self.settle_collision(now).await;
+                }
+                Err(e) => self.observer.error(&self.key, &PeerError::from(e)),
+            }
+            return;
+        }
+        debug!(state = %state, inbound, "closing a connection the session cannot take");
+    }
+
+    /// RFC 4271 section 6.8 through `detect_collision`: stops the losing session and,
+    /// if it was ours, makes the candidate the long-lived one.
+    async fn settle_collision(&mut self, now: Instant) {
+        let Some(cand) = &self.candidate else {
+            return;
+        };
+        if cand.conn.is_none() && cand.session.state() == State::Idle {
+            // It failed on its own before winning anything.
+            self.candidate = None;
+            return;
+        }
+        let Some(collision) = detect_collision(&self.main.session, &cand.session) else {
+            return;
+        };
+        let reason = collision.reason.clone();
+        info!(close = ?collision.close, reason = %reason, "connection collision");
+        match collision.close {
+            Side::New => {
+                if let Some(c) = self.candidate.as_mut() {
+                    c.session.handle(now, Input::Stop { reason });
+                }
+                self.drain(Which::Candidate, now).await;
+                self.candidate = None;
+            }
+            Side::Existing => {
+                self.main.session.handle(now, Input::Stop { reason });
+                self.drain(Which::Main, now).await;
+                if let Some(mut new) = self.candidate.take() {
+                    new.session.inherit_history(&self.main.session);
+                    self.dial = None;
+                    let deferred = std::mem::take(&mut new.deferred);
+                    self.main = new;
+                    for action in deferred {
+                        self.act(Which::Main, now, action).await;
+                    }
+                }
+            }
+        }
+    }
+
+    async fn shutdown(&mut self, now: Instant, mode: Shutdown) {
+        info!(mode = ?mode, "shutting down");
+        let reason = match mode {
+            Shutdown::Admin(m) => StopReason::AdminShutdown(m),
+            Shutdown::Restart => StopReason::Restart,
+            Shutdown::Deconfigured => StopReason::PeerDeconfigured,
+        };
+        if self.candidate.is_some() {
+            self.input(
+                Which::Candidate,
+                now,
+                Input::Stop {
+                    reason: reason.clone(),
+                },
+            )
+            .await;
+        }
+        self.input(Which::Main, now, Input::Stop { reason }).await;
+        self.dial = None;
+        self.report(now);
+    }
+
+    /// Status and observer counters.
+    fn report(&mut self, now: Instant) {
+        for f in [AfiSafi::IPV4_UNICAST, AfiSafi::IPV6_UNICAST] {
+            let n = self.rib.held_count(f);
+            if self.reported_announced.get(&f).copied().unwrap_or(0) != n {
+                self.reported_announced.insert(f, n);
+                self.observer.announced(&self.key, f, n);
+            }
+            let r = self
+                .main
+                .session
+                .stats()
+                .received_prefixes
+                .get(&f)
+                .map_or(0, |c| c.count);
+            if self.reported_received.get(&f).copied().unwrap_or(0) != r {
+                self.reported_received.insert(f, r);
+                self.observer.received(&self.key, f, r);
+            }
+        }
+        let flushed = self.main.conn.as_ref().is_none_or(|c| c.wbuf.is_empty());
+        if let Some(since) = self.changed_at {
+            if !self.rib.has_work() && flushed && self.main.session.state() == State::Established {
+                self.observer
+                    .update_written(&self.key, now.saturating_duration_since(since));
+                self.changed_at = None;
+            }
+        }
+        let session = &self.main.session;
+        let conn = self.main.conn.as_ref();
+        let rib = &self.rib;
+        let last_io_error = &self.last_io_error;
+        self.status.send_modify(|s| {
+            s.state = session.state();
+            s.local = conn.map(|c| c.local);
+            s.remote = conn.map(|c| c.remote);
+            s.negotiated = session.negotiated().cloned();
+            s.stats = session.stats().clone();
+            s.advertised = [AfiSafi::IPV4_UNICAST, AfiSafi::IPV6_UNICAST]
+                .into_iter()
+                .map(|f| (f, rib.held_count(f)))
+                .filter(|(_, n)| *n > 0)
+                .collect();
+            s.pending = rib.pending();
+            s.write_buffer = conn.map_or(0, |c| c.wbuf.len());
+            s.last_io_error = last_io_error.clone();
+        });
+    }
+}
+
+/// The registry's name for the codes, and the shutdown communication if any.
+fn notification_text(info: &NotificationInfo) -> String {
+    match &info.message {
+        Some(m) => format!("{}: {m:?}", info.description()),
+        None => info.description().to_string(),
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(tokio::time::Instant::from_std(d)).await,
+        None => pending().await,
+    }
+}
+
+async fn readable(conn: Option<&Conn>) {
+    match conn {
+        Some(c) if !c.read_done => {
+            // An error is reported by the read itself.
+            let _ = c.stream.readable().await;
+        }
+        _ => pending().await,
+    }
+}
+
+async fn writable(conn: Option<&Conn>) {
+    match conn {
+        Some(c) if !c.wbuf.is_empty() => {
+            let _ = c.stream.writable().await;
+        }
+        _ => pending().await,
+    }
+}
+
+async fn dialing(dial: Option<&mut Dial>) -> Result<TcpStream, PeerError> {
+    match dial {
+        Some(d) => d.await,
+        None => pending().await,
+    }
+}
+
+async fn accept(inbound: Option<&mut Inbound>) -> Option<TcpStream> {
+    match inbound {
+        Some(i) => i.recv().await,
+        None => pending().await,
+    }
+}

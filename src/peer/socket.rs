@@ -1,0 +1,289 @@
+//! Socket options and the dial: TCP_NODELAY, TCP MD5 signatures (RFC 2385, Linux
+//! TCP_MD5SIG), the TTL of directly connected and multihop sessions, GTSM (RFC 5082:
+//! IP_MINTTL / IPV6_MINHOPCOUNT), binding the source address, and a connect bounded in
+//! time. Everything here is set before the handshake, so that the SYN already carries
+//! the signature and the TTL.
+//!
+//! The only module with `unsafe`: two setsockopt calls socket2 does not offer, each with
+//! the reason it is sound.
+
+use super::spec::{Transport, TtlPolicy};
+use super::PeerError;
+use crate::config::Secret;
+use socket2::{Domain, Protocol, SockRef, Socket, Type};
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::AsRawFd;
+use tokio::net::{TcpSocket, TcpStream};
+
+/// Linux `struct tcp_md5sig` (include/uapi/linux/tcp.h), passed to setsockopt
+/// TCP_MD5SIG: the peer address the key applies to and the key.
+#[repr(C)]
+pub(crate) struct TcpMd5Sig {
+    addr: libc::sockaddr_storage,
+    flags: u8,
+    prefixlen: u8,
+    keylen: u16,
+    ifindex: libc::c_int,
+    key: [u8; libc::TCP_MD5SIG_MAXKEYLEN],
+}
+
+impl TcpMd5Sig {
+    /// The option value for `peer` on a socket of `socket_v6` family (an IPv4 peer on an
+    /// IPv6 socket is written as its IPv4-mapped address, which is how the kernel sees
+    /// it). An empty key removes the peer's key. Fails for a key longer than 80 octets.
+    pub(crate) fn new(peer: IpAddr, socket_v6: bool, key: &[u8]) -> io::Result<TcpMd5Sig> {
+        if key.len() > libc::TCP_MD5SIG_MAXKEYLEN {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "tcp md5 key longer than 80 octets",
+            ));
+        }
+        // SAFETY: sockaddr_storage is plain old data; all zeroes is a valid value (an
+        // unspecified family).
+        let mut addr: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+        let peer = match peer {
+            IpAddr::V4(a) if socket_v6 => IpAddr::V6(a.to_ipv6_mapped()),
+            other => other,
+        };
+        match peer {
+            IpAddr::V4(a) => {
+                let sin = libc::sockaddr_in {
+                    sin_family: libc::AF_INET as libc::sa_family_t,
+                    sin_port: 0,
+                    sin_addr: libc::in_addr {
+                        s_addr: u32::from_ne_bytes(a.octets()),
+                    },
+                    sin_zero: [0; 8],
+                };
+                // SAFETY: sockaddr_storage is larger than and aligned at least as
+                // strictly as sockaddr_in (that is its purpose), and `addr` is a valid,
+                // exclusively borrowed value.
+                unsafe {
+                    std::ptr::write(
+                        (&mut addr as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in>(),
+                        sin,
+                    )
+                };
+            }
+            IpAddr::V6(a) => {
+                let sin6 = libc::sockaddr_in6 {
+                    sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                    sin6_port: 0,
+                    sin6_flowinfo: 0,
+                    sin6_addr: libc::in6_addr {
+                        s6_addr: a.octets(),
+                    },
+                    sin6_scope_id: 0,
+                };
+                // SAFETY: as above, for sockaddr_in6.
+                unsafe {
+                    std::ptr::write(
+                        (&mut addr as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in6>(),
+                        sin6,
+                    )
+                };
+            }
+        }
+        let mut sig = TcpMd5Sig {
+            addr,
+            flags: 0,
+            prefixlen: 0,
+            // At most 80, checked above.
+            keylen: key.len() as u16,
+            ifindex: 0,
+            key: [0; libc::TCP_MD5SIG_MAXKEYLEN],
+        };
+        sig.key[..key.len()].copy_from_slice(key);
+        Ok(sig)
+    }
+}
+
+/// Sets (or with `None` removes) the TCP MD5 key for `peer` on `socket`, an IPv6
+/// socket when `socket_v6`: on a connecting socket before connect, on a listening socket
+/// once per peer.
+pub(crate) fn set_md5(
+    socket: &impl AsRawFd,
+    socket_v6: bool,
+    peer: IpAddr,
+    key: Option<&Secret>,
+) -> io::Result<()> {
+    let key = key.map_or(&[][..], |k| k.expose().as_bytes());
+    let sig = TcpMd5Sig::new(peer, socket_v6, key)?;
+    setsockopt(socket, libc::IPPROTO_TCP, libc::TCP_MD5SIG, &sig)
+}
+
+/// The TTL (IPv4) or hop limit (IPv6) to send with, and for GTSM the lowest one
+/// accepted.
+pub(crate) fn set_ttl(socket: &Socket, v6: bool, policy: TtlPolicy) -> io::Result<()> {
+    if v6 {
+        socket.set_unicast_hops_v6(policy.ttl())?;
+    } else {
+        socket.set_ttl_v4(policy.ttl())?;
+    }
+    if let Some(min) = policy.min_ttl() {
+        // Both options take an int (ip(7), ipv6(7)).
+        let min = min as libc::c_int;
+        if v6 {
+            setsockopt(socket, libc::IPPROTO_IPV6, libc::IPV6_MINHOPCOUNT, &min)?;
+        } else {
+            setsockopt(socket, libc::IPPROTO_IP, libc::IP_MINTTL, &min)?;
+        }
+    }
+    Ok(())
+}
+
+/// A connection the peer opened: the same options as a dialed one, except MD5, which
+/// the listening socket already carried.
+pub(crate) fn prepare_accepted(stream: &TcpStream, policy: TtlPolicy) -> io::Result<()> {
+    let sock = SockRef::from(stream);
+    sock.set_tcp_nodelay(true)?;
+    let v6 = stream.local_addr()?.is_ipv6();
+    set_ttl(&sock, v6, policy)
+}
+
+/// Dials the peer as `t` says, within `t.connect_timeout`.
+pub(crate) async fn connect(t: Transport) -> Result<TcpStream, PeerError> {
+    let remote = t.remote;
+    let err = |op| move |e| PeerError::socket(op, remote, e);
+    let socket = Socket::new(
+        Domain::for_address(remote),
+        Type::STREAM,
+        Some(Protocol::TCP),
+    )
+    .map_err(err("socket"))?;
+    socket
+        .set_nonblocking(true)
+        .map_err(err("set nonblocking"))?;
+    socket
+        .set_tcp_nodelay(true)
+        .map_err(err("setsockopt TCP_NODELAY"))?;
+    set_ttl(&socket, remote.is_ipv6(), t.ttl).map_err(err("setsockopt ttl"))?;
+    if let Some(src) = t.source {
+        socket
+            .bind(&SocketAddr::new(src, 0).into())
+            .map_err(err("bind source address"))?;
+    }
+    if let Some(key) = &t.md5_key {
+        set_md5(&socket, remote.is_ipv6(), remote.ip(), Some(key))
+            .map_err(err("setsockopt TCP_MD5SIG"))?;
+    }
+    let socket = TcpSocket::from_std_stream(socket.into());
+    match tokio::time::timeout(t.connect_timeout, socket.connect(remote)).await {
+        Ok(r) => r.map_err(err("connect")),
+        Err(_) => Err(PeerError::ConnectTimeout {
+            addr: remote,
+            after: t.connect_timeout,
+        }),
+    }
+}
+
+fn setsockopt<T>(
+    socket: &impl AsRawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: &T,
+) -> io::Result<()> {
+    // SAFETY: `value` is a valid, initialised T borrowed for the call and its exact size
+    // is passed; the kernel only reads that many bytes. The fd is owned by `socket`.
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            level,
+            name,
+            (value as *const T).cast::<libc::c_void>(),
+            std::mem::size_of::<T>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::mem::{offset_of, size_of};
+    use std::net::Ipv4Addr;
+
+    fn bytes(sig: &TcpMd5Sig) -> &[u8] {
+        // SAFETY: reading the bytes of a repr(C) value with no padding holes that were
+        // left uninitialised: the struct was built from zeroed storage and whole fields.
+        unsafe {
+            std::slice::from_raw_parts(
+                (sig as *const TcpMd5Sig).cast::<u8>(),
+                size_of::<TcpMd5Sig>(),
+            )
+        }
+    }
+
+    #[test]
+    fn md5sig_has_the_kernel_layout() {
+        // include/uapi/linux/tcp.h: 128-octet address, flags, prefixlen, keylen, ifindex,
+        // 80-octet key.
+        assert_eq!(size_of::<TcpMd5Sig>(), 216);
+        assert_eq!(offset_of!(TcpMd5Sig, flags), 128);
+        assert_eq!(offset_of!(TcpMd5Sig, prefixlen), 129);
+        assert_eq!(offset_of!(TcpMd5Sig, keylen), 130);
+        assert_eq!(offset_of!(TcpMd5Sig, ifindex), 132);
+        assert_eq!(offset_of!(TcpMd5Sig, key), 136);
+    }
+
+    #[test]
+    fn md5sig_carries_the_address_and_key() {
+        let sig =
+            TcpMd5Sig::new(IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1)), false, b"s3cret").unwrap();
+        let b = bytes(&sig);
+        assert_eq!(&b[0..2], &(libc::AF_INET as u16).to_ne_bytes());
+        assert_eq!(&b[2..4], &[0x00, 0x00], "port is not part of the key");
+        assert_eq!(&b[4..8], &[0xc0, 0x00, 0x02, 0x01]);
+        assert_eq!(&b[130..132], &6u16.to_ne_bytes());
+        assert_eq!(&b[136..142], b"s3cret");
+        assert!(b[142..216].iter().all(|x| *x == 0));
+
+        // An IPv4 peer on an IPv6 (dual-stack) listener: the IPv4-mapped address.
+        let sig = TcpMd5Sig::new(IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1)), true, b"k").unwrap();
+        let b = bytes(&sig);
+        assert_eq!(&b[0..2], &(libc::AF_INET6 as u16).to_ne_bytes());
+        assert_eq!(
+            &b[8..24],
+            &[0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xc0, 0x00, 0x02, 0x01]
+        );
+        let sig = TcpMd5Sig::new("2001:db8::1".parse().unwrap(), true, b"").unwrap();
+        let b = bytes(&sig);
+        assert_eq!(&b[8..12], &[0x20, 0x01, 0x0d, 0xb8]);
+        assert_eq!(&b[130..132], &0u16.to_ne_bytes(), "empty key removes");
+
+        assert!(TcpMd5Sig::new(IpAddr::V4(Ipv4Addr::LOCALHOST), false, &[b'k'; 81]).is_err());
+    }
+
+    #[test]
+    fn options_are_accepted_by_the_kernel() {
+        // Needs no network: a socket bound to loopback, never connected.
+        let s = Socket::new(Domain::IPV4, Type::STREAM, Some(Protocol::TCP)).unwrap();
+        s.bind(&SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 0).into())
+            .unwrap();
+        set_ttl(&s, false, TtlPolicy::Gtsm).unwrap();
+        assert_eq!(s.ttl_v4().unwrap(), 255);
+        let mut min: libc::c_int = 0;
+        let mut len = size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: getsockopt writes at most `len` bytes into `min`, an int.
+        let rc = unsafe {
+            libc::getsockopt(
+                s.as_raw_fd(),
+                libc::IPPROTO_IP,
+                libc::IP_MINTTL,
+                (&mut min as *mut libc::c_int).cast(),
+                &mut len,
+            )
+        };
+        assert_eq!((rc, min), (0, 255));
+        set_ttl(&s, false, TtlPolicy::Direct).unwrap();
+        assert_eq!(s.ttl_v4().unwrap(), 1);
+        let peer = Ipv4Addr::new(127, 0, 0, 2).into();
+        set_md5(&s, false, peer, Some(&Secret::new("k"))).unwrap();
+        set_md5(&s, false, peer, None).unwrap();
+    }
+}

@@ -1,0 +1,345 @@
+//! [`PeerSpec`]: everything one peer task needs, built from a validated `config::Peer`
+//! and what the daemon knows at run time ([`RunOverrides`]): the session configuration
+//! (src/bgp/session), the transport options, and the next hops that stand in for the
+//! session's own address in the other family. Pure: reads no file, no socket, no clock.
+
+use super::PeerError;
+use crate::bgp::session::{GrConfig, MaxPrefix, MaxPrefixAction, SessionConfig};
+use crate::bgp::wire::AfiSafi;
+use crate::config::{self, PeerKey, Secret};
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::time::Duration;
+
+/// How long a dial may take before it is abandoned; the session's ConnectRetry timer
+/// then paces the next attempt.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The TTL a directly connected eBGP session sends with (RFC 4271 leaves it to the
+/// implementation; 1 keeps the session on the link, as every router does by default).
+pub const DIRECT_TTL: u32 = 1;
+/// The TTL of multihop, iBGP and GTSM sessions (RFC 5082 section 3: GTSM sends 255).
+pub const MAX_TTL: u32 = 255;
+
+/// Values the daemon knows at run time, used where the peer's configuration leaves the
+/// field unset.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunOverrides {
+    /// The source address of sessions whose `source-address` is unset (the node's
+    /// address of that family); ignored for peers of the other family.
+    pub source_address: Option<IpAddr>,
+    /// The BGP Identifier of peers whose `router-id` is unset (the node's IPv4 address).
+    pub router_id: Option<Ipv4Addr>,
+    /// The next hop of routes announced with `NextHop::SessionLocal` in the family the
+    /// session's own address does not have: IPv4 routes on an IPv6 session...
+    pub next_hop_v4: Option<Ipv4Addr>,
+    /// ... and IPv6 routes on an IPv4 session (the node's InternalIP of that family).
+    pub next_hop_v6: Option<Ipv6Addr>,
+}
+
+/// The TTL policy of a session's socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TtlPolicy {
+    /// Directly connected eBGP: send with TTL 1.
+    Direct,
+    /// Multihop eBGP or iBGP: send with TTL 255, accept anything.
+    Multihop,
+    /// GTSM (RFC 5082) for a directly connected peer: send with TTL 255 and accept only
+    /// packets that arrive with 255 (IP_MINTTL / IPV6_MINHOPCOUNT).
+    Gtsm,
+}
+
+impl TtlPolicy {
+    /// The TTL (hop limit) to send with.
+    pub fn ttl(self) -> u32 {
+        match self {
+            TtlPolicy::Direct => DIRECT_TTL,
+            TtlPolicy::Multihop | TtlPolicy::Gtsm => MAX_TTL,
+        }
+    }
+
+    /// The lowest TTL accepted, when the kernel must filter.
+    pub fn min_ttl(self) -> Option<u32> {
+        match self {
+            TtlPolicy::Gtsm => Some(MAX_TTL),
+            TtlPolicy::Direct | TtlPolicy::Multihop => None,
+        }
+    }
+}
+
+/// The TCP side of a session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transport {
+    pub remote: SocketAddr,
+    /// Bound (port 0) before connecting; `None` lets the kernel choose.
+    pub source: Option<IpAddr>,
+    /// TCP MD5 signature key (RFC 2385), at most 80 octets.
+    pub md5_key: Option<Secret>,
+    pub ttl: TtlPolicy,
+    pub connect_timeout: Duration,
+}
+
+/// Everything one peer task needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerSpec {
+    pub key: PeerKey,
+    pub session: SessionConfig,
+    pub transport: Transport,
+    /// Next hops of `NextHop::SessionLocal` routes in the family the session's local
+    /// address does not have (see [`RunOverrides`]).
+    pub next_hop_v4: Option<Ipv4Addr>,
+    pub next_hop_v6: Option<Ipv6Addr>,
+}
+
+/// RFC 2385 section 4 does not bound the key; Linux does (TCP_MD5SIG_MAXKEYLEN).
+pub const MD5_MAX_KEY_LEN: usize = 80;
+
+impl PeerSpec {
+    /// The spec of one configured peer. Fails when no router id is known, when the
+    /// source address is of the other family, or when the session configuration is
+    /// refused.
+    pub fn from_config(peer: &config::Peer, run: &RunOverrides) -> Result<PeerSpec, PeerError> {
+        let router_id = peer
+            .router_id
+            .or(run.router_id)
+            .ok_or(PeerError::InvalidSpec {
+                field: "router-id",
+                reason: "not configured and the node has no IPv4 address to use".into(),
+            })?;
+        let family_matches = |a: &IpAddr| a.is_ipv4() == peer.address.is_ipv4();
+        let source = match peer.source_address {
+            Some(a) if !family_matches(&a) => {
+                return Err(PeerError::InvalidSpec {
+                    field: "source-address",
+                    reason: format!("{a} is not of the family of peer-address {}", peer.address),
+                })
+            }
+            Some(a) => Some(a),
+            None => run.source_address.filter(family_matches),
+        };
+        if let Some(k) = &peer.password {
+            if k.expose().is_empty() || k.expose().len() > MD5_MAX_KEY_LEN {
+                return Err(PeerError::InvalidSpec {
+                    field: "password",
+                    reason: format!("must be 1 to {MD5_MAX_KEY_LEN} octets"),
+                });
+            }
+        }
+        let ttl = if peer.ttl_security {
+            TtlPolicy::Gtsm
+        } else if peer.is_ibgp() || peer.ebgp_multihop {
+            TtlPolicy::Multihop
+        } else {
+            TtlPolicy::Direct
+        };
+        let session = SessionConfig {
+            local_asn: peer.my_asn,
+            peer_asn: peer.peer_asn,
+            router_id,
+            hold_time: secs_u16("hold-time", peer.hold_time)?,
+            keepalive: Some(secs_u16("keepalive-time", peer.keepalive_time)?),
+            connect_retry: peer.connect_retry_time,
+            passive: peer.passive,
+            delay_open: None,
+            graceful_restart: if peer.graceful_restart {
+                Some(GrConfig {
+                    restart_time: secs_u16("graceful-restart-time", peer.graceful_restart_time)?,
+                    // The routes point at pods, not at this speaker: forwarding goes on
+                    // while it restarts (RFC 4724 section 3, F bit).
+                    forwarding_preserved: true,
+                })
+            } else {
+                None
+            },
+            // Both families on every session: IPv6 pod CIDRs travel over IPv4 sessions
+            // (and the reverse) with MP-BGP (RFC 4760) when the peer agrees.
+            families: vec![AfiSafi::IPV4_UNICAST, AfiSafi::IPV6_UNICAST],
+            extended_message: true,
+            route_refresh: true,
+            max_prefix: peer.max_prefix.map(|m| MaxPrefix {
+                limit: m.limit,
+                action: match m.action {
+                    config::MaxPrefixAction::Warn => MaxPrefixAction::Warn,
+                    config::MaxPrefixAction::Cease => MaxPrefixAction::Cease,
+                },
+            }),
+            jitter_seed: jitter_seed(peer.key(), router_id),
+        };
+        session.validate()?;
+        Ok(PeerSpec {
+            key: peer.key(),
+            session,
+            transport: Transport {
+                remote: SocketAddr::new(peer.address, peer.port),
+                source,
+                md5_key: peer.password.clone(),
+                ttl,
+                connect_timeout: CONNECT_TIMEOUT,
+            },
+            next_hop_v4: run.next_hop_v4,
+            next_hop_v6: run.next_hop_v6,
+        })
+    }
+}
+
+fn secs_u16(field: &'static str, d: Duration) -> Result<u16, PeerError> {
+    u16::try_from(d.as_secs()).map_err(|_| PeerError::InvalidSpec {
+        field,
+        reason: format!("{}s does not fit 16 bits", d.as_secs()),
+    })
+}
+
+/// Speakers started together must not retry in step (RFC 4271 section 10), yet one
+/// speaker's choice must be reproducible: derived from who talks to whom.
+fn jitter_seed(key: PeerKey, router_id: Ipv4Addr) -> u64 {
+    let mut h = DefaultHasher::new();
+    key.hash(&mut h);
+    router_id.hash(&mut h);
+    h.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn peer(yaml_peer: &str) -> config::Peer {
+        let text = format!("peers:\n{yaml_peer}");
+        let cfg = config::parse(&text).unwrap_or_else(|e| panic!("{e}"));
+        cfg.peers.into_iter().next().unwrap()
+    }
+
+    fn run() -> RunOverrides {
+        RunOverrides {
+            source_address: Some("192.0.2.10".parse().unwrap()),
+            router_id: Some(Ipv4Addr::new(192, 0, 2, 10)),
+            next_hop_v4: Some(Ipv4Addr::new(192, 0, 2, 10)),
+            next_hop_v6: Some("2001:db8::10".parse().unwrap()),
+        }
+    }
+
+    #[test]
+    fn ebgp_peer_maps_to_session_and_transport() {
+        let p = peer(
+            "  - peer-address: 192.0.2.1\n    peer-asn: 65000\n    my-asn: 4200000001\n    \
+             hold-time: 9s\n    password: s3cret\n    graceful-restart: true\n    \
+             graceful-restart-time: 60s\n    connect-retry-time: 2s\n",
+        );
+        let spec = PeerSpec::from_config(&p, &run()).unwrap();
+        assert_eq!(spec.key, p.key());
+        let s = &spec.session;
+        assert_eq!((s.local_asn, s.peer_asn), (4_200_000_001, 65000));
+        assert_eq!(s.router_id, Ipv4Addr::new(192, 0, 2, 10));
+        assert_eq!((s.hold_time, s.keepalive), (9, Some(3)));
+        assert_eq!(s.connect_retry, Duration::from_secs(2));
+        assert_eq!(
+            s.graceful_restart,
+            Some(GrConfig {
+                restart_time: 60,
+                forwarding_preserved: true
+            })
+        );
+        assert_eq!(
+            s.families,
+            vec![AfiSafi::IPV4_UNICAST, AfiSafi::IPV6_UNICAST]
+        );
+        let t = &spec.transport;
+        assert_eq!(t.remote, "192.0.2.1:179".parse().unwrap());
+        assert_eq!(t.source, Some("192.0.2.10".parse().unwrap()));
+        assert_eq!(t.md5_key.as_ref().map(Secret::expose), Some("s3cret"));
+        assert_eq!(t.ttl, TtlPolicy::Direct);
+        assert_eq!(spec.next_hop_v6, Some("2001:db8::10".parse().unwrap()));
+    }
+
+    #[test]
+    fn ttl_policy_follows_ibgp_multihop_and_gtsm() {
+        let ibgp = peer("  - peer-address: 192.0.2.1\n    peer-asn: 65000\n    my-asn: 65000\n");
+        assert_eq!(
+            PeerSpec::from_config(&ibgp, &run()).unwrap().transport.ttl,
+            TtlPolicy::Multihop
+        );
+        let multihop = peer(
+            "  - peer-address: 192.0.2.1\n    peer-asn: 65000\n    my-asn: 65001\n    \
+             ebgp-multihop: true\n",
+        );
+        assert_eq!(
+            PeerSpec::from_config(&multihop, &run())
+                .unwrap()
+                .transport
+                .ttl,
+            TtlPolicy::Multihop
+        );
+        let gtsm = peer(
+            "  - peer-address: 192.0.2.1\n    peer-asn: 65000\n    my-asn: 65001\n    \
+             ttl-security: true\n",
+        );
+        let t = PeerSpec::from_config(&gtsm, &run()).unwrap().transport.ttl;
+        assert_eq!((t, t.ttl(), t.min_ttl()), (TtlPolicy::Gtsm, 255, Some(255)));
+        assert_eq!(
+            (TtlPolicy::Direct.ttl(), TtlPolicy::Direct.min_ttl()),
+            (1, None)
+        );
+    }
+
+    #[test]
+    fn configured_values_win_over_run_time_ones() {
+        let p = peer(
+            "  - peer-address: 192.0.2.1\n    peer-asn: 65000\n    my-asn: 65001\n    \
+             router-id: 198.51.100.7\n    source-address: 192.0.2.99\n",
+        );
+        let spec = PeerSpec::from_config(&p, &run()).unwrap();
+        assert_eq!(spec.session.router_id, Ipv4Addr::new(198, 51, 100, 7));
+        assert_eq!(spec.transport.source, Some("192.0.2.99".parse().unwrap()));
+    }
+
+    #[test]
+    fn a_run_time_source_of_the_other_family_is_not_used() {
+        let p = peer("  - peer-address: 2001:db8::1\n    peer-asn: 65000\n    my-asn: 65001\n");
+        let spec = PeerSpec::from_config(&p, &run()).unwrap();
+        assert_eq!(spec.transport.source, None);
+        assert_eq!(spec.transport.remote, "[2001:db8::1]:179".parse().unwrap());
+    }
+
+    #[test]
+    fn refuses_what_it_cannot_run_naming_the_field() {
+        let p = peer("  - peer-address: 192.0.2.1\n    peer-asn: 65000\n    my-asn: 65001\n");
+        let no_id = RunOverrides {
+            router_id: None,
+            ..run()
+        };
+        match PeerSpec::from_config(&p, &no_id) {
+            Err(PeerError::InvalidSpec { field, .. }) => assert_eq!(field, "router-id"),
+            other => panic!("{other:?}"),
+        }
+        let long_key = config::Peer {
+            password: Some(Secret::new("k".repeat(81))),
+            ..p.clone()
+        };
+        match PeerSpec::from_config(&long_key, &run()) {
+            Err(PeerError::InvalidSpec { field, .. }) => assert_eq!(field, "password"),
+            other => panic!("{other:?}"),
+        }
+        let mixed = config::Peer {
+            source_address: Some("2001:db8::9".parse().unwrap()),
+            ..p
+        };
+        match PeerSpec::from_config(&mixed, &run()) {
+            Err(PeerError::InvalidSpec { field, .. }) => assert_eq!(field, "source-address"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn jitter_seed_differs_per_peer_and_is_stable() {
+        let a = PeerKey {
+            address: "192.0.2.1".parse().unwrap(),
+            port: 179,
+        };
+        let b = PeerKey {
+            address: "192.0.2.2".parse().unwrap(),
+            port: 179,
+        };
+        let id = Ipv4Addr::new(192, 0, 2, 10);
+        assert_eq!(jitter_seed(a, id), jitter_seed(a, id));
+        assert_ne!(jitter_seed(a, id), jitter_seed(b, id));
+    }
+}
