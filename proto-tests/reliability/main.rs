@@ -1,0 +1,26 @@
+//! Reliability and security of the speaker (issue #11): what it does with bad input on
+//! the wire, faults and abuse, each checked against a running speaker.
+//!
+//! The speaker runs in process (`peer::spawn` on a Tokio runtime, through
+//! proto-tests/interop/speaker), the other side is the raw test peer (`raw_peer.rs`),
+//! which speaks bytes. Each test runs in a network namespace of its own (`isolated!`
+//! from the interop harness): the speaker on 100.64.0.1, the raw peer on 100.64.0.2,
+//! other addresses for the abuse cases. `PODCIDR_SKIP_INTEROP=1` skips them all.
+//!
+//! - `malformed`: every class of malformed message of RFC 4271 section 6 and RFC 7606,
+//!   with the exact reaction on the wire and the reconnection that follows.
+//! - `abuse`: connections from unconfigured addresses, a wrong TCP MD5 key, a flood of
+//!   prefixes with and without max-prefix, GTSM, passwords in logs and output.
+//! - `faults`: a peer that flaps 1,000 times, a peer that stops reading, a config
+//!   replaced by garbage or by a dangerous one.
+//!
+//! RELIABILITY.md at the repository root records the figures these tests print.
+
+#[path = "../interop/harness/mod.rs"]
+mod harness;
+#[path = "../interop/speaker/mod.rs"]
+mod speaker;
+
+mod fixture;
+mod malformed;
+mod raw_peer;
