@@ -1,6 +1,7 @@
 //! The peer driver against a scripted peer, for what no real daemon can be made to do
 //! on demand: stop reading while we have a large table to send, go silent, send
-//! garbage, dial us while we dial it, ask for a route refresh at a chosen moment. The
+//! garbage, dial us while we dial it, ask for a route refresh at a chosen moment, send
+//! with a chosen TTL (GTSM). The
 //! scripted peer speaks through this crate's own codec (bgp::wire), so what it checks is
 //! the driver's behaviour, not the codec; interop_sessions checks the bytes against real
 //! implementations.
@@ -945,5 +946,61 @@ async fn a_restarting_gr_peer_replaces_its_old_connection() {
         .await;
     assert_eq!(st.local.map(|a| a.port()), Some(ours.local_addr().port()));
     assert_eq!(st.stats.sent.notification, 0);
+    s.stop(Shutdown::Admin(String::new())).await;
+}
+
+/// GTSM (RFC 5082) with `ttl-security`: the speaker only accepts packets that arrive
+/// with TTL 255, which on loopback means a peer that sends with 255. A peer sending
+/// with the kernel's default TTL never completes the handshake; one sending with 255
+/// does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gtsm_accepts_only_a_peer_that_sends_with_ttl_255() {
+    let listener_with_ttl = |ttl: Option<u32>| {
+        let s = socket2::Socket::new(
+            socket2::Domain::IPV4,
+            socket2::Type::STREAM,
+            Some(socket2::Protocol::TCP),
+        )
+        .unwrap();
+        if let Some(ttl) = ttl {
+            s.set_ttl_v4(ttl).unwrap();
+        }
+        s.set_nonblocking(true).unwrap();
+        s.bind(&SocketAddr::new(IpAddr::V4(PEER), 0).into())
+            .unwrap();
+        s.listen(4).unwrap();
+        TcpListener::from_std(s.into()).unwrap()
+    };
+
+    let far = listener_with_ttl(None);
+    let port = far.local_addr().unwrap().port();
+    let mut s = Speaker::start(
+        Speaker::spec(port, "    ttl-security: true\n"),
+        desired(&[]),
+        Arc::new(peer::NoopObserver),
+        None,
+    );
+    // Our SYN gets there; the answer, at TTL 64, is dropped by our socket.
+    assert!(
+        timeout(Duration::from_secs(3), far.accept()).await.is_err(),
+        "a handshake completed with a peer that does not send with TTL 255"
+    );
+    let st = s.status();
+    assert!(matches!(st.state, State::Connect | State::Idle), "{st:?}");
+    assert_eq!(st.stats.sent.open, 0);
+    s.stop(Shutdown::Admin(String::new())).await;
+
+    let near = listener_with_ttl(Some(255));
+    let port = near.local_addr().unwrap().port();
+    let mut s = Speaker::start(
+        Speaker::spec(port, "    ttl-security: true\n"),
+        desired(&[]),
+        Arc::new(peer::NoopObserver),
+        None,
+    );
+    let mut w = accept(&near).await;
+    w.handshake(PEER, false).await;
+    s.wait("established", |st| st.state == State::Established)
+        .await;
     s.stop(Shutdown::Admin(String::new())).await;
 }

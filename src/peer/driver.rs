@@ -169,7 +169,8 @@ pub(crate) struct Task {
     dial: Option<Dial>,
     rib: AdjRibOut,
     status: watch::Sender<PeerStatus>,
-    /// When the desired set last changed, until its UPDATEs have all been written.
+    /// When the desired set changed (or the session came up), until the UPDATEs that
+    /// follow have all been written: what `PeerObserver::update_written` measures.
     changed_at: Option<Instant>,
     reported_announced: BTreeMap<AfiSafi, u64>,
     reported_received: BTreeMap<AfiSafi, u64>,
@@ -241,7 +242,11 @@ impl Task {
                 Event::Desired => {
                     let d = desired.borrow_and_update().clone();
                     self.rib.set_desired(d);
-                    self.changed_at = Some(now);
+                    if self.rib.has_work() {
+                        // Changes that arrive before the last one is written are
+                        // measured from the first.
+                        self.changed_at.get_or_insert(now);
+                    }
                 }
                 Event::DesiredClosed => desired_open = false,
                 Event::Nothing => {}

@@ -7,6 +7,7 @@ use super::PeerError;
 use crate::bgp::session::{GrConfig, MaxPrefix, MaxPrefixAction, SessionConfig};
 use crate::bgp::wire::AfiSafi;
 use crate::config::{self, PeerKey, Secret};
+use crate::routes;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
@@ -106,17 +107,22 @@ impl PeerSpec {
                 field: "router-id",
                 reason: "not configured and the node has no IPv4 address to use".into(),
             })?;
-        let family_matches = |a: &IpAddr| a.is_ipv4() == peer.address.is_ipv4();
-        let source = match peer.source_address {
-            Some(a) if !family_matches(&a) => {
+        if let Some(a) = peer.source_address {
+            // Validated configs never have this; a hand-built one must not reach bind().
+            if a.is_ipv4() != peer.address.is_ipv4() {
                 return Err(PeerError::InvalidSpec {
                     field: "source-address",
                     reason: format!("{a} is not of the family of peer-address {}", peer.address),
-                })
+                });
             }
-            Some(a) => Some(a),
-            None => run.source_address.filter(family_matches),
-        };
+        }
+        // The planner computes the same address for its next hops: one rule.
+        let source = routes::source_address(
+            peer,
+            &routes::Overrides {
+                source_address: run.source_address,
+            },
+        );
         if let Some(k) = &peer.password {
             if k.expose().is_empty() || k.expose().len() > MD5_MAX_KEY_LEN {
                 return Err(PeerError::InvalidSpec {

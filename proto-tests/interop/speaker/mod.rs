@@ -7,8 +7,6 @@
 //! Shared by the `sessions*.rs` interop tests; must not dial anything but the test
 //! namespace's addresses.
 
-#![allow(dead_code)]
-
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::Path;
 use std::sync::{Arc, Once};
@@ -32,7 +30,7 @@ use crate::harness::exabgp::Exabgp;
 use crate::harness::frr::Frr;
 use crate::harness::gobgp::Gobgp;
 use crate::harness::{
-    v4, v6, wait_for, Afi, BgpDaemon, HarnessError, Neighbor, Origin, PeerOpts, Route, RoutesExt,
+    v4, v6, wait_for, Afi, BgpDaemon, HarnessError, Neighbor, Origin, PeerOpts, Route,
 };
 
 /// How long any single convergence may take (sessions come up in 1-5 s here).
@@ -292,10 +290,6 @@ impl Speaker {
             }
             std::thread::sleep(Duration::from_millis(100));
         }
-    }
-
-    pub fn wait_established(&self) -> PeerStatus {
-        self.wait("Established", WAIT, |s| s.state == State::Established)
     }
 
     /// Established, and every desired route written.
@@ -591,13 +585,6 @@ impl Tor {
             },
         )
         .unwrap_or_else(|e| panic!("{e}"));
-    }
-
-    pub fn wait_has(&self, neighbor: IpAddr, want: &Route) {
-        let afi = Afi::of(&want.prefix);
-        self.d()
-            .wait_routes(neighbor, afi, WAIT, &|r| r.find(&want.prefix) == Some(want))
-            .unwrap_or_else(|e| panic!("{} never held {want:?}: {e}", self.d().kind()));
     }
 }
 

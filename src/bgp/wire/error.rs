@@ -698,7 +698,17 @@ impl ErrorKind {
 impl fmt::Display for ErrorKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (code, subcode) = self.codes();
-        write!(f, "{} ({code}/{subcode})", self.description())
+        match self {
+            ErrorKind::MessageHeader(s) => write!(f, "message header error {s:?}")?,
+            ErrorKind::Open(s) => write!(f, "open message error {s:?}")?,
+            ErrorKind::Update(s) => write!(f, "update message error {s:?}")?,
+            ErrorKind::HoldTimerExpired(_) => f.write_str("hold timer expired")?,
+            ErrorKind::Fsm(s) => write!(f, "finite state machine error {s:?}")?,
+            ErrorKind::Cease(s) => write!(f, "cease {s:?}")?,
+            ErrorKind::RouteRefresh(s) => write!(f, "route-refresh message error {s:?}")?,
+            ErrorKind::Unknown { .. } => f.write_str("unknown error")?,
+        }
+        write!(f, " ({code}/{subcode})")
     }
 }
 
@@ -871,8 +881,8 @@ mod tests {
     #[test]
     fn descriptions_name_code_and_subcode() {
         assert_eq!(
-            ErrorKind::from_codes(6, 2).to_string(),
-            "cease: administrative shutdown (6/2)"
+            ErrorKind::from_codes(6, 2).description(),
+            "cease: administrative shutdown"
         );
         assert_eq!(
             ErrorKind::from_codes(5, 2).description(),
@@ -883,10 +893,14 @@ mod tests {
             "update message error: malformed as_path"
         );
         // A subcode outside the registry falls back to the code's name.
-        assert_eq!(ErrorKind::from_codes(6, 99).to_string(), "cease (6/99)");
+        assert_eq!(ErrorKind::from_codes(6, 99).description(), "cease");
         assert_eq!(
-            ErrorKind::from_codes(42, 1).to_string(),
-            "unknown error code (42/1)"
+            ErrorKind::from_codes(42, 1).description(),
+            "unknown error code"
+        );
+        assert_eq!(
+            ErrorKind::from_codes(8, 0).description(),
+            "send hold timer expired"
         );
     }
 }
