@@ -18,6 +18,8 @@
 
 #[path = "../interop/harness/mod.rs"]
 mod harness;
+// Shared with the interop tests; this crate uses part of it.
+#[allow(dead_code)]
 #[path = "../interop/speaker/mod.rs"]
 mod speaker;
 
