@@ -11,12 +11,12 @@ use std::time::Duration;
 
 use podcidr_speaker::bgp::session::{SessionError, State};
 use podcidr_speaker::bgp::wire::{AfiSafi, Context, Open};
-use podcidr_speaker::peer::PeerStatus;
+use podcidr_speaker::peer::{Listener, NoopObserver, PeerStatus};
 use tokio::runtime::Runtime;
 
 use crate::harness::{v4, v6};
-use crate::raw_peer::{self, RawConn, RawListener, Seen, Table};
-use crate::speaker::{desired, net, peer_config, runtime, spec, Attrs, Speaker};
+use crate::raw_peer::{self, RawConn, RawListener, Seen, SockOpts, Table};
+use crate::speaker::{desired, listener, net, peer_config, runtime, spec, Attrs, Speaker};
 
 pub const SPEAKER_AS: u32 = 65001;
 pub const RAW_AS: u16 = 65002;
@@ -91,24 +91,93 @@ pub fn ctx() -> Context {
 
 pub const FAMILIES: [AfiSafi; 2] = [AfiSafi::IPV4_UNICAST, AfiSafi::IPV6_UNICAST];
 
+/// The speaker's peer entry for the raw peer: hold time [`HOLD`] plus `extra` keys.
+pub fn peer(extra: &[&str]) -> podcidr_speaker::config::Peer {
+    let hold = format!("hold-time: {HOLD}s");
+    let mut keys = vec![hold.as_str()];
+    keys.extend_from_slice(extra);
+    peer_config(v4(2), u32::from(RAW_AS), SPEAKER_AS, &keys)
+}
+
 pub struct Fixture {
     pub rt: Arc<Runtime>,
     pub speaker: Speaker,
     pub listener: RawListener,
 }
 
+/// A passive speaker: it listens on 100.64.0.1:179 (the peer driver's listener) for the
+/// raw peer on 100.64.0.2 and never dials.
+pub struct Passive {
+    pub rt: Arc<Runtime>,
+    // Dropped before the listener it takes connections from.
+    pub speaker: Speaker,
+    pub listener: Listener,
+}
+
+impl Passive {
+    pub fn start(extra: &[&str]) -> Passive {
+        let rt = runtime();
+        let listener = listener(&rt, v4(1));
+        let mut keys = vec!["passive: true"];
+        keys.extend_from_slice(extra);
+        let spec = spec(1, &peer(&keys));
+        let inbound = {
+            let _guard = rt.enter();
+            listener
+                .register(&spec)
+                .unwrap_or_else(|e| panic!("register: {e}"))
+        };
+        let speaker = Speaker::start_with(
+            &rt,
+            spec,
+            desired(&prefixes(), &Attrs::new(SPEAKER_AS, false)),
+            Arc::new(NoopObserver),
+            Some(inbound),
+        );
+        Passive {
+            rt,
+            speaker,
+            listener,
+        }
+    }
+
+    /// Dials the speaker from 100.64.0.`from`.
+    pub fn dial(&self, from: u8, opts: &SockOpts, timeout: Duration) -> std::io::Result<RawConn> {
+        RawConn::dial_with(v4(from), SocketAddr::new(v4(1), 179), opts, timeout)
+    }
+
+    /// Dials from the raw peer's address and establishes the session.
+    pub fn established(&self, opts: &SockOpts) -> RawConn {
+        let conn = self
+            .dial(2, opts, raw_peer::STEP)
+            .unwrap_or_else(|e| panic!("dial the speaker: {e}"));
+        let mut conn = conn;
+        let open = conn.handshake(&raw_open());
+        assert_eq!(open.asn(), SPEAKER_AS);
+        let table = conn.read_table(&ctx(), &FAMILIES);
+        assert_eq!(table, expected_table(), "the speaker's routes");
+        conn.start_keepalives(Duration::from_secs(1));
+        self.speaker
+            .wait("Established", Duration::from_secs(10), |s| {
+                s.state == State::Established
+            });
+        conn
+    }
+}
+
 impl Fixture {
     /// A speaker dialing the raw peer; `extra` adds bgp-config keys to its peer entry.
     pub fn start(extra: &[&str]) -> Fixture {
-        let listener = RawListener::bind(SocketAddr::new(v4(2), 179));
+        Fixture::start_with(extra, &SockOpts::default())
+    }
+
+    /// As [`Fixture::start`], with options on the raw peer's listening socket.
+    pub fn start_with(extra: &[&str], raw: &SockOpts) -> Fixture {
+        let listener = RawListener::bind_with(SocketAddr::new(v4(2), 179), raw);
         let rt = runtime();
-        let hold = format!("hold-time: {HOLD}s");
-        let mut keys = vec![hold.as_str()];
-        keys.extend_from_slice(extra);
-        let peer = peer_config(v4(2), u32::from(RAW_AS), SPEAKER_AS, &keys);
         let speaker = Speaker::start(
             &rt,
-            spec(1, &peer),
+            spec(1, &peer(extra)),
             desired(&prefixes(), &Attrs::new(SPEAKER_AS, false)),
         );
         Fixture {
@@ -116,6 +185,23 @@ impl Fixture {
             speaker,
             listener,
         }
+    }
+
+    /// Completes the handshake on an accepted or dialled connection and checks that the
+    /// whole table arrives exactly as configured; KEEPALIVEs then flow from the raw peer
+    /// every second.
+    fn establish(&self, mut conn: RawConn) -> RawConn {
+        let open = conn.handshake(&raw_open());
+        assert_eq!(open.asn(), SPEAKER_AS);
+        assert_eq!(open.hold_time, HOLD);
+        let table = conn.read_table(&ctx(), &FAMILIES);
+        assert_eq!(table, expected_table(), "the speaker's routes");
+        conn.start_keepalives(Duration::from_secs(1));
+        self.speaker
+            .wait("Established", Duration::from_secs(10), |s| {
+                s.state == State::Established
+            });
+        conn
     }
 
     /// Accepts the speaker's next connection and reads its OPEN.
@@ -130,22 +216,9 @@ impl Fixture {
         (conn, open)
     }
 
-    /// Accepts the speaker's next connection, completes the handshake and checks that
-    /// the whole table arrives exactly as configured; KEEPALIVEs then flow from the raw
-    /// peer every second.
+    /// Accepts the speaker's next connection and establishes the session on it.
     pub fn established(&self) -> RawConn {
-        let mut conn = self.listener.accept();
-        let open = conn.handshake(&raw_open());
-        assert_eq!(open.asn(), SPEAKER_AS);
-        assert_eq!(open.hold_time, HOLD);
-        let table = conn.read_table(&ctx(), &FAMILIES);
-        assert_eq!(table, expected_table(), "the speaker's routes");
-        conn.start_keepalives(Duration::from_secs(1));
-        self.speaker
-            .wait("Established", Duration::from_secs(10), |s| {
-                s.state == State::Established
-            });
-        conn
+        self.establish(self.listener.accept())
     }
 
     pub fn status(&self) -> PeerStatus {

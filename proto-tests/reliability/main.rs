@@ -23,6 +23,7 @@ mod harness;
 #[path = "../interop/speaker/mod.rs"]
 mod speaker;
 
+mod abuse;
 mod fixture;
 mod malformed;
 mod raw_peer;

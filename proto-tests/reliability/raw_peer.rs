@@ -249,13 +249,24 @@ impl RawConn {
 
     /// Dials `to` from `from` (port chosen by the kernel).
     pub fn dial(from: IpAddr, to: SocketAddr) -> std::io::Result<RawConn> {
+        RawConn::dial_with(from, to, &SockOpts::default(), STEP)
+    }
+
+    /// Dials with socket options, giving up after `timeout`.
+    pub fn dial_with(
+        from: IpAddr,
+        to: SocketAddr,
+        opts: &SockOpts,
+        timeout: Duration,
+    ) -> std::io::Result<RawConn> {
         let sock = socket2::Socket::new(
             socket2::Domain::for_address(to),
             socket2::Type::STREAM,
             Some(socket2::Protocol::TCP),
         )?;
+        opts.apply(&sock)?;
         sock.bind(&SocketAddr::new(from, 0).into())?;
-        sock.connect_timeout(&to.into(), STEP)?;
+        sock.connect_timeout(&to.into(), timeout)?;
         Ok(RawConn::new(sock.into()))
     }
 
@@ -507,6 +518,11 @@ pub struct RawListener {
 
 impl RawListener {
     pub fn bind(addr: SocketAddr) -> RawListener {
+        RawListener::bind_with(addr, &SockOpts::default())
+    }
+
+    /// Binds with socket options (an MD5 key for the speaker's address, a TTL).
+    pub fn bind_with(addr: SocketAddr, opts: &SockOpts) -> RawListener {
         let sock = socket2::Socket::new(
             socket2::Domain::for_address(addr),
             socket2::Type::STREAM,
@@ -514,6 +530,7 @@ impl RawListener {
         )
         .expect("socket");
         sock.set_reuse_address(true).expect("SO_REUSEADDR");
+        opts.apply(&sock).expect("listener options");
         sock.bind(&addr.into())
             .unwrap_or_else(|e| panic!("bind {addr}: {e}"));
         sock.listen(16).expect("listen");
@@ -546,6 +563,86 @@ impl RawListener {
     pub fn accept(&self) -> RawConn {
         self.accept_within(STEP)
             .unwrap_or_else(|| panic!("the speaker did not connect within {STEP:?}"))
+    }
+}
+
+/// Socket options of the raw peer's side.
+#[derive(Debug, Clone, Default)]
+pub struct SockOpts {
+    /// A TCP MD5 key (RFC 2385) for the given peer address.
+    pub md5: Option<(IpAddr, String)>,
+    /// The TTL to send with (IPv4).
+    pub ttl: Option<u32>,
+}
+
+impl SockOpts {
+    fn apply(&self, sock: &socket2::Socket) -> std::io::Result<()> {
+        if let Some(ttl) = self.ttl {
+            sock.set_ttl_v4(ttl)?;
+        }
+        if let Some((addr, key)) = &self.md5 {
+            set_md5(sock, *addr, key.as_bytes())?;
+        }
+        Ok(())
+    }
+}
+
+/// Linux `struct tcp_md5sig` (include/uapi/linux/tcp.h), written out here rather than
+/// borrowed from the crate: the raw peer must not share the code it checks.
+#[repr(C)]
+struct TcpMd5Sig {
+    addr: libc::sockaddr_storage,
+    flags: u8,
+    prefixlen: u8,
+    keylen: u16,
+    ifindex: libc::c_int,
+    key: [u8; libc::TCP_MD5SIG_MAXKEYLEN],
+}
+
+/// Sets the TCP MD5 key for an IPv4 `peer` on an IPv4 socket.
+fn set_md5(sock: &socket2::Socket, peer: IpAddr, key: &[u8]) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let IpAddr::V4(peer) = peer else {
+        return Err(std::io::Error::other(
+            "the raw peer sets MD5 keys for IPv4 only",
+        ));
+    };
+    assert!(key.len() <= libc::TCP_MD5SIG_MAXKEYLEN, "test key too long");
+    // SAFETY: sockaddr_storage is plain old data; all zeroes is a valid value.
+    let mut sig: TcpMd5Sig = unsafe { std::mem::zeroed() };
+    let sin = libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: 0,
+        sin_addr: libc::in_addr {
+            s_addr: u32::from_ne_bytes(peer.octets()),
+        },
+        sin_zero: [0; 8],
+    };
+    // SAFETY: sockaddr_storage is larger than and aligned at least as strictly as
+    // sockaddr_in, and `sig.addr` is exclusively borrowed.
+    unsafe {
+        std::ptr::write(
+            (&mut sig.addr as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in>(),
+            sin,
+        )
+    };
+    sig.keylen = key.len() as u16;
+    sig.key[..key.len()].copy_from_slice(key);
+    // SAFETY: the pointer and length describe `sig`, a live, properly laid out
+    // tcp_md5sig; the kernel only reads it.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_MD5SIG,
+            (&sig as *const TcpMd5Sig).cast(),
+            std::mem::size_of::<TcpMd5Sig>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
     }
 }
 
