@@ -82,6 +82,7 @@ fn a_wrong_md5_key_never_reaches_established() {
     let md5 = |key: &str| SockOpts {
         md5: Some((v4(1), key.to_owned())),
         ttl: None,
+        rcvbuf: None,
     };
     // The speaker dials: a raw peer with a wrong key, or with none, never sees the
     // connection (the kernel drops the unsigned or wrongly signed segments).
@@ -135,8 +136,8 @@ fn gtsm_on_the_accepting_side_ignores_a_peer_sending_below_ttl_255() {
         .dial(
             2,
             &SockOpts {
-                md5: None,
                 ttl: Some(64),
+                ..SockOpts::default()
             },
             Duration::from_secs(5),
         )
@@ -158,8 +159,8 @@ fn gtsm_on_the_accepting_side_ignores_a_peer_sending_below_ttl_255() {
     // A fresh speaker, and a peer sending with 255: a session.
     let p = Passive::start(&["ttl-security: true"]);
     drop(p.established(&SockOpts {
-        md5: None,
         ttl: Some(255),
+        ..SockOpts::default()
     }));
     println!("gtsm: a peer at TTL 64 never got past OpenSent; TTL 255 established");
 }
@@ -349,6 +350,7 @@ fn passwords_never_appear_in_logs_status_or_output() {
     let md5 = |key: &str| SockOpts {
         md5: Some((v4(1), key.to_owned())),
         ttl: None,
+        rcvbuf: None,
     };
     // A session with the key, and one that fails for a wrong key.
     let f = Fixture::start_with(&[&password], &md5(KEY));

@@ -12,6 +12,7 @@ use std::time::Duration;
 use podcidr_speaker::bgp::session::{SessionError, State};
 use podcidr_speaker::bgp::wire::{AfiSafi, Context, Open};
 use podcidr_speaker::peer::{Listener, NoopObserver, PeerStatus};
+use podcidr_speaker::routes::DesiredRoutes;
 use tokio::runtime::Runtime;
 
 use crate::harness::{v4, v6};
@@ -173,13 +174,18 @@ impl Fixture {
 
     /// As [`Fixture::start`], with options on the raw peer's listening socket.
     pub fn start_with(extra: &[&str], raw: &SockOpts) -> Fixture {
+        Fixture::start_routes(
+            extra,
+            raw,
+            desired(&prefixes(), &Attrs::new(SPEAKER_AS, false)),
+        )
+    }
+
+    /// As [`Fixture::start_with`], announcing `routes` instead of [`prefixes`].
+    pub fn start_routes(extra: &[&str], raw: &SockOpts, routes: Arc<DesiredRoutes>) -> Fixture {
         let listener = RawListener::bind_with(SocketAddr::new(v4(2), 179), raw);
         let rt = runtime();
-        let speaker = Speaker::start(
-            &rt,
-            spec(1, &peer(extra)),
-            desired(&prefixes(), &Attrs::new(SPEAKER_AS, false)),
-        );
+        let speaker = Speaker::start(&rt, spec(1, &peer(extra)), routes);
         Fixture {
             rt,
             speaker,

@@ -24,6 +24,7 @@ mod harness;
 mod speaker;
 
 mod abuse;
+mod faults;
 mod fixture;
 mod malformed;
 mod raw_peer;

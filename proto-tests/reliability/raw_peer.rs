@@ -181,6 +181,8 @@ pub struct RawConn {
     frames: Receiver<Frame>,
     reader: Option<JoinHandle<()>>,
     keepalives: Option<(Arc<AtomicBool>, JoinHandle<()>)>,
+    /// While set, the reader thread does not read: the speaker's writes back up.
+    paused: Arc<AtomicBool>,
     pub local: SocketAddr,
     pub remote: SocketAddr,
     /// Octets received so far (shared with the reader thread).
@@ -197,10 +199,15 @@ impl RawConn {
         let mut rd = stream.try_clone().expect("clone stream");
         let received = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let counter = received.clone();
+        let paused = Arc::new(AtomicBool::new(false));
+        let pause = paused.clone();
         let reader = std::thread::spawn(move || {
             let mut buf: Vec<u8> = Vec::new();
             let mut chunk = vec![0u8; 64 * 1024];
             loop {
+                while pause.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
                 match rd.read(&mut chunk) {
                     Ok(0) => {
                         let _ = tx.send(Frame::Closed("eof".into()));
@@ -241,6 +248,7 @@ impl RawConn {
             frames,
             reader: Some(reader),
             keepalives: None,
+            paused,
             local,
             remote,
             received,
@@ -311,6 +319,11 @@ impl RawConn {
             stop.store(true, Ordering::Relaxed);
             let _ = t.join();
         }
+    }
+
+    /// Stops reading from the socket (after the read under way, if any).
+    pub fn pause_reading(&self) {
+        self.paused.store(true, Ordering::Relaxed);
     }
 
     /// Octets the speaker has sent on this connection so far.
@@ -440,6 +453,7 @@ impl RawConn {
 impl Drop for RawConn {
     fn drop(&mut self) {
         self.stop_keepalives();
+        self.paused.store(false, Ordering::Relaxed);
         let _ = self.stream.shutdown(Shutdown::Both);
         if let Some(r) = self.reader.take() {
             let _ = r.join();
@@ -573,12 +587,17 @@ pub struct SockOpts {
     pub md5: Option<(IpAddr, String)>,
     /// The TTL to send with (IPv4).
     pub ttl: Option<u32>,
+    /// SO_RCVBUF, set before listen so that accepted sockets inherit it.
+    pub rcvbuf: Option<usize>,
 }
 
 impl SockOpts {
     fn apply(&self, sock: &socket2::Socket) -> std::io::Result<()> {
         if let Some(ttl) = self.ttl {
             sock.set_ttl_v4(ttl)?;
+        }
+        if let Some(size) = self.rcvbuf {
+            sock.set_recv_buffer_size(size)?;
         }
         if let Some((addr, key)) = &self.md5 {
             set_md5(sock, *addr, key.as_bytes())?;
