@@ -388,3 +388,121 @@ async fn a_config_replaced_by_garbage_or_a_dangerous_one_keeps_the_last_good() {
         println!("  {}", r.replace('\n', "\n    "));
     }
 }
+
+/// The number BIRD shows for `show route count protocol <ours>`.
+fn bird_count(bird: &crate::harness::bird::Bird) -> u64 {
+    let proto = crate::harness::bird::proto_name(crate::harness::v4(1));
+    let text = bird
+        .control(&format!("show route count protocol {proto}"))
+        .unwrap_or_else(|e| panic!("birdc: {e}"));
+    text.lines()
+        .find(|l| l.contains("routes for"))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no route count in {text:?}"))
+}
+
+/// IPv4 /32s under 10.0.0.0/8: a table that takes the speaker a while to send.
+fn v4_hosts(n: u32) -> Arc<DesiredRoutes> {
+    let attrs = Attrs::new(crate::fixture::SPEAKER_AS, false).route_attrs();
+    let node: Arc<str> = Arc::from("node-under-test");
+    Arc::new(
+        (0..n)
+            .map(|i| {
+                let net = ipnet::Ipv4Net::new(std::net::Ipv4Addr::from(0x0a00_0000 + i), 32)
+                    .expect("/32");
+                (
+                    IpNet::V4(net),
+                    PlannedRoute {
+                        attrs: attrs.clone(),
+                        node: node.clone(),
+                    },
+                )
+            })
+            .collect(),
+    )
+}
+
+/// What SIGTERM does to a speaker with graceful restart negotiated (the daemon maps it
+/// to `Shutdown::Restart`), here in the middle of the initial table: BIRD keeps every
+/// route it already had, as stale, while the speaker is away; the restarted speaker
+/// sends the whole table and End-of-RIB, and BIRD ends with exactly the table.
+#[test]
+fn a_restart_during_the_initial_table_loses_no_route_at_bird() {
+    use crate::harness::bird::Bird;
+    use crate::harness::{v4, Neighbor, PeerOpts};
+    let Some(ns) = isolated!(&addrs()) else {
+        return;
+    };
+    let n = 300_000;
+    let table = v4_hosts(n);
+    let bird = Bird::start(
+        ns.dir(),
+        PeerOpts::new(v4(2), 65002).neighbor(Neighbor::new(v4(1), 65001).graceful_restart(30)),
+    )
+    .unwrap_or_else(|e| panic!("bird: {e}"));
+    let rt = crate::speaker::runtime();
+    let cfg = crate::speaker::peer_config(
+        v4(2),
+        65002,
+        65001,
+        &["graceful-restart: true", "graceful-restart-time: 30s"],
+    );
+    let mut first = Speaker::start(&rt, crate::speaker::spec(1, &cfg), table.clone());
+    // Stop as soon as part of the table has gone out.
+    let st = wait_fast(&first, "the table under way", |s| {
+        s.advertised.values().sum::<u64>() > 0
+    });
+    assert!(
+        st.negotiated.as_ref().is_some_and(|n| n.graceful_restart),
+        "graceful restart negotiated"
+    );
+    let sent_before = first.status().advertised.values().sum::<u64>();
+    let stopped = first.stop(podcidr_speaker::peer::Shutdown::Restart);
+    assert!(
+        sent_before < u64::from(n),
+        "the whole table went out before the restart: {sent_before}"
+    );
+    assert_eq!(
+        stopped.stats.sent.notification, 0,
+        "a restart sends no NOTIFICATION"
+    );
+    // BIRD takes what was on the wire, then keeps it while we are away.
+    let mut held = 0;
+    let settle = Instant::now();
+    while settle.elapsed() < Duration::from_secs(2) {
+        let c = bird_count(&bird);
+        assert!(
+            c >= held,
+            "BIRD dropped routes while we were away: {held} -> {c}"
+        );
+        held = c;
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(held > 0 && held < u64::from(n), "BIRD held {held} of {n}");
+
+    let second = Speaker::start(&rt, crate::speaker::spec(1, &cfg), table);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut last = held;
+    loop {
+        let c = bird_count(&bird);
+        assert!(
+            c >= held,
+            "BIRD dropped routes during the refresh: {last} -> {c}"
+        );
+        last = c;
+        let s = second.status();
+        if c == u64::from(n) && s.pending == 0 && s.state == State::Established {
+            break;
+        }
+        assert!(Instant::now() < deadline, "BIRD holds {c} of {n}: {s:#?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // After End-of-RIB nothing stale is left over: still exactly the table.
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(bird_count(&bird), u64::from(n));
+    println!(
+        "restart during the initial table: {sent_before} of {n} routes sent when stopped, \
+         BIRD kept {held} through the restart and ended with exactly {n}"
+    );
+}
