@@ -12,7 +12,9 @@
 //! - `abuse`: connections from unconfigured addresses, a wrong TCP MD5 key, a flood of
 //!   prefixes with and without max-prefix, GTSM, passwords in logs and output.
 //! - `faults`: a peer that flaps 1,000 times, a peer that stops reading, a config
-//!   replaced by garbage or by a dangerous one.
+//!   replaced by garbage or by a dangerous one, a graceful restart in the middle of the
+//!   initial table (BIRD).
+//! - `load`: 50,000 nodes, 16 peers, a soak under steady churn in cluster mode.
 //!
 //! RELIABILITY.md at the repository root records the figures these tests print.
 
@@ -26,5 +28,6 @@ mod speaker;
 mod abuse;
 mod faults;
 mod fixture;
+mod load;
 mod malformed;
 mod raw_peer;

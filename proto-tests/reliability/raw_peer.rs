@@ -462,7 +462,7 @@ impl Drop for RawConn {
 }
 
 /// A route as the raw peer saw it announced.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Seen {
     pub origin: Option<u8>,
     pub as_path: Vec<u32>,
@@ -480,9 +480,17 @@ pub struct Table {
 
 impl Table {
     fn apply(&mut self, u: &wire::Update) {
-        for (_, n) in wire::withdrawn(u) {
-            self.routes.remove(&n.prefix);
+        let (withdrawn, announced) = Table::changes(u);
+        for p in withdrawn {
+            self.routes.remove(&p);
         }
+        self.routes.extend(announced);
+    }
+
+    /// What one UPDATE does to a peer's table: the prefixes it withdraws, then the
+    /// routes it announces (RFC 4271 section 9: withdrawals first).
+    pub fn changes(u: &wire::Update) -> (Vec<IpNet>, Vec<(IpNet, Seen)>) {
+        let withdrawn = wire::withdrawn(u).map(|(_, n)| n.prefix).collect();
         let mut seen = Seen {
             origin: None,
             as_path: Vec::new(),
@@ -515,12 +523,114 @@ impl Table {
                 _ => {}
             }
         }
-        for (f, n) in wire::announced(u) {
-            let mut s = seen.clone();
-            if f != AfiSafi::IPV4_UNICAST || u.nlri.is_empty() {
-                s.next_hop = mp_next_hop;
+        let announced = wire::announced(u)
+            .map(|(f, n)| {
+                let mut s = seen.clone();
+                if f != AfiSafi::IPV4_UNICAST || u.nlri.is_empty() {
+                    s.next_hop = mp_next_hop;
+                }
+                (n.prefix, s)
+            })
+            .collect();
+        (withdrawn, announced)
+    }
+}
+
+/// A compact stand-in for a [`Seen`], for tables too large to keep whole.
+pub fn fingerprint(s: &Seen) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    s.hash(&mut h);
+    h.finish()
+}
+
+/// A connection handed to a thread of its own that applies every UPDATE to the peer's
+/// table (a fingerprint per prefix) while the test does something else.
+pub struct Follower {
+    pub table: Arc<Mutex<std::collections::HashMap<IpNet, u64>>>,
+    /// UPDATEs applied so far.
+    pub updates: Arc<std::sync::atomic::AtomicU64>,
+    /// Why the connection failed, if it did (a NOTIFICATION, a close, a bad UPDATE).
+    pub failure: Arc<Mutex<Option<String>>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<RawConn>>,
+}
+
+impl RawConn {
+    /// Follows the speaker's UPDATEs under `ctx` from now on.
+    pub fn follow(self, ctx: Context) -> Follower {
+        let table = Arc::new(Mutex::new(std::collections::HashMap::new()));
+        let updates = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let failure = Arc::new(Mutex::new(None));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (t, u, fail, st) = (
+            table.clone(),
+            updates.clone(),
+            failure.clone(),
+            stop.clone(),
+        );
+        let thread = std::thread::spawn(move || {
+            let conn = self;
+            let record = |why: String| {
+                let mut f = fail.lock().expect("failure lock");
+                f.get_or_insert(why);
+            };
+            while !st.load(Ordering::Relaxed) {
+                match conn.recv(Duration::from_millis(50)) {
+                    None => {}
+                    Some(Frame::Closed(why)) => {
+                        record(format!("closed: {why}"));
+                        break;
+                    }
+                    Some(Frame::Message(m)) if m[18] == KEEPALIVE => {}
+                    Some(Frame::Message(m)) => match wire::decode_message(&m, &ctx) {
+                        Ok(Message::Update(update)) if update.errors.is_empty() => {
+                            if update.end_of_rib_family().is_none() {
+                                let (withdrawn, announced) = Table::changes(&update);
+                                let mut t = t.lock().expect("table lock");
+                                for p in withdrawn {
+                                    t.remove(&p);
+                                }
+                                for (p, seen) in announced {
+                                    t.insert(p, fingerprint(&seen));
+                                }
+                            }
+                            u.fetch_add(1, Ordering::Relaxed);
+                        }
+                        other => {
+                            record(format!("unexpected {other:?}"));
+                            break;
+                        }
+                    },
+                }
             }
-            self.routes.insert(n.prefix, s);
+            conn
+        });
+        Follower {
+            table,
+            updates,
+            failure,
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Follower {
+    pub fn failed(&self) -> Option<String> {
+        self.failure.lock().expect("failure lock").clone()
+    }
+
+    pub fn snapshot(&self) -> std::collections::HashMap<IpNet, u64> {
+        self.table.lock().expect("table lock").clone()
+    }
+}
+
+impl Drop for Follower {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
         }
     }
 }
@@ -663,6 +773,17 @@ fn set_md5(sock: &socket2::Socket, peer: IpAddr, key: &[u8]) -> std::io::Result<
     } else {
         Err(std::io::Error::last_os_error())
     }
+}
+
+/// The resident set size after handing freed heap back to the kernel (glibc's
+/// `malloc_trim`): what is live, not what the allocator keeps cached in its arenas.
+pub fn live_rss_kb() -> u64 {
+    // SAFETY: malloc_trim only walks the allocator's own free lists; any argument is
+    // valid and nothing the caller holds is touched.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+    rss_kb()
 }
 
 /// The resident set size of this process, from /proc/self/status (kB).
