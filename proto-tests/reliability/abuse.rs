@@ -384,6 +384,13 @@ fn passwords_never_appear_in_logs_status_or_output() {
         Ok(c) => panic!("an 97-octet password must be refused: {c:?}"),
     };
     assert!(long_errors.contains("password"), "{long_errors}");
+    // The config state logs what it applies and what it refuses, as the daemon has it do.
+    let mut state = podcidr_speaker::config::state::ConfigState::new();
+    state
+        .update_text(&config_text.replace("hold-time: 2s", "hold-time: 9s"))
+        .log();
+    state.update_text(&config_text).log();
+    state.update_text(&long_text).log();
 
     // What the binary prints: check (valid and invalid) and plan.
     let dir = ns.dir();
