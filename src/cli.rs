@@ -1,16 +1,26 @@
 //! The command line: clap structs for each subcommand. Parsing only; `main.rs`
 //! dispatches and the library does the work.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
+use std::sync::LazyLock;
 
-use crate::routes::report::Format;
-use crate::routes::AnnounceMode;
-use crate::sources::IpamOverride;
 use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 
+use crate::daemon::{ClusterSource, ConfigSource, Settings};
+use crate::routes::report::Format;
+use crate::routes::AnnounceMode;
+use crate::sources::kube::BgpConfigMapRef;
+use crate::sources::IpamOverride;
+
+/// `CARGO_PKG_VERSION`, plus the commit when the build set `GIT_SHA`.
+static VERSION: LazyLock<String> = LazyLock::new(|| match option_env!("GIT_SHA") {
+    Some(sha) if !sha.is_empty() => format!("{} ({sha})", env!("CARGO_PKG_VERSION")),
+    _ => env!("CARGO_PKG_VERSION").to_string(),
+});
+
 #[derive(Debug, Parser)]
-#[command(name = "podcidr-speaker", version, about)]
+#[command(name = "podcidr-speaker", version = VERSION.as_str(), about)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -18,6 +28,11 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run the speaker: follow the cluster and the bgp-config, keep one BGP session per
+    /// selected peer and announce this node's pod CIDRs (or every node's, with
+    /// `--announce cluster`). In-cluster (or with KUBECONFIG) unless `--bgp-config` and
+    /// `--cluster-state` are given.
+    Run(Box<RunArgs>),
     /// Validate bgp-config files (the raw config.yaml or a whole ConfigMap manifest):
     /// print "ok" and one line per peer, or every error; exit 1 if any file is invalid.
     Check(CheckArgs),
@@ -33,6 +48,15 @@ pub enum Command {
     /// directory; drift, refused prefixes and conflicts are shown as warnings.
     /// Passwords are never printed.
     Plan(PlanArgs),
+    /// Show a running speaker's sessions like `show bgp summary`, with its node, IPAM
+    /// mode, sources and drift warnings (its /status endpoint). Exit 0 when a config is
+    /// in force and every peer is Established, 1 otherwise, 2 when it cannot be reached.
+    Status(StatusArgs),
+    /// Diagnose the cluster's pod CIDRs: per node the Node and CiliumNode CIDRs, which is
+    /// in force for the IPAM mode, drift, overlaps between nodes and CIDRs outside the
+    /// cluster pool. Exit 0 when nothing is wrong, 1 when something is, 2 when the
+    /// cluster cannot be read.
+    Doctor(DoctorArgs),
 }
 
 #[derive(Debug, Args)]
@@ -40,6 +64,220 @@ pub struct CheckArgs {
     /// Files to check; `-` reads standard input.
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// This node's name (the DaemonSet passes spec.nodeName). Required with
+    /// `--announce local`; with `--announce cluster` it selects the peers by this node's
+    /// labels.
+    #[arg(long, env = "NODE_NAME", value_name = "NAME")]
+    pub node: Option<String>,
+
+    /// Standalone: read the bgp-config from this file (raw config.yaml or a ConfigMap
+    /// manifest), reloaded on change. Without `--cluster-state` the cluster is still
+    /// watched through the API server.
+    #[arg(
+        long,
+        env = "PODCIDR_BGP_CONFIG",
+        value_name = "FILE",
+        conflicts_with = "bgp_config_map"
+    )]
+    pub bgp_config: Option<PathBuf>,
+
+    /// Standalone: read Nodes, CiliumNodes and cilium-config from this YAML/JSON file or
+    /// directory instead of the API server, reloaded on change. Needs `--bgp-config`.
+    #[arg(
+        long,
+        env = "PODCIDR_CLUSTER_STATE",
+        value_name = "PATH",
+        requires = "bgp_config"
+    )]
+    pub cluster_state: Option<PathBuf>,
+
+    /// The ConfigMap holding the bgp-config, and its data key.
+    #[arg(
+        long,
+        env = "PODCIDR_BGP_CONFIG_MAP",
+        value_name = "NS/NAME[:KEY]",
+        default_value = "kube-system/bgp-config"
+    )]
+    pub bgp_config_map: BgpConfigMapRef,
+
+    /// Which object's pod CIDRs are in force: `auto` follows the `ipam` key of
+    /// cilium-config.
+    #[arg(long, env = "PODCIDR_IPAM", value_enum, default_value_t = IpamArg::Auto)]
+    pub ipam: IpamArg,
+
+    /// `local`: this node's pod CIDRs (the DaemonSet); `cluster`: every node's, each
+    /// with that node's InternalIP as next hop.
+    #[arg(long, env = "PODCIDR_ANNOUNCE", value_enum, default_value_t = AnnounceArg::Local)]
+    pub announce: AnnounceArg,
+
+    /// The local address of sessions whose peer sets no source-address (and the next
+    /// hop of their routes), instead of the kernel's choice; e.g. the host IP from the
+    /// downward API.
+    #[arg(long, env = "PODCIDR_SOURCE_ADDRESS", value_name = "IP")]
+    pub source_address: Option<IpAddr>,
+
+    /// The BGP Identifier of sessions whose peer sets no router-id (default: the node's
+    /// IPv4 InternalIP, else an IPv4 --source-address).
+    #[arg(long, env = "PODCIDR_ROUTER_ID", value_name = "IPV4")]
+    pub router_id: Option<Ipv4Addr>,
+
+    /// Where /metrics, /healthz, /readyz and /status are served.
+    #[arg(
+        long,
+        env = "PODCIDR_METRICS_ADDR",
+        value_name = "ADDR:PORT",
+        default_value = "0.0.0.0:9477"
+    )]
+    pub metrics_addr: SocketAddr,
+
+    /// Also accept BGP connections from configured peers on this address.
+    #[arg(long, env = "PODCIDR_LISTEN_ADDR", value_name = "ADDR:PORT")]
+    pub listen_addr: Option<SocketAddr>,
+
+    /// Log lines as text or as one JSON object each. The filter is RUST_LOG's
+    /// (default `info`).
+    #[arg(long, env = "PODCIDR_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+
+    /// Parse and validate everything, print the effective settings and exit 0 without
+    /// connecting anywhere or talking to the API server.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum IpamArg {
+    Auto,
+    Kubernetes,
+    ClusterPool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AnnounceArg {
+    Local,
+    Cluster,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+impl std::fmt::Display for LogFormat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Text => "text",
+            Self::Json => "json",
+        })
+    }
+}
+
+impl RunArgs {
+    /// The library's view of these flags. Combinations clap cannot express are checked
+    /// by [`Settings::validate`].
+    pub fn settings(&self) -> Settings {
+        let config = match &self.bgp_config {
+            Some(path) => ConfigSource::File(path.clone()),
+            None => ConfigSource::ConfigMap(self.bgp_config_map.clone()),
+        };
+        let cluster = match &self.cluster_state {
+            Some(path) => ClusterSource::File(path.clone()),
+            None => ClusterSource::Kubernetes,
+        };
+        Settings {
+            node: self.node.clone(),
+            config,
+            cluster,
+            ipam: match self.ipam {
+                IpamArg::Auto => IpamOverride::Auto,
+                IpamArg::Kubernetes => IpamOverride::Kubernetes,
+                IpamArg::ClusterPool => IpamOverride::ClusterPool,
+            },
+            announce: match self.announce {
+                AnnounceArg::Local => AnnounceMode::Local,
+                AnnounceArg::Cluster => AnnounceMode::Cluster,
+            },
+            source_address: self.source_address,
+            router_id: self.router_id,
+            metrics_addr: self.metrics_addr,
+            listen_addr: self.listen_addr,
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// The bgp-config: the raw config YAML or a whole ConfigMap manifest.
+    #[arg(long, value_name = "FILE")]
+    pub bgp_config: PathBuf,
+    /// Nodes, CiliumNodes and cilium-config as YAML or JSON: a file, or a directory of
+    /// *.yaml, *.yml, *.json files.
+    #[arg(long, value_name = "PATH")]
+    pub cluster_state: PathBuf,
+    /// The node to plan for.
+    #[arg(long, value_name = "NAME")]
+    pub node: String,
+    /// `local`: this node's pod CIDRs (the DaemonSet); `cluster`: every node's, each
+    /// with its InternalIP as next hop.
+    #[arg(long, value_name = "local|cluster", default_value = "local")]
+    pub announce: AnnounceMode,
+    /// Which object's pod CIDRs are in force: `auto` follows cilium-config's `ipam`.
+    #[arg(
+        long,
+        value_name = "auto|kubernetes|cluster-pool",
+        default_value = "auto"
+    )]
+    pub ipam: IpamOverride,
+    /// The address sessions bind when their peer sets no source-address, as `run`
+    /// takes it; shown as the next hop of routes of its family.
+    #[arg(long, value_name = "IP")]
+    pub source_address: Option<IpAddr>,
+    /// Output format.
+    #[arg(
+        short = 'o',
+        long = "output",
+        value_name = "table|json",
+        default_value = "table"
+    )]
+    pub output: Format,
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// The speaker's endpoint (its `run --metrics-addr`).
+    #[arg(long, value_name = "HOST:PORT", default_value = crate::status::DEFAULT_ADDR)]
+    pub addr: String,
+    /// Print the /status JSON document instead of the tables.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// A cluster-state file or directory (`kubectl get nodes,ciliumnodes -o yaml` and
+    /// optionally the cilium-config ConfigMap). Without it the cluster is read once
+    /// through KUBECONFIG or the in-cluster service account.
+    #[arg(long, value_name = "PATH")]
+    pub cluster_state: Option<PathBuf>,
+    /// Which object is in force: follow cilium-config's `ipam` key, or force one mode.
+    #[arg(
+        long,
+        value_name = "auto|kubernetes|cluster-pool",
+        default_value = "auto"
+    )]
+    pub ipam: IpamOverride,
+    /// Cilium's ConfigMap, read in-cluster.
+    #[arg(
+        long,
+        value_name = "NAMESPACE/NAME",
+        default_value = "kube-system/cilium-config"
+    )]
+    pub cilium_config: String,
 }
 
 /// `decode`: exactly one input source.
@@ -91,81 +329,4 @@ pub enum AsWidth {
     Two,
     #[value(name = "4")]
     Four,
-}
-
-#[derive(Debug, Args)]
-pub struct PlanArgs {
-    /// The bgp-config: the raw config YAML or a whole ConfigMap manifest.
-    #[arg(long, value_name = "FILE")]
-    pub bgp_config: PathBuf,
-    /// Nodes, CiliumNodes and cilium-config as YAML or JSON: a file, or a directory of
-    /// *.yaml, *.yml, *.json files.
-    #[arg(long, value_name = "PATH")]
-    pub cluster_state: PathBuf,
-    /// The node to plan for.
-    #[arg(long, value_name = "NAME")]
-    pub node: String,
-    /// `local`: this node's pod CIDRs (the DaemonSet); `cluster`: every node's, each
-    /// with its InternalIP as next hop.
-    #[arg(long, value_name = "local|cluster", default_value = "local")]
-    pub announce: AnnounceMode,
-    /// Which object's pod CIDRs are in force: `auto` follows cilium-config's `ipam`.
-    #[arg(
-        long,
-        value_name = "auto|kubernetes|cluster-pool",
-        default_value = "auto"
-    )]
-    pub ipam: IpamOverride,
-    /// The address sessions bind when their peer sets no source-address, as `run`
-    /// takes it; shown as the next hop of routes of its family.
-    #[arg(long, value_name = "IP")]
-    pub source_address: Option<IpAddr>,
-    /// Output format.
-    #[arg(
-        short = 'o',
-        long = "output",
-        value_name = "table|json",
-        default_value = "table"
-    )]
-    pub output: Format,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use clap::CommandFactory;
-
-    #[test]
-    fn clap_definition_is_consistent() {
-        Cli::command().debug_assert();
-    }
-
-    fn decode_args(command: Command) -> DecodeArgs {
-        match command {
-            Command::Decode(args) => args,
-            #[allow(unreachable_patterns)]
-            other => panic!("not decode: {other:?}"),
-        }
-    }
-
-    #[test]
-    fn decode_needs_exactly_one_source() {
-        let ok = Cli::try_parse_from(["podcidr-speaker", "decode", "--hex", "ff"]).unwrap();
-        let args = decode_args(ok.command);
-        assert_eq!(args.hex.as_deref(), Some("ff"));
-        assert_eq!(args.as_width, AsWidth::Auto);
-
-        let stdin =
-            Cli::try_parse_from(["podcidr-speaker", "decode", "-", "--as-width", "2"]).unwrap();
-        let args = decode_args(stdin.command);
-        assert_eq!(args.stdin.as_deref(), Some("-"));
-        assert_eq!(args.as_width, AsWidth::Two);
-
-        assert!(Cli::try_parse_from(["podcidr-speaker", "decode"]).is_err());
-        assert!(
-            Cli::try_parse_from(["podcidr-speaker", "decode", "--hex", "ff", "--mrt", "x"])
-                .is_err()
-        );
-        assert!(Cli::try_parse_from(["podcidr-speaker", "decode", "file.bin"]).is_err());
-    }
 }

@@ -1,22 +1,53 @@
 //! podcidr-speaker command line entry point: parses arguments, initialises logging and
 //! runs the subcommand. No logic of its own.
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
+use tracing_subscriber::EnvFilter;
 
-use podcidr_speaker::cli::{Cli, Command};
+use podcidr_speaker::cli::{Cli, Command, LogFormat};
 use podcidr_speaker::decode;
 
-fn main() -> anyhow::Result<ExitCode> {
-    let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
-        )
-        .init();
+fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match &cli.command {
+        Command::Run(args) => init_tracing(args.log_format, "info"),
+        // The one-shot commands print their results; the log is for trouble only.
+        _ => init_tracing(LogFormat::Text, "warn"),
+    }
     match cli.command {
+        Command::Run(args) => {
+            let settings = args.settings();
+            if args.dry_run {
+                let report = podcidr_speaker::daemon::dry_run(&settings)?;
+                print!("{report}");
+                println!("log-format:     {}", args.log_format);
+                return Ok(ExitCode::SUCCESS);
+            }
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .thread_name("podcidr-speaker")
+                .build()?;
+            match runtime.block_on(podcidr_speaker::daemon::run(settings)) {
+                Ok(()) => Ok(ExitCode::SUCCESS),
+                Err(e) => {
+                    // Logging is up: the error goes where every other line went.
+                    tracing::error!(error = %e, "podcidr-speaker stopped");
+                    Ok(ExitCode::FAILURE)
+                }
+            }
+        }
         Command::Check(args) => {
             let report = podcidr_speaker::config::check::check_files(&args.files);
             print!("{report}");
@@ -64,5 +95,46 @@ fn main() -> anyhow::Result<ExitCode> {
                 }
             }
         }
+        Command::Status(args) => Ok(ExitCode::from(podcidr_speaker::status::command(
+            &args.addr,
+            args.json,
+            &mut std::io::stdout(),
+            &mut std::io::stderr(),
+        ))),
+        Command::Doctor(args) => {
+            let code = match &args.cluster_state {
+                Some(path) => podcidr_speaker::doctor::command_file(
+                    path,
+                    args.ipam,
+                    &mut std::io::stdout(),
+                    &mut std::io::stderr(),
+                ),
+                None => tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()?
+                    .block_on(podcidr_speaker::doctor::command_in_cluster(
+                        &args.cilium_config,
+                        args.ipam,
+                        &mut std::io::stdout(),
+                        &mut std::io::stderr(),
+                    )),
+            };
+            Ok(ExitCode::from(code))
+        }
+    }
+}
+
+/// Logs go to stderr, filtered by RUST_LOG (else `default`); an unreadable RUST_LOG
+/// falls back to `default` rather than silencing the speaker.
+fn init_tracing(format: LogFormat, default: &str) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        // Colour codes only for a person at a terminal, never into a log collector.
+        .with_ansi(std::io::stderr().is_terminal());
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().flatten_event(true).init(),
     }
 }

@@ -457,7 +457,6 @@ fn daemonset_check_rejects_unsafe_pod_specs() {
 /// The DaemonSet's args, with the env expanded as the kubelet would, parse with the
 /// binary's own CLI: a renamed or removed flag fails here.
 #[test]
-#[ignore = "needs run --dry-run (issue 6)"]
 fn daemonset_args_parse_with_the_binary() {
     let Some(renders) = render_all() else { return };
     let binary = env!("CARGO_BIN_EXE_podcidr-speaker");

@@ -14,6 +14,19 @@
 //! Must not decide which routes a peer gets (the planner in `routes` does), interpret
 //! received routes beyond validating and counting them (the session does), or touch
 //! configuration files, the API server or metrics registries.
+//!
+//! How the daemon drives one peer:
+//!
+//! ```text
+//! let spec = PeerSpec::from_config(&peer_plan.peer, &RunOverrides { .. })?;
+//! let (routes_tx, routes_rx) = watch::channel(peer_plan.routes.clone());
+//! let (stop_tx, stop_rx) = watch::channel(None);
+//! let inbound = listener.map(|l| l.register(&spec)).transpose()?;  // optional
+//! let handle = peer::spawn(spec, routes_rx, observer, stop_rx, inbound)?;
+//! routes_tx.send_replace(new_routes);          // each new plan: only the difference goes out
+//! stop_tx.send_replace(Some(Shutdown::Restart)); // SIGTERM: GR peers keep our routes
+//! handle.join.await;                           // bounded by 2 x CLOSE_TIMEOUT
+//! ```
 
 mod adj_rib_out;
 mod driver;

@@ -1,0 +1,68 @@
+//! End-to-end tests of the built `podcidr-speaker` binary.
+//!
+//! - [`cli`]: `run --dry-run` and `--version`, no network at all.
+//! - [`local`]: `--announce local`, one speaker process per node.
+//! - [`listen`]: `--listen-addr` with a passive peer, and JSON logs.
+//! - [`cluster`]: `--announce cluster`, one speaker for every node.
+//! - [`observe`]: the speaker's endpoint and the `status` command through a session's life.
+//! - [`reload`]: bgp-config edits under a running speaker.
+//! - [`restart`]: SIGTERM with graceful restart, and a new process taking over.
+//!
+//! The tests with real peers run each in a network namespace of its own through the
+//! interop harness (`isolated!`: the test re-executes itself under `unshare -rn`), BIRD
+//! and FRR as the top-of-rack switches, every speaker a child process of the test with
+//! its own `--source-address` on lo, all following one standalone cluster state that
+//! the test edits. `PODCIDR_SKIP_INTEROP=1` skips them.
+
+#[path = "../interop/harness/mod.rs"]
+mod harness;
+
+mod cli;
+mod cluster;
+mod listen;
+mod local;
+mod observe;
+mod reload;
+mod restart;
+mod scrape;
+mod speaker;
+mod tor;
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use harness::{Afi, BgpDaemon, Route};
+
+/// How long any one convergence may take: sessions come up in 1-5 s here, a file edit
+/// is seen within about half a second.
+pub const WAIT: Duration = Duration::from_secs(30);
+
+/// After a change has converged: long enough for every speaker to have seen the edit
+/// (the file source polls every 250 ms and loads a file once it is stable), so that a
+/// route that would flap has flapped by the time the counters are read.
+pub fn settle() {
+    std::thread::sleep(Duration::from_secs(2));
+}
+
+/// Waits until `tor` holds exactly `want[n]` (any order) from each neighbor `n`.
+pub fn wait_exact(
+    tor: &dyn BgpDaemon,
+    want: &std::collections::BTreeMap<IpAddr, Vec<Route>>,
+    what: &str,
+) {
+    for (neighbor, routes) in want {
+        let mut want = routes.clone();
+        want.sort_by_key(|r| r.prefix);
+        tor.wait_routes(*neighbor, Afi::Ipv4, WAIT, &|got| {
+            let mut got = got.to_vec();
+            got.sort_by_key(|r| r.prefix);
+            got == want
+        })
+        .unwrap_or_else(|e| {
+            panic!(
+                "{what}: {} never held exactly {want:?} from {neighbor}: {e}",
+                tor.kind()
+            )
+        });
+    }
+}

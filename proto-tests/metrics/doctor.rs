@@ -1,0 +1,412 @@
+//! `doctor` on the outage (four nodes whose Node and CiliumNode CIDRs are permuted: all
+//! four must be flagged), on a healthy cluster, from files through the library and the
+//! built binary, and in-cluster against kube-rs's mocked API service.
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use ipnet::IpNet;
+use podcidr_speaker::doctor::{self, diagnose, Diagnosis, ModeOrigin};
+use podcidr_speaker::sources::file;
+use podcidr_speaker::sources::kube::ConfigMapRef;
+use podcidr_speaker::sources::model::{CidrSource, IpamMode, IpamOverride};
+use serde_json::{json, Value};
+
+use crate::{crate_root, outage_dir};
+
+#[path = "../kube/harness.rs"]
+#[allow(dead_code)]
+mod harness;
+
+use harness::{cilium_node, config_map, node, MockApi, Route};
+
+/// The outage's pairs: (node, Node CIDR, CiliumNode CIDR).
+const OUTAGE: [(&str, &str, &str); 4] = [
+    ("master1", "10.5.112.0/24", "10.5.113.0/24"),
+    ("master2", "10.5.113.0/24", "10.5.114.0/24"),
+    ("master3", "10.5.114.0/24", "10.5.115.0/24"),
+    ("worker1", "10.5.115.0/24", "10.5.112.0/24"),
+];
+
+fn net(s: &str) -> IpNet {
+    s.parse().unwrap()
+}
+
+fn outage(ipam: IpamOverride) -> Diagnosis {
+    diagnose(&file::load(&outage_dir()).unwrap(), ipam)
+}
+
+#[test]
+fn the_outage_flags_all_four_nodes_with_the_ciliumnode_in_force() {
+    let d = outage(IpamOverride::Auto);
+    assert_eq!(d.ipam, Ok(IpamMode::ClusterPool));
+    assert_eq!(d.origin, ModeOrigin::CiliumConfig);
+    assert_eq!(d.pool_v4, vec![net("10.5.112.0/20")]);
+    assert_eq!(d.nodes.len(), 4);
+    for (n, (name, node_cidr, cilium_cidr)) in d.nodes.iter().zip(OUTAGE) {
+        assert_eq!(&*n.name, name);
+        assert_eq!(n.node_cidrs, vec![net(node_cidr)], "{name}");
+        assert_eq!(n.node_cidrs_from, Some(CidrSource::NodeSpec), "{name}");
+        assert_eq!(n.cilium_cidrs, Some(vec![net(cilium_cidr)]), "{name}");
+        assert_eq!(n.in_force, Some(CidrSource::CiliumNode), "{name}");
+        assert_eq!(n.announced, vec![net(cilium_cidr)], "{name}");
+        assert!(n.drift, "{name} must be flagged");
+        assert!(!n.ok(), "{name}");
+        assert!(n.overlaps.is_empty() && n.outside_pool.is_empty(), "{name}");
+    }
+    assert!(!d.ok());
+    assert_eq!(d.exit_code(), 1);
+    let problems = d.problems();
+    assert_eq!(problems.len(), 4, "{problems:?}");
+    assert_eq!(
+        problems[0],
+        "master1: drift: Node [10.5.112.0/24] vs CiliumNode [10.5.113.0/24]; \
+         the CiliumNode's are announced"
+    );
+}
+
+#[test]
+fn the_outage_under_kubernetes_ipam_puts_the_node_in_force_and_still_flags_all_four() {
+    let d = outage(IpamOverride::Kubernetes);
+    assert_eq!(d.ipam, Ok(IpamMode::Kubernetes));
+    assert_eq!(d.origin, ModeOrigin::Override);
+    for (n, (name, node_cidr, _)) in d.nodes.iter().zip(OUTAGE) {
+        assert_eq!(n.in_force, Some(CidrSource::NodeSpec), "{name}");
+        assert_eq!(n.announced, vec![net(node_cidr)], "{name}");
+        assert!(n.drift, "{name}");
+    }
+    assert_eq!(d.exit_code(), 1);
+}
+
+#[test]
+fn the_outage_table_has_one_row_per_node_with_both_sides_and_the_verdict() {
+    let text = outage(IpamOverride::Auto).to_string();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], "ipam mode: cluster-pool (from cilium-config)");
+    assert_eq!(lines[1], "cluster pool: ipv4 [10.5.112.0/20], ipv6 none");
+    let header = lines
+        .iter()
+        .position(|l| l.starts_with("NODE "))
+        .expect("a table header");
+    let columns: Vec<&str> = lines[header]
+        .split("  ")
+        .filter(|c| !c.is_empty())
+        .map(str::trim)
+        .collect();
+    assert_eq!(
+        columns,
+        [
+            "NODE",
+            "NODE CIDRS",
+            "CILIUMNODE CIDRS",
+            "IN FORCE",
+            "DRIFT",
+            "OVERLAPS",
+            "OUTSIDE POOL"
+        ]
+    );
+    for (i, (name, node_cidr, cilium_cidr)) in OUTAGE.iter().enumerate() {
+        let words: Vec<&str> = lines[header + 1 + i].split_whitespace().collect();
+        assert_eq!(
+            words,
+            [
+                *name,
+                *node_cidr,
+                *cilium_cidr,
+                "CiliumNode",
+                *cilium_cidr,
+                "yes",
+                "-",
+                "-"
+            ],
+            "{text}"
+        );
+    }
+    assert!(text.contains("\nproblems:\n  master1: drift:"), "{text}");
+    assert!(
+        text.ends_with("4 nodes: 4 with drift, 0 overlapping, 0 outside the pool: NOT OK\n"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_healthy_node_is_ok() {
+    let d = diagnose(
+        &file::load(&crate_root().join("config/cluster-state/single-node.yaml")).unwrap(),
+        IpamOverride::Auto,
+    );
+    assert!(d.ok(), "{d}");
+    assert_eq!(d.exit_code(), 0);
+    let n = &d.nodes[0];
+    assert_eq!(n.in_force, Some(CidrSource::NodeSpec));
+    assert_eq!(
+        n.announced,
+        vec![net("10.244.3.0/24"), net("fd00:10:244:3::/64")]
+    );
+    assert_eq!(n.cilium_cidrs, None);
+    let text = d.to_string();
+    assert!(text.contains("no CiliumNode"), "{text}");
+    assert!(text.ends_with(": ok\n"), "{text}");
+}
+
+fn doctor_binary(args: &[&str]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_podcidr-speaker"))
+        .arg("doctor")
+        .args(args)
+        // Never reach for a real cluster from a test.
+        .env("KUBECONFIG", "/nonexistent/kubeconfig")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env_remove("KUBERNETES_SERVICE_PORT")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("doctor {args:?} did not finish in time");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn the_built_binary_exits_1_on_the_outage_0_when_healthy_2_when_unreadable() {
+    let outage = outage_dir();
+    let out = doctor_binary(&["--cluster-state", outage.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(
+        stdout
+            .lines()
+            .filter(|l| l.split_whitespace().nth(5) == Some("yes"))
+            .count(),
+        4,
+        "{stdout}"
+    );
+
+    let out = doctor_binary(&[
+        "--cluster-state",
+        outage.to_str().unwrap(),
+        "--ipam",
+        "kubernetes",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("ipam mode: kubernetes (from --ipam)"));
+
+    let single = crate_root().join("config/cluster-state/single-node.yaml");
+    let out = doctor_binary(&["--cluster-state", single.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+
+    let out = doctor_binary(&["--cluster-state", "/nonexistent/cluster-state"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/cluster-state"));
+
+    // No path and no cluster: cannot read, 2, with a hint.
+    let out = doctor_binary(&[]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--cluster-state"));
+
+    let out = doctor_binary(&["--ipam", "eni"]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "clap refuses the value: {out:?}"
+    );
+}
+
+/// The outage's objects as the API server returns them, from the sample files.
+fn outage_objects() -> (Vec<Value>, Vec<Value>, Value) {
+    let read = |name: &str| -> Vec<Value> {
+        let text = std::fs::read_to_string(outage_dir().join(name)).unwrap();
+        serde_yaml::Deserializer::from_str(&text)
+            .map(|d| serde::Deserialize::deserialize(d).unwrap())
+            .collect()
+    };
+    let mut nodes = Vec::new();
+    let mut cilium_nodes = Vec::new();
+    for doc in read("nodes.yaml") {
+        for item in doc["items"].as_array().unwrap() {
+            match item["kind"].as_str() {
+                Some("Node") => nodes.push(item.clone()),
+                Some("CiliumNode") => cilium_nodes.push(item.clone()),
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+    }
+    let config = read("cilium-config.yaml").remove(0);
+    (nodes, cilium_nodes, config)
+}
+
+async fn in_cluster(client: kube::Client, ipam: IpamOverride) -> (u8, String, String) {
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let code = doctor::diagnose_in_cluster(
+        client,
+        &ConfigMapRef::cilium_config(),
+        ipam,
+        &mut out,
+        &mut err,
+    )
+    .await;
+    (
+        code,
+        String::from_utf8(out).unwrap(),
+        String::from_utf8(err).unwrap(),
+    )
+}
+
+#[tokio::test]
+async fn in_cluster_reads_nodes_in_pages_and_flags_the_outage() {
+    let (client, mut api) = MockApi::start();
+    let (nodes, cilium_nodes, config) = outage_objects();
+    let run = tokio::spawn(in_cluster(client, IpamOverride::Auto));
+
+    // Nodes in two pages: the continue token must be passed back.
+    let call = api.next(Route::Nodes).await;
+    assert_eq!(call.param("limit").as_deref(), Some("500"));
+    assert_eq!(call.param("continue"), None);
+    call.json(
+        http::StatusCode::OK,
+        &json!({"kind": "NodeList", "apiVersion": "v1",
+                "metadata": {"resourceVersion": "10", "continue": "page-2"},
+                "items": nodes[..2]}),
+    );
+    let call = api.next(Route::Nodes).await;
+    assert_eq!(call.param("continue").as_deref(), Some("page-2"));
+    call.list("Node", "v1", nodes[2..].to_vec(), "10");
+
+    api.next(Route::CiliumNodes)
+        .await
+        .list("CiliumNode", "cilium.io/v2", cilium_nodes, "11");
+    let call = api.next(Route::CiliumConfig).await;
+    assert_eq!(
+        call.param("fieldSelector").as_deref(),
+        Some("metadata.name=cilium-config")
+    );
+    assert!(call
+        .uri()
+        .starts_with("/api/v1/namespaces/kube-system/configmaps?"));
+    call.list("ConfigMap", "v1", vec![config], "12");
+
+    let (code, out, err) = tokio::time::timeout(harness::WAIT, run)
+        .await
+        .expect("doctor finishes")
+        .unwrap();
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        out.starts_with("ipam mode: cluster-pool (from cilium-config)"),
+        "{out}"
+    );
+    assert!(
+        out.ends_with("4 nodes: 4 with drift, 0 overlapping, 0 outside the pool: NOT OK\n"),
+        "{out}"
+    );
+}
+
+#[tokio::test]
+async fn in_cluster_without_the_ciliumnode_crd_or_cilium_config_still_diagnoses() {
+    let (client, mut api) = MockApi::start();
+    let run = tokio::spawn(in_cluster(client, IpamOverride::Auto));
+    api.next(Route::Nodes).await.list(
+        "Node",
+        "v1",
+        vec![node("a", "1", &["10.0.1.0/24"], json!({}))],
+        "1",
+    );
+    api.next(Route::CiliumNodes)
+        .await
+        .status_error(404, "NotFound");
+    api.next(Route::CiliumConfig)
+        .await
+        .list("ConfigMap", "v1", vec![], "1");
+    let (code, out, err) = tokio::time::timeout(harness::WAIT, run)
+        .await
+        .unwrap()
+        .unwrap();
+    // No cilium-config: Cilium's default, cluster-pool, reads the (absent) CiliumNode:
+    // nothing in force, nothing wrong.
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("the CiliumNode CRD (cilium.io/v2) is not installed"),
+        "{out}"
+    );
+    assert!(out.contains("cilium-config not found"), "{out}");
+}
+
+#[tokio::test]
+async fn in_cluster_reports_unreadable_objects_and_fails_on_api_errors() {
+    let (client, mut api) = MockApi::start();
+    let run = tokio::spawn(in_cluster(client, IpamOverride::Kubernetes));
+    api.next(Route::Nodes).await.list(
+        "Node",
+        "v1",
+        vec![
+            node("a", "1", &["10.0.1.0/24"], json!({})),
+            node("b", "1", &["not-a-cidr"], json!({})),
+        ],
+        "1",
+    );
+    api.next(Route::CiliumNodes).await.list(
+        "CiliumNode",
+        "cilium.io/v2",
+        vec![cilium_node("a", "1", &["10.0.1.0/24"])],
+        "1",
+    );
+    api.next(Route::CiliumConfig).await.list(
+        "ConfigMap",
+        "v1",
+        vec![config_map(
+            "kube-system",
+            "cilium-config",
+            "1",
+            json!({"ipam": "kubernetes"}),
+        )],
+        "1",
+    );
+    let (code, out, _) = tokio::time::timeout(harness::WAIT, run)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("unreadable object: Node b: spec.podCIDR: \"not-a-cidr\" is not a CIDR"),
+        "{out}"
+    );
+
+    let (client, mut api) = MockApi::start();
+    let run = tokio::spawn(in_cluster(client, IpamOverride::Auto));
+    api.next(Route::Nodes).await.status_error(403, "Forbidden");
+    let (code, out, err) = tokio::time::timeout(harness::WAIT, run)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(code, doctor::EXIT_UNREADABLE);
+    assert!(out.is_empty());
+    assert!(
+        err.starts_with("podcidr-speaker doctor: listing nodes:"),
+        "{err}"
+    );
+}
+
+#[test]
+fn doctor_reads_the_path_it_is_given_only() {
+    // A directory with the outage and an unrelated file: the same diagnosis.
+    let dir = std::env::temp_dir().join(format!("podcidr-doctor-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for name in ["nodes.yaml", "cilium-config.yaml"] {
+        std::fs::copy(outage_dir().join(name), dir.join(name)).unwrap();
+    }
+    std::fs::write(dir.join("notes.txt"), "not yaml").unwrap();
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let code = doctor::command_file(Path::new(&dir), IpamOverride::Auto, &mut out, &mut err);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(code, 1, "{}", String::from_utf8_lossy(&err));
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        outage(IpamOverride::Auto).to_string()
+    );
+}

@@ -1,0 +1,397 @@
+//! `podcidr-speaker run`: the wiring between the sources, the config state, the route
+//! planner, the peer tasks and the metrics. Bounded channels, spawns and shutdown; no
+//! protocol or planning logic (that is in `bgp`, `routes` and `peer`).
+//!
+//! ```text
+//!  file / kube sources ──SourceUpdate (mpsc, bounded)──▶ main loop ──▶ routes::plan
+//!                                                          │               │ Plan
+//!  SIGTERM / SIGINT ─────────────────────────────────────▶ │               ▼
+//!                                                          │   peers: spawn / stop / restart,
+//!  /metrics /healthz /readyz /status ◀── Metrics ◀─────────┴── watch<Arc<DesiredRoutes>> per task
+//! ```
+//!
+//! - Source updates are snapshots: the loop drains what is queued, then plans once.
+//! - The config state keeps the last good config; a cluster view whose IPAM mode cannot
+//!   be decided keeps the last plan in force (both are logged once).
+//! - SIGTERM or SIGINT: every session ends (the restart path where graceful restart was
+//!   negotiated, else Cease / Administrative Shutdown "podcidr-speaker shutting down"),
+//!   bounded by [`SHUTDOWN_TIMEOUT`]; `run` then returns `Ok` and the process exits 0.
+//!
+//! Files: [`settings`] (flags, checks, `--dry-run`), `peers` (the peer tasks and how a
+//! plan changes them), `observer` (the tasks' observer on the metrics).
+
+mod observer;
+mod peers;
+pub mod settings;
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::task::JoinSet;
+use tracing::{debug, info, warn};
+
+pub use peers::{SHUTDOWN_MESSAGE, STOP_TIMEOUT};
+pub use settings::{dry_run, ClusterSource, ConfigSource, DryRun, Settings};
+
+use crate::config::reload::ReloadPlan;
+use crate::config::state::ConfigState;
+use crate::config::{Config, ConfigErrors};
+use crate::metrics::{server as metrics_server, Metrics};
+use crate::peer::{Listener, PeerError, RunOverrides};
+use crate::routes::{self, AnnounceMode, Finding, FindingTracker, LocalNode, Overrides, Plan};
+use crate::sources::kube::{self as kube_source, KubeSourceConfig, Retry, WatchScope};
+use crate::sources::{
+    self, ClusterSnapshot, IpamError, SourceError, SourceSender, SourceStatus, SourceUpdate,
+};
+use peers::Peers;
+
+/// Room for source updates between the watchers and the main loop.
+const SOURCE_QUEUE: usize = 16;
+
+/// How long the sessions get to say goodbye after SIGTERM.
+pub const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The main loop's idle tick: heartbeat for /healthz, pending-prefix gauges, and the
+/// check for peer tasks that ended on their own.
+const TICK: Duration = Duration::from_secs(1);
+
+/// Why `run` could not start (once running, nothing a peer, the API server or a file
+/// sends ends it: those are logged and the last good state stays in force).
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error("{flag}: {reason}")]
+    Settings { flag: &'static str, reason: String },
+    #[error("{}: cannot read: {reason}", path.display())]
+    Read { path: PathBuf, reason: String },
+    #[error("{}: invalid bgp-config:\n{errors}", path.display())]
+    Config { path: PathBuf, errors: ConfigErrors },
+    #[error(transparent)]
+    Source(#[from] SourceError),
+    #[error(transparent)]
+    Ipam(#[from] IpamError),
+    #[error("no kubernetes API (neither in-cluster nor KUBECONFIG): {0}")]
+    Kube(String),
+    #[error("cannot install the signal handlers: {0}")]
+    Signal(std::io::Error),
+    #[error("--metrics-addr {addr}: {source}")]
+    Metrics {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("--listen-addr {addr}: {source}")]
+    Listen {
+        addr: SocketAddr,
+        #[source]
+        source: PeerError,
+    },
+}
+
+/// Runs the speaker until SIGTERM or SIGINT, then closes every session and returns.
+pub async fn run(settings: Settings) -> Result<(), DaemonError> {
+    settings.validate()?;
+    let mut terminate = signal(SignalKind::terminate()).map_err(DaemonError::Signal)?;
+    let mut interrupt = signal(SignalKind::interrupt()).map_err(DaemonError::Signal)?;
+
+    let metrics = Metrics::new();
+    metrics.set_node(settings.node.as_deref());
+    let endpoint = metrics_server::bind(settings.metrics_addr)
+        .await
+        .map_err(|source| DaemonError::Metrics {
+            addr: settings.metrics_addr,
+            source,
+        })?;
+    let listener = match settings.listen_addr {
+        Some(addr) => {
+            Some(Listener::bind(addr).map_err(|source| DaemonError::Listen { addr, source })?)
+        }
+        None => None,
+    };
+    let mut tasks = JoinSet::new();
+    let (stop_endpoint, endpoint_stopped) = tokio::sync::oneshot::channel::<()>();
+    if let Ok(addr) = endpoint.local_addr() {
+        info!(addr = %addr, "metrics endpoint listening");
+    }
+    tasks.spawn(metrics_server::serve(
+        endpoint,
+        Arc::clone(&metrics),
+        async move {
+            let _ = endpoint_stopped.await;
+        },
+    ));
+
+    let (tx, mut rx) = sources::channel(SOURCE_QUEUE);
+    start_sources(&settings, tx, &mut tasks).await?;
+    let mut daemon = Daemon::new(
+        settings,
+        Arc::clone(&metrics),
+        Peers::new(metrics, listener),
+    );
+    info!(
+        node = %daemon.settings.node_name(),
+        announce = %daemon.settings.announce,
+        version = env!("CARGO_PKG_VERSION"),
+        "podcidr-speaker started"
+    );
+
+    let mut tick = tokio::time::interval(TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut status_open = true;
+    let signal = loop {
+        daemon.metrics.heartbeat();
+        tokio::select! {
+            _ = terminate.recv() => break "SIGTERM",
+            _ = interrupt.recv() => break "SIGINT",
+            update = rx.updates.recv() => {
+                let Some(update) = update else {
+                    // Every source task ended: nothing can change any more, but the
+                    // sessions keep the last plan until a signal.
+                    warn!("every source stopped; the last plan stays in force");
+                    let signal = tokio::select! {
+                        _ = terminate.recv() => "SIGTERM",
+                        _ = interrupt.recv() => "SIGINT",
+                    };
+                    break signal;
+                };
+                let event = Instant::now();
+                daemon.apply(update);
+                while let Ok(more) = rx.updates.try_recv() {
+                    daemon.apply(more);
+                }
+                daemon.replan(event).await;
+            }
+            changed = rx.status.changed(), if status_open => {
+                if changed.is_ok() {
+                    let status: SourceStatus = rx.status.borrow_and_update().clone();
+                    daemon.metrics.record_source_status(&status);
+                } else {
+                    status_open = false;
+                }
+            }
+            () = daemon.peers.reap_stopped() => {}
+            _ = tick.tick() => {
+                daemon.peers.report();
+                if daemon.peers.reap_dead() {
+                    daemon.replan(Instant::now()).await;
+                }
+            }
+        }
+    };
+
+    info!(signal, "shutting down");
+    daemon.peers.shutdown(SHUTDOWN_TIMEOUT).await;
+    let _ = stop_endpoint.send(());
+    tasks.shutdown().await;
+    info!("podcidr-speaker stopped");
+    Ok(())
+}
+
+/// Starts the source tasks the settings ask for, all feeding one channel.
+async fn start_sources(
+    settings: &Settings,
+    tx: SourceSender,
+    tasks: &mut JoinSet<()>,
+) -> Result<(), DaemonError> {
+    let poll = sources::file::DEFAULT_POLL;
+    let bgp_config_map = match &settings.config {
+        ConfigSource::File(path) => {
+            let (path, tx) = (path.clone(), tx.clone());
+            tasks.spawn(async move {
+                // Err only when the main loop is gone: nothing left to do.
+                let _ = sources::file::watch_text_file(path, poll, tx).await;
+            });
+            None
+        }
+        ConfigSource::ConfigMap(r) => Some(r.clone()),
+    };
+    match &settings.cluster {
+        ClusterSource::File(path) => {
+            let config = sources::file::FileSourceConfig {
+                path: path.clone(),
+                ipam: settings.ipam,
+                poll,
+            };
+            tasks.spawn(async move {
+                let _ = sources::file::run(config, tx).await;
+            });
+        }
+        ClusterSource::Kubernetes => {
+            let client = ::kube::Client::try_default()
+                .await
+                .map_err(|e| DaemonError::Kube(e.to_string()))?;
+            let scope = match (settings.announce, &settings.node) {
+                (AnnounceMode::Local, Some(node)) => WatchScope::Local { node: node.clone() },
+                _ => WatchScope::Cluster,
+            };
+            let (events, publisher) =
+                kube_source::events::KubeEvents::spawn(client.clone(), settings.node.clone());
+            let config = KubeSourceConfig {
+                scope,
+                cilium_config: kube_source::ConfigMapRef::cilium_config(),
+                bgp_config: bgp_config_map,
+                ipam: settings.ipam,
+                retry: Retry::KubeDefault,
+            };
+            tasks.spawn(async move {
+                let _ = kube_source::run(client, config, tx, Arc::new(events)).await;
+            });
+            tasks.spawn(async move {
+                let _ = publisher.await;
+            });
+        }
+    }
+    Ok(())
+}
+
+/// What the main loop knows and decides from.
+struct Daemon {
+    settings: Settings,
+    metrics: Arc<Metrics>,
+    peers: Peers,
+    cluster: Option<Arc<ClusterSnapshot>>,
+    config: ConfigState,
+    findings: FindingTracker,
+    /// The config and local labels the last plan was made with, for the reload log.
+    planned: Option<(Arc<Config>, BTreeMap<String, String>)>,
+    /// The last plan made, kept in force while the view cannot be decided.
+    plan: Option<Plan>,
+    /// Why the view cannot be decided, logged once per distinct reason.
+    blocked: Option<String>,
+}
+
+impl Daemon {
+    fn new(settings: Settings, metrics: Arc<Metrics>, peers: Peers) -> Self {
+        Self {
+            settings,
+            metrics,
+            peers,
+            cluster: None,
+            config: ConfigState::new(),
+            findings: FindingTracker::new(),
+            planned: None,
+            plan: None,
+            blocked: None,
+        }
+    }
+
+    /// Takes one source update in; planning waits until the queue is drained.
+    fn apply(&mut self, update: SourceUpdate) {
+        let now = SystemTime::now();
+        match update {
+            SourceUpdate::Cluster(snapshot) => {
+                self.metrics.set_view_result(&snapshot.view);
+                self.cluster = Some(snapshot);
+            }
+            SourceUpdate::BgpConfigText(text) => {
+                let update = match text {
+                    Some(text) => self.config.update_text(&text),
+                    None => self.config.deleted(),
+                };
+                update.log();
+                self.metrics
+                    .record_config_reload(&update, &self.config.status(), now);
+            }
+        }
+    }
+
+    /// Plans from the current config and view and moves the peer tasks to the plan.
+    async fn replan(&mut self, event: Instant) {
+        // Until both a config and the cluster are in, there is nothing to open yet;
+        // the sources and the config state log their own trouble.
+        let Some(config) = self.config.config().cloned() else {
+            debug!("waiting for a valid bgp-config");
+            return;
+        };
+        let Some(snapshot) = self.cluster.clone() else {
+            debug!("waiting for the cluster state");
+            return;
+        };
+        let view = match &snapshot.view {
+            Ok(view) => view,
+            Err(e) => {
+                let reason = e.to_string();
+                if self.blocked.as_deref() != Some(reason.as_str()) {
+                    warn!(error = %reason, "no node view: the last plan stays in force");
+                    self.blocked = Some(reason);
+                }
+                return;
+            }
+        };
+        self.blocked = None;
+        let name = self.settings.node_name();
+        let local = LocalNode::new(name);
+        let overrides = Overrides {
+            source_address: self.settings.source_address,
+        };
+        let plan = routes::plan(view, &config, &local, self.settings.announce, &overrides);
+        let entry = view.nodes.get(name);
+        let labels = entry.map(|e| e.labels.clone()).unwrap_or_default();
+        if !plan.node_present && self.plan.as_ref().is_none_or(|p| p.node_present) {
+            warn!(node = %name, "this node is not in the cluster: no peer is selected");
+        }
+        self.log_findings(&plan);
+        self.log_reload(&config, &labels);
+
+        let node_v4 = entry.and_then(|e| e.internal_ipv4);
+        let node_v6 = entry.and_then(|e| e.internal_ipv6);
+        let source_v4 = match self.settings.source_address {
+            Some(IpAddr::V4(a)) => Some(a),
+            _ => None,
+        };
+        let run = RunOverrides {
+            source_address: self.settings.source_address,
+            router_id: self.settings.router_id.or(node_v4).or(source_v4),
+            next_hop_v4: node_v4.or(source_v4),
+            next_hop_v6: node_v6.or(match self.settings.source_address {
+                Some(IpAddr::V6(a)) => Some(a),
+                _ => None,
+            }),
+        };
+        self.peers.reconcile(&plan, &run, event).await;
+        debug!(
+            peers = plan.peers.len(),
+            routes = plan.route_count(),
+            "plan applied"
+        );
+        self.planned = Some((config, labels));
+        self.plan = Some(plan);
+    }
+
+    /// Conflicts between nodes and unannounceable prefixes, once per change.
+    fn log_findings(&mut self, plan: &Plan) {
+        for finding in self.findings.observe(plan) {
+            match finding {
+                Finding::Conflict(c) => warn!(conflict = %c, "pod cidr conflict between nodes"),
+                Finding::ConflictResolved(c) => info!(conflict = %c, "pod cidr conflict resolved"),
+                Finding::Unannounceable(u) => warn!(route = %u, "pod cidr cannot be announced"),
+                Finding::UnannounceableResolved(u) => {
+                    info!(route = %u, "pod cidr no longer unannounceable")
+                }
+            }
+        }
+    }
+
+    /// What a config or label change does to this node's sessions, as the config
+    /// module plans it: logged when anything is to be done.
+    fn log_reload(&self, config: &Arc<Config>, labels: &BTreeMap<String, String>) {
+        let reload = match &self.planned {
+            Some((old, old_labels)) => {
+                if Arc::ptr_eq(old, config) && old_labels == labels {
+                    return;
+                }
+                ReloadPlan::between(old, old_labels, config, labels)
+            }
+            None => ReloadPlan::initial(config, labels),
+        };
+        for conflict in &reload.conflicts {
+            warn!(conflict = %conflict, "several peers entries select this node for one router");
+        }
+        if !reload.is_noop() {
+            info!(sessions = %reload, "bgp config or node labels changed");
+        }
+    }
+}

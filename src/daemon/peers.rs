@@ -1,0 +1,384 @@
+//! The running peer tasks, keyed by [`PeerKey`], and how a new [`Plan`] changes them:
+//! spawn the new, stop the removed (Cease / Peer De-configured, RFC 4486 subcode 3),
+//! restart those whose session parameters changed, and hand every other one its new
+//! desired routes through its `watch` channel (an `Arc`: nothing is copied).
+//!
+//! Must not: decide routes (the planner did) or speak BGP (the tasks do). Stopping is
+//! bounded: a task gets its NOTIFICATION out within `peer::CLOSE_TIMEOUT` twice, and is
+//! aborted if it is still running after [`STOP_TIMEOUT`].
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tracing::{error, info, warn};
+
+use super::observer::{Latency, PeerMetrics};
+use crate::config::{Peer, PeerKey};
+use crate::metrics::Metrics;
+use crate::peer::{self, Listener, PeerHandle, PeerSpec, RunOverrides, Shutdown};
+use crate::routes::{DesiredRoutes, Plan};
+
+/// How long a stopping task may take before it is aborted: twice the driver's own
+/// bound on the goodbye, plus scheduling slack.
+pub const STOP_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The RFC 9003 message of the NOTIFICATION sent when this speaker stops.
+pub const SHUTDOWN_MESSAGE: &str = "podcidr-speaker shutting down";
+
+/// The RFC 9003 message of the NOTIFICATION sent before a session is opened again with
+/// new parameters.
+pub const RESET_MESSAGE: &str = "podcidr-speaker: session parameters changed";
+
+/// One running peer task and what it was started with.
+struct Running {
+    peer: Peer,
+    spec: PeerSpec,
+    routes: Arc<DesiredRoutes>,
+    desired: watch::Sender<Arc<DesiredRoutes>>,
+    shutdown: watch::Sender<Option<Shutdown>>,
+    handle: PeerHandle,
+    latency: Arc<Latency>,
+}
+
+impl Running {
+    /// Asks the task to end; it keeps running until its NOTIFICATION is out.
+    fn stop(&self, mode: Shutdown) {
+        // Err: the task already ended and dropped its receiver.
+        let _ = self.shutdown.send(Some(mode));
+    }
+}
+
+/// Every peer task of this speaker.
+pub struct Peers {
+    running: BTreeMap<PeerKey, Running>,
+    /// Tasks told to stop for good (de-configured), reaped by the main loop.
+    stopping: JoinSet<PeerKey>,
+    metrics: Arc<Metrics>,
+    listener: Option<Listener>,
+    /// Peers whose spec cannot be built or spawned, with the error last logged, so each
+    /// distinct error is logged once.
+    refused: BTreeMap<PeerKey, String>,
+}
+
+impl Peers {
+    pub fn new(metrics: Arc<Metrics>, listener: Option<Listener>) -> Self {
+        Self {
+            running: BTreeMap::new(),
+            stopping: JoinSet::new(),
+            metrics,
+            listener,
+            refused: BTreeMap::new(),
+        }
+    }
+
+    /// Moves the tasks to `plan`. `event` is when the source change that led to this
+    /// plan arrived, for the event-to-update latency.
+    pub async fn reconcile(&mut self, plan: &Plan, overrides: &RunOverrides, event: Instant) {
+        let gone: Vec<PeerKey> = self
+            .running
+            .keys()
+            .filter(|k| !plan.peers.contains_key(k))
+            .copied()
+            .collect();
+        for key in gone {
+            info!(peer = %key, "peer no longer selected for this node, closing its session");
+            self.retire(key, Shutdown::Deconfigured);
+        }
+        self.refused.retain(|k, _| plan.peers.contains_key(k));
+
+        let mut restart = Vec::new();
+        let mut start = Vec::new();
+        for (key, peer_plan) in &plan.peers {
+            let spec = match PeerSpec::from_config(&peer_plan.peer, overrides) {
+                Ok(spec) => spec,
+                Err(e) => {
+                    self.refuse(*key, &e.to_string());
+                    if self.running.contains_key(key) {
+                        self.retire(*key, Shutdown::Deconfigured);
+                    }
+                    continue;
+                }
+            };
+            match self.running.get_mut(key) {
+                Some(r) if needs_reset(&r.peer, &r.spec, &peer_plan.peer, &spec) => {
+                    info!(peer = %key, "session parameters changed, opening the session again");
+                    restart.push((*key, peer_plan.peer.clone(), spec, &peer_plan.routes));
+                }
+                Some(r) => {
+                    if r.spec != spec {
+                        // Live settings (connect-retry-time, max-prefix): the driver
+                        // has no way to apply them in place.
+                        info!(peer = %key, "live settings changed, in force from the session's next reconnect");
+                        r.spec = spec;
+                    }
+                    r.peer = peer_plan.peer.clone();
+                    if !Arc::ptr_eq(&r.routes, &peer_plan.routes) && *r.routes != *peer_plan.routes
+                    {
+                        r.latency.set(event.elapsed());
+                        r.routes = Arc::clone(&peer_plan.routes);
+                        // Err: the task ended; the next health check restarts it.
+                        let _ = r.desired.send(Arc::clone(&r.routes));
+                    } else {
+                        r.routes = Arc::clone(&peer_plan.routes);
+                    }
+                }
+                None => start.push((*key, peer_plan.peer.clone(), spec, &peer_plan.routes)),
+            }
+        }
+
+        // Every reset first tells its peer, then they all wait together.
+        let mut waiting = JoinSet::new();
+        for (key, ..) in &restart {
+            if let Some(r) = self.running.remove(key) {
+                r.stop(Shutdown::Admin(RESET_MESSAGE.into()));
+                waiting.spawn(join_bounded(r.handle));
+            }
+        }
+        while waiting.join_next().await.is_some() {}
+        for (key, peer, spec, routes) in restart.into_iter().chain(start) {
+            self.start(key, peer, spec, Arc::clone(routes), event);
+        }
+    }
+
+    /// Tasks that ended without being asked to: removed, so the next plan starts them
+    /// again. Returns whether there were any.
+    pub fn reap_dead(&mut self) -> bool {
+        let dead: Vec<PeerKey> = self
+            .running
+            .iter()
+            .filter(|(_, r)| r.handle.join.is_finished())
+            .map(|(k, _)| *k)
+            .collect();
+        for key in &dead {
+            error!(peer = %key, "peer task ended on its own, starting it again");
+            self.running.remove(key);
+        }
+        !dead.is_empty()
+    }
+
+    /// Reaps one de-configured task that finished (for the main loop's `select!`);
+    /// pending forever when none is stopping.
+    pub async fn reap_stopped(&mut self) {
+        match self.stopping.join_next().await {
+            Some(_) => {}
+            None => std::future::pending().await,
+        }
+    }
+
+    /// Copies what the metrics do not get from the observer: prefixes still pending,
+    /// the session's last error.
+    pub fn report(&self) {
+        let now = SystemTime::now();
+        for r in self.running.values() {
+            self.metrics
+                .record_peer_status(&r.handle.status.borrow(), now);
+        }
+    }
+
+    /// SIGTERM: every session ends (without a NOTIFICATION where graceful restart was
+    /// negotiated, so the peer keeps our routes until we are back; with Cease /
+    /// Administrative Shutdown and a message otherwise), waiting at most `timeout`.
+    pub async fn shutdown(&mut self, timeout: Duration) {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut waiting = JoinSet::new();
+        for (key, r) in std::mem::take(&mut self.running) {
+            let graceful = r
+                .handle
+                .status
+                .borrow()
+                .negotiated
+                .as_ref()
+                .is_some_and(|n| n.graceful_restart);
+            let mode = if graceful {
+                Shutdown::Restart
+            } else {
+                Shutdown::Admin(SHUTDOWN_MESSAGE.into())
+            };
+            info!(peer = %key, graceful_restart = graceful, "closing the session");
+            r.stop(mode);
+            let handle = r.handle;
+            waiting.spawn(async move {
+                let mut join = handle.join;
+                if tokio::time::timeout_at(deadline, &mut join).await.is_err() {
+                    warn!(peer = %key, "peer task did not end in time, aborting it");
+                    join.abort();
+                }
+            });
+        }
+        while waiting.join_next().await.is_some() {}
+        let stopping = std::mem::take(&mut self.stopping);
+        let _ = tokio::time::timeout_at(deadline, stopping.join_all()).await;
+    }
+
+    fn start(
+        &mut self,
+        key: PeerKey,
+        peer: Peer,
+        spec: PeerSpec,
+        routes: Arc<DesiredRoutes>,
+        event: Instant,
+    ) {
+        // With a listener every configured peer may also connect to us; without one a
+        // passive peer cannot run, and peer::spawn says so.
+        let inbound = match &self.listener {
+            Some(listener) => match listener.register(&spec) {
+                Ok(inbound) => Some(inbound),
+                Err(e) => {
+                    self.refuse(key, &e.to_string());
+                    return;
+                }
+            },
+            None => None,
+        };
+        let (desired, desired_rx) = watch::channel(Arc::clone(&routes));
+        let (shutdown, shutdown_rx) = watch::channel(None);
+        let latency = Arc::new(Latency::default());
+        latency.set(event.elapsed());
+        let observer = Arc::new(PeerMetrics {
+            metrics: Arc::clone(&self.metrics),
+            latency: Arc::clone(&latency),
+        });
+        let asn = spec.session.peer_asn;
+        match peer::spawn(spec.clone(), desired_rx, observer, shutdown_rx, inbound) {
+            Ok(handle) => {
+                self.refused.remove(&key);
+                self.metrics.add_peer(key, asn, SystemTime::now());
+                info!(peer = %key, asn, routes = routes.len(), "peer task started");
+                self.running.insert(
+                    key,
+                    Running {
+                        peer,
+                        spec,
+                        routes,
+                        desired,
+                        shutdown,
+                        handle,
+                        latency,
+                    },
+                );
+            }
+            Err(e) => self.refuse(key, &e.to_string()),
+        }
+    }
+
+    /// Stops a task for good and forgets the peer's series.
+    fn retire(&mut self, key: PeerKey, mode: Shutdown) {
+        if let Some(r) = self.running.remove(&key) {
+            r.stop(mode);
+            self.stopping.spawn(async move {
+                join_bounded(r.handle).await;
+                key
+            });
+        }
+        self.metrics.remove_peer(key);
+    }
+
+    fn refuse(&mut self, key: PeerKey, reason: &str) {
+        if self.refused.get(&key).map(String::as_str) != Some(reason) {
+            error!(peer = %key, error = %reason, "cannot run a session with this peer");
+            self.refused.insert(key, reason.to_owned());
+        }
+    }
+}
+
+/// Waits for a stopping task, aborting it after [`STOP_TIMEOUT`].
+async fn join_bounded(handle: PeerHandle) {
+    let key = handle.key;
+    let mut join = handle.join;
+    if tokio::time::timeout(STOP_TIMEOUT, &mut join).await.is_err() {
+        warn!(peer = %key, "peer task did not end in time, aborting it");
+        join.abort();
+        let _ = join.await;
+    }
+}
+
+/// Whether a running session must be closed and opened again: a change of what goes
+/// into the TCP connection or the OPEN message. The config's side is
+/// [`Peer::session_params`] (the rule `config::reload` plans with); the rest is what the
+/// daemon fills in at run time (router id, source address, next hops of the other
+/// family).
+fn needs_reset(old: &Peer, old_spec: &PeerSpec, new: &Peer, new_spec: &PeerSpec) -> bool {
+    old.session_params() != new.session_params()
+        || old_spec.session.router_id != new_spec.session.router_id
+        || old_spec.transport != new_spec.transport
+        || old_spec.next_hop_v4 != new_spec.next_hop_v4
+        || old_spec.next_hop_v6 != new_spec.next_hop_v6
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::Ipv4Addr;
+
+    fn peer(extra: &str) -> Peer {
+        let text = format!(
+            "peers:\n  - peer-address: 192.0.2.1\n    peer-asn: 65000\n    my-asn: 65001\n{extra}"
+        );
+        let config = crate::config::parse(&text).unwrap();
+        config.peers[0].clone()
+    }
+
+    fn spec(peer: &Peer, router_id: [u8; 4], source: Option<&str>) -> PeerSpec {
+        let run = RunOverrides {
+            router_id: Some(Ipv4Addr::from(router_id)),
+            source_address: source.map(|s| s.parse().unwrap()),
+            ..RunOverrides::default()
+        };
+        PeerSpec::from_config(peer, &run).unwrap()
+    }
+
+    fn reset(old: &Peer, new: &Peer) -> bool {
+        let id = [192, 0, 2, 10];
+        needs_reset(old, &spec(old, id, None), new, &spec(new, id, None))
+    }
+
+    #[test]
+    fn session_parameters_reset_and_route_attributes_do_not() {
+        let base = peer("");
+        assert!(!reset(&base, &base));
+        assert!(reset(&base, &peer("    hold-time: 30s\n")));
+        assert!(reset(&base, &peer("    password: secret\n")));
+        assert!(reset(&base, &peer("    graceful-restart: true\n")));
+        // Attributes are re-sent on the running session.
+        assert!(!reset(
+            &base,
+            &peer("    pod-cidr-communities: [\"65001:7\"]\n")
+        ));
+        assert!(!reset(&base, &peer("    origin: igp\n")));
+        // Live settings wait for the next reconnect rather than cut the session.
+        assert!(!reset(&base, &peer("    connect-retry-time: 5s\n")));
+        assert!(!reset(
+            &base,
+            &peer("    max-prefix: {limit: 10, action: warn}\n")
+        ));
+    }
+
+    #[test]
+    fn run_time_identity_changes_reset() {
+        let p = peer("");
+        let old = spec(&p, [192, 0, 2, 10], Some("192.0.2.10"));
+        // The node's address (the default router id) changed.
+        assert!(needs_reset(
+            &p,
+            &old,
+            &p,
+            &spec(&p, [192, 0, 2, 11], Some("192.0.2.10"))
+        ));
+        // The source address changed.
+        assert!(needs_reset(
+            &p,
+            &old,
+            &p,
+            &spec(&p, [192, 0, 2, 10], Some("192.0.2.12"))
+        ));
+        assert!(!needs_reset(
+            &p,
+            &old,
+            &p,
+            &spec(&p, [192, 0, 2, 10], Some("192.0.2.10"))
+        ));
+    }
+}

@@ -1,0 +1,329 @@
+//! The `run` command's settings as the library sees them (the CLI maps its flags onto
+//! [`Settings`]), the checks clap cannot express, and `--dry-run`: everything parsed
+//! and validated, the effective settings rendered, nothing started.
+//!
+//! Must not: connect anywhere, talk to the API server or start a task. A dry run reads
+//! the standalone files it is given and nothing else.
+
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+
+use crate::config::{self, Config};
+use crate::routes::{self, AnnounceMode, LocalNode, Overrides, Plan};
+use crate::sources::kube::BgpConfigMapRef;
+use crate::sources::{self, IpamOverride, NodeView};
+
+use super::DaemonError;
+
+/// Where the bgp-config text comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigSource {
+    /// `--bgp-config FILE`, polled for changes.
+    File(PathBuf),
+    /// `--bgp-config-map NS/NAME[:KEY]`, watched through the API server.
+    ConfigMap(BgpConfigMapRef),
+}
+
+/// Where Nodes, CiliumNodes and cilium-config come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClusterSource {
+    /// `--cluster-state PATH`, polled for changes.
+    File(PathBuf),
+    /// The API server: in-cluster, or KUBECONFIG.
+    Kubernetes,
+}
+
+/// Everything `run` needs to know before it starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    pub node: Option<String>,
+    pub config: ConfigSource,
+    pub cluster: ClusterSource,
+    pub ipam: IpamOverride,
+    pub announce: AnnounceMode,
+    /// `--source-address`: every session's local address, overriding the config's.
+    pub source_address: Option<IpAddr>,
+    /// `--router-id`: every session's BGP Identifier, overriding the config's.
+    pub router_id: Option<Ipv4Addr>,
+    pub metrics_addr: SocketAddr,
+    pub listen_addr: Option<SocketAddr>,
+}
+
+impl Settings {
+    /// The checks that need more than one flag; every message names the flag.
+    pub fn validate(&self) -> Result<(), DaemonError> {
+        let bad = |flag: &'static str, reason: String| Err(DaemonError::Settings { flag, reason });
+        match self.node.as_deref() {
+            None if self.announce == AnnounceMode::Local => {
+                return bad(
+                    "--node",
+                    "is required with --announce local (set it or NODE_NAME)".into(),
+                )
+            }
+            Some(n) if n.trim().is_empty() => {
+                return bad("--node", "must not be empty (is NODE_NAME set?)".into())
+            }
+            _ => {}
+        }
+        if let Some(id) = self.router_id {
+            if id.is_unspecified() {
+                // RFC 6286 section 2.1: the BGP Identifier is a non-zero 32-bit value.
+                return bad("--router-id", "0.0.0.0 is not a BGP Identifier".into());
+            }
+        }
+        if let Some(a) = self.source_address {
+            if a.is_unspecified() || a.is_multicast() {
+                return bad("--source-address", format!("{a} is not a unicast address"));
+            }
+        }
+        Ok(())
+    }
+
+    /// The node name, or `""` for a cluster speaker that was not given one.
+    pub fn node_name(&self) -> &str {
+        self.node.as_deref().unwrap_or("")
+    }
+}
+
+/// What a dry run found: the settings, and what the standalone files hold.
+#[derive(Debug)]
+pub struct DryRun {
+    pub settings: Settings,
+    /// The validated bgp-config, when it is a file.
+    pub config: Option<Config>,
+    /// The node view, when the cluster state is a file.
+    pub view: Option<NodeView>,
+    /// What `run` would start with, when both are files.
+    pub plan: Option<Plan>,
+}
+
+/// `run --dry-run`: validates the settings, and parses and validates the standalone
+/// files (the bgp-config, the cluster state and the node view decided from it).
+pub fn dry_run(settings: &Settings) -> Result<DryRun, DaemonError> {
+    settings.validate()?;
+    let config = match &settings.config {
+        ConfigSource::File(path) => {
+            let text = std::fs::read_to_string(path).map_err(|e| DaemonError::Read {
+                path: path.clone(),
+                reason: e.to_string(),
+            })?;
+            let config = config::parse(&text).map_err(|errors| DaemonError::Config {
+                path: path.clone(),
+                errors,
+            })?;
+            Some(config)
+        }
+        ConfigSource::ConfigMap(_) => None,
+    };
+    let view = match &settings.cluster {
+        ClusterSource::File(path) => {
+            let state = sources::file::load(path)?;
+            Some(sources::node_view(&state, settings.ipam)?)
+        }
+        ClusterSource::Kubernetes => None,
+    };
+    let plan = match (&config, &view) {
+        (Some(config), Some(view)) => Some(routes::plan(
+            view,
+            config,
+            &LocalNode::new(settings.node_name()),
+            settings.announce,
+            &Overrides {
+                source_address: settings.source_address,
+            },
+        )),
+        _ => None,
+    };
+    Ok(DryRun {
+        settings: settings.clone(),
+        config,
+        view,
+        plan,
+    })
+}
+
+impl fmt::Display for DryRun {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = &self.settings;
+        writeln!(f, "dry run: settings are valid, nothing was started")?;
+        writeln!(
+            f,
+            "node:           {}",
+            s.node.as_deref().unwrap_or("(none)")
+        )?;
+        writeln!(f, "announce:       {}", s.announce)?;
+        writeln!(f, "ipam:           {}", s.ipam)?;
+        match &s.cluster {
+            ClusterSource::File(p) => writeln!(f, "cluster state:  file {}", p.display())?,
+            ClusterSource::Kubernetes => writeln!(
+                f,
+                "cluster state:  kubernetes API (in-cluster, or KUBECONFIG), {}",
+                match s.announce {
+                    AnnounceMode::Local => "watching this node only",
+                    AnnounceMode::Cluster => "watching every node",
+                }
+            )?,
+        }
+        match &s.config {
+            ConfigSource::File(p) => writeln!(f, "bgp-config:     file {}", p.display())?,
+            ConfigSource::ConfigMap(r) => writeln!(f, "bgp-config:     configmap {r}")?,
+        }
+        match s.source_address {
+            Some(a) => writeln!(f, "source-address: {a}")?,
+            None => writeln!(
+                f,
+                "source-address: (the config's, else the kernel's choice)"
+            )?,
+        }
+        match s.router_id {
+            Some(id) => writeln!(f, "router-id:      {id} (where the config sets none)")?,
+            None => writeln!(
+                f,
+                "router-id:      (the config's, else the node's IPv4 address, else the IPv4 source address)"
+            )?,
+        }
+        writeln!(f, "metrics-addr:   {}", s.metrics_addr)?;
+        match s.listen_addr {
+            Some(a) => writeln!(f, "listen-addr:    {a}")?,
+            None => writeln!(f, "listen-addr:    (none: outbound sessions only)")?,
+        }
+        if let Some(view) = &self.view {
+            writeln!(
+                f,
+                "cluster:        {} nodes, ipam {}{}",
+                view.nodes.len(),
+                view.ipam,
+                if view.announce_pod_cidr {
+                    ""
+                } else {
+                    ", bgp-announce-pod-cidr false"
+                }
+            )?;
+            for w in &view.warnings {
+                writeln!(f, "warning:        {w}")?;
+            }
+            if let Some(name) = &s.node {
+                match view.nodes.get(name.as_str()) {
+                    Some(entry) => {
+                        let prefixes: Vec<String> =
+                            entry.prefixes.iter().map(ToString::to_string).collect();
+                        writeln!(f, "node prefixes:  {}", prefixes.join(", "))?;
+                    }
+                    None => writeln!(
+                        f,
+                        "warning:        node {name} is not in the cluster state: it announces nothing"
+                    )?,
+                }
+            }
+        }
+        if let Some(config) = &self.config {
+            writeln!(f, "peers:          {} configured", config.peers.len())?;
+            match &self.plan {
+                Some(plan) => {
+                    for (key, peer) in &plan.peers {
+                        writeln!(
+                            f,
+                            "  peers[{}] {key} AS {} (my AS {}): selected, {} routes",
+                            peer.peer.index,
+                            peer.peer.peer_asn,
+                            peer.peer.my_asn,
+                            peer.routes.len()
+                        )?;
+                    }
+                    for index in &plan.unselected {
+                        if let Some(peer) = config.peers.get(*index) {
+                            writeln!(
+                                f,
+                                "  peers[{index}] {} AS {} (my AS {}): not selected for this node",
+                                peer.key(),
+                                peer.peer_asn,
+                                peer.my_asn
+                            )?;
+                        }
+                    }
+                    if !plan.node_present {
+                        writeln!(f, "  (no peer is selected: the node's labels are unknown)")?;
+                    }
+                }
+                None => {
+                    for peer in &config.peers {
+                        writeln!(
+                            f,
+                            "  peers[{}] {} AS {} (my AS {}): selection decided by the node's labels at run time",
+                            peer.index,
+                            peer.key(),
+                            peer.peer_asn,
+                            peer.my_asn
+                        )?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings() -> Settings {
+        Settings {
+            node: Some("worker1".into()),
+            config: ConfigSource::ConfigMap(BgpConfigMapRef::default()),
+            cluster: ClusterSource::Kubernetes,
+            ipam: IpamOverride::Auto,
+            announce: AnnounceMode::Local,
+            source_address: None,
+            router_id: None,
+            metrics_addr: "0.0.0.0:9477".parse().unwrap(),
+            listen_addr: None,
+        }
+    }
+
+    fn flag_of(result: Result<(), DaemonError>) -> &'static str {
+        match result {
+            Err(DaemonError::Settings { flag, .. }) => flag,
+            other => panic!("expected a settings error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn local_announce_needs_a_node_and_cluster_announce_does_not() {
+        let mut s = settings();
+        assert!(s.validate().is_ok());
+        s.node = None;
+        assert_eq!(flag_of(s.validate()), "--node");
+        s.announce = AnnounceMode::Cluster;
+        assert!(s.validate().is_ok());
+        s.node = Some("  ".into());
+        assert_eq!(flag_of(s.validate()), "--node");
+    }
+
+    #[test]
+    fn zero_router_id_and_unspecified_source_address_are_refused() {
+        let mut s = settings();
+        s.router_id = Some(Ipv4Addr::UNSPECIFIED);
+        assert_eq!(flag_of(s.validate()), "--router-id");
+        let mut s = settings();
+        s.source_address = Some("0.0.0.0".parse().unwrap());
+        assert_eq!(flag_of(s.validate()), "--source-address");
+        s.source_address = Some("ff02::1".parse().unwrap());
+        assert_eq!(flag_of(s.validate()), "--source-address");
+        s.source_address = Some("100.64.1.1".parse().unwrap());
+        assert!(s.validate().is_ok());
+    }
+
+    #[test]
+    fn in_cluster_dry_run_reads_nothing_and_shows_the_node() {
+        let dry = dry_run(&settings()).unwrap();
+        assert!(dry.config.is_none() && dry.view.is_none() && dry.plan.is_none());
+        let text = dry.to_string();
+        assert!(text.contains("node:           worker1"), "{text}");
+        assert!(
+            text.contains("bgp-config:     configmap kube-system/bgp-config:config.yaml"),
+            "{text}"
+        );
+    }
+}

@@ -1,0 +1,894 @@
+//! `podcidr-speaker doctor`: the table the outage needed. Per node: the Node's pod
+//! CIDRs, the CiliumNode's, which object is in force for the IPAM mode, drift between
+//! the two, overlaps with other nodes and CIDRs outside the cluster pool; exit status 1
+//! when anything is wrong.
+//!
+//! Owns: the diagnosis of a [`ClusterState`] ([`diagnose`]), its rendering, the overlap
+//! sweep ([`overlaps`], also used by the metrics), and the one-shot in-cluster read
+//! ([`load_in_cluster`]). Must not: decide which object is in force or which CIDRs are
+//! refused; that is [`node_view`]'s alone, and this module only reads its answer.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::io::Write;
+use std::path::Path;
+use std::sync::Arc;
+
+use ipnet::IpNet;
+use k8s_openapi::api::core::v1::{ConfigMap, Node};
+use kube::api::{ListParams, ObjectList};
+use kube::{Api, Client};
+use serde::de::DeserializeOwned;
+
+use crate::sources::file::load;
+use crate::sources::kube::ConfigMapRef;
+use crate::sources::model::{
+    node_view, CidrList, CidrSource, ClusterState, IpamError, IpamMode, IpamOverride, NodeView,
+    Refusal,
+};
+use crate::sources::objects::{self, CiliumNode};
+use crate::sources::SourceError;
+use crate::status::Table;
+
+/// Objects per page when listing from the API server: large clusters are read in
+/// pages, as kubectl does.
+const PAGE_SIZE: u32 = 500;
+
+/// Two nodes whose pod CIDRs overlap (equal, or one inside the other).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Overlap {
+    pub node: Arc<str>,
+    pub prefix: IpNet,
+    pub other_node: Arc<str>,
+    pub other_prefix: IpNet,
+}
+
+/// Every pair of CIDRs of different nodes that overlap, each pair once, the shorter (or
+/// first listed) prefix as `prefix`. Sorting and one sweep with a stack of enclosing
+/// prefixes: O(n log n) plus the overlaps found, so a 5,000-node cluster is instant.
+pub fn overlaps<'a>(cidrs: impl IntoIterator<Item = (&'a Arc<str>, IpNet)>) -> Vec<Overlap> {
+    let mut items: Vec<(IpNet, &'a Arc<str>)> = cidrs.into_iter().map(|(n, p)| (p, n)).collect();
+    // IPv4 before IPv6, then by network address, then shortest prefix first: a prefix
+    // comes after every prefix that contains it.
+    items.sort_by(|(a, an), (b, bn)| {
+        (a.network(), a.prefix_len(), an).cmp(&(b.network(), b.prefix_len(), bn))
+    });
+    let mut found = Vec::new();
+    let mut stack: Vec<(IpNet, &Arc<str>)> = Vec::new();
+    for (net, node) in items {
+        while stack.last().is_some_and(|(open, _)| !open.contains(&net)) {
+            stack.pop();
+        }
+        for (open, open_node) in &stack {
+            if *open_node != node {
+                found.push(Overlap {
+                    node: Arc::clone(open_node),
+                    prefix: *open,
+                    other_node: Arc::clone(node),
+                    other_prefix: net,
+                });
+            }
+        }
+        stack.push((net, node));
+    }
+    found.sort();
+    found
+}
+
+/// An overlap seen from one node: (its CIDR, the other node, the other node's CIDR).
+pub type OverlapWith = (IpNet, Arc<str>, IpNet);
+
+/// What doctor found about one node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeDiagnosis {
+    pub name: Arc<str>,
+    /// The Node's pod CIDRs (spec, or the Cilium annotations when the spec has none).
+    pub node_cidrs: Vec<IpNet>,
+    /// Where `node_cidrs` come from; `None` when the Node lists none.
+    pub node_cidrs_from: Option<CidrSource>,
+    /// The CiliumNode's `spec.ipam.podCIDRs`; `None` when there is no CiliumNode.
+    pub cilium_cidrs: Option<Vec<IpNet>>,
+    /// The object in force for the IPAM mode; `None` when it lists nothing (or the mode
+    /// cannot be decided).
+    pub in_force: Option<CidrSource>,
+    /// The CIDRs the object in force lists (what Cilium uses for pods on the node).
+    pub in_force_cidrs: Vec<IpNet>,
+    /// What the speaker announces for the node.
+    pub announced: Vec<IpNet>,
+    pub drift: bool,
+    /// Other nodes whose in-force CIDRs overlap this node's: (this node's CIDR, the
+    /// other node, its CIDR).
+    pub overlaps: Vec<OverlapWith>,
+    /// In-force CIDRs outside the cluster pool (cluster-pool IPAM).
+    pub outside_pool: Vec<IpNet>,
+    /// Default routes the object in force lists (never announced).
+    pub default_routes: Vec<IpNet>,
+}
+
+impl NodeDiagnosis {
+    pub fn ok(&self) -> bool {
+        !self.drift
+            && self.overlaps.is_empty()
+            && self.outside_pool.is_empty()
+            && self.default_routes.is_empty()
+    }
+}
+
+/// How the IPAM mode was decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModeOrigin {
+    /// `--ipam kubernetes|cluster-pool`.
+    Override,
+    /// The `ipam` key of cilium-config (or its absence, which Cilium reads as
+    /// cluster-pool).
+    CiliumConfig,
+    /// No cilium-config at all: Cilium's default, cluster-pool, is assumed.
+    Default,
+}
+
+impl fmt::Display for ModeOrigin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Override => "from --ipam",
+            Self::CiliumConfig => "from cilium-config",
+            Self::Default => "Cilium's default: no cilium-config found",
+        })
+    }
+}
+
+/// The whole diagnosis.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Diagnosis {
+    /// The IPAM mode in force, or why it cannot be decided.
+    pub ipam: Result<IpamMode, IpamError>,
+    pub origin: ModeOrigin,
+    pub announce_pod_cidr: bool,
+    pub pool_v4: Vec<IpNet>,
+    pub pool_v6: Vec<IpNet>,
+    pub nodes: Vec<NodeDiagnosis>,
+    /// CiliumNodes without a Node: leftovers whose CIDRs nobody announces.
+    pub orphan_cilium_nodes: Vec<String>,
+    /// Objects that could not be read (in-cluster only; a file source fails as a whole).
+    pub unreadable: Vec<String>,
+    /// View-wide warnings and reading notes (a CRD not installed...).
+    pub warnings: Vec<String>,
+}
+
+impl Diagnosis {
+    /// Nothing is wrong: the mode is decided, no node drifts, overlaps or lists a CIDR
+    /// it must not, and every object was read.
+    pub fn ok(&self) -> bool {
+        self.ipam.is_ok() && self.unreadable.is_empty() && self.nodes.iter().all(|n| n.ok())
+    }
+
+    /// The process exit status: 0 when [`Diagnosis::ok`], 1 otherwise.
+    pub fn exit_code(&self) -> u8 {
+        u8::from(!self.ok())
+    }
+
+    /// One line per problem, for the summary.
+    pub fn problems(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Err(e) = &self.ipam {
+            out.push(e.to_string());
+        }
+        for u in &self.unreadable {
+            out.push(format!("unreadable object: {u}"));
+        }
+        let mode = self.ipam.as_ref().ok();
+        for n in &self.nodes {
+            if n.drift {
+                let cilium = n.cilium_cidrs.as_deref().unwrap_or_default();
+                let announced = match mode {
+                    Some(IpamMode::Kubernetes) => "the Node's are announced",
+                    Some(IpamMode::ClusterPool) => "the CiliumNode's are announced",
+                    None => "the IPAM mode decides which are announced",
+                };
+                out.push(format!(
+                    "{}: drift: Node {} vs CiliumNode {}; {announced}",
+                    n.name,
+                    CidrList(&n.node_cidrs),
+                    CidrList(cilium),
+                ));
+            }
+            for (prefix, other, other_prefix) in &n.overlaps {
+                // Each pair is listed under both nodes in the table; once here.
+                if n.name.as_ref() < other.as_ref() {
+                    out.push(format!(
+                        "{}: {prefix} overlaps {other}'s {other_prefix}",
+                        n.name
+                    ));
+                }
+            }
+            if !n.outside_pool.is_empty() {
+                let mut pool = self.pool_v4.clone();
+                pool.extend(&self.pool_v6);
+                out.push(format!(
+                    "{}: {} outside the cluster pool {} (not announced)",
+                    n.name,
+                    CidrList(&n.outside_pool),
+                    CidrList(&pool)
+                ));
+            }
+            if !n.default_routes.is_empty() {
+                out.push(format!(
+                    "{}: {} is a default route (never announced)",
+                    n.name,
+                    CidrList(&n.default_routes)
+                ));
+            }
+        }
+        out
+    }
+}
+
+/// Diagnoses a cluster state under an `--ipam` setting. The view (mode, what is in
+/// force, drift, refusals) is [`node_view`]'s; this adds overlaps and orphans.
+pub fn diagnose(state: &ClusterState, ipam: IpamOverride) -> Diagnosis {
+    let origin = match (ipam, &state.cilium_config) {
+        (IpamOverride::Kubernetes | IpamOverride::ClusterPool, _) => ModeOrigin::Override,
+        (IpamOverride::Auto, Some(_)) => ModeOrigin::CiliumConfig,
+        (IpamOverride::Auto, None) => ModeOrigin::Default,
+    };
+    let decided = node_view(state, ipam);
+    // Without a mode nothing is in force, but drift does not depend on the mode: read
+    // it from a view under either explicit mode.
+    let (view, in_force_known): (Option<NodeView>, bool) = match &decided {
+        Ok(view) => (Some(view.clone()), true),
+        Err(_) => (node_view(state, IpamOverride::ClusterPool).ok(), false),
+    };
+    let mut nodes = Vec::new();
+    if let Some(view) = &view {
+        for (name, entry) in &view.nodes {
+            let facts = state.nodes.get(name.as_ref());
+            let (node_cidrs, node_cidrs_from) = match facts {
+                Some(f) if !f.node_cidrs.is_empty() => {
+                    (f.node_cidrs.clone(), Some(CidrSource::NodeSpec))
+                }
+                Some(f) if !f.annotation_cidrs.is_empty() => (
+                    f.annotation_cidrs.clone(),
+                    Some(CidrSource::NodeAnnotations),
+                ),
+                _ => (Vec::new(), None),
+            };
+            let cilium_cidrs = state.cilium_nodes.get(name.as_ref()).cloned();
+            let in_force = entry.source.filter(|_| in_force_known);
+            let mut in_force_cidrs = match in_force {
+                Some(CidrSource::NodeSpec | CidrSource::NodeAnnotations) => node_cidrs.clone(),
+                Some(CidrSource::CiliumNode) => cilium_cidrs.clone().unwrap_or_default(),
+                None => Vec::new(),
+            };
+            in_force_cidrs.dedup();
+            let refused = |want: fn(&Refusal) -> bool| -> Vec<IpNet> {
+                if !in_force_known {
+                    return Vec::new();
+                }
+                entry
+                    .refused
+                    .iter()
+                    .filter(|(_, r)| want(r))
+                    .map(|(p, _)| *p)
+                    .collect()
+            };
+            nodes.push(NodeDiagnosis {
+                name: Arc::clone(name),
+                node_cidrs,
+                node_cidrs_from,
+                cilium_cidrs,
+                in_force,
+                announced: if in_force_known {
+                    entry.prefixes.clone()
+                } else {
+                    Vec::new()
+                },
+                drift: entry.drift.is_some(),
+                overlaps: Vec::new(),
+                outside_pool: refused(|r| matches!(r, Refusal::OutsideClusterPool { .. })),
+                default_routes: refused(|r| matches!(r, Refusal::DefaultRoute)),
+                in_force_cidrs,
+            });
+        }
+    }
+    // Overlaps among what Cilium really uses on each node, announced or not: a default
+    // route is already its own finding and would overlap everything.
+    let found = overlaps(nodes.iter().flat_map(|n| {
+        n.in_force_cidrs
+            .iter()
+            .filter(|p| p.prefix_len() > 0)
+            .map(move |p| (&n.name, *p))
+    }));
+    let mut by_node: BTreeMap<Arc<str>, Vec<OverlapWith>> = BTreeMap::new();
+    for o in found {
+        by_node.entry(Arc::clone(&o.node)).or_default().push((
+            o.prefix,
+            Arc::clone(&o.other_node),
+            o.other_prefix,
+        ));
+        by_node.entry(Arc::clone(&o.other_node)).or_default().push((
+            o.other_prefix,
+            o.node,
+            o.prefix,
+        ));
+    }
+    for n in &mut nodes {
+        if let Some(mut list) = by_node.remove(&n.name) {
+            list.sort();
+            n.overlaps = list;
+        }
+    }
+
+    let (announce_pod_cidr, pool_v4, pool_v6) = match &state.cilium_config {
+        Some(c) => (
+            c.announce_pod_cidr,
+            c.cluster_pool_v4.clone(),
+            c.cluster_pool_v6.clone(),
+        ),
+        None => (true, Vec::new(), Vec::new()),
+    };
+    Diagnosis {
+        ipam: decided.as_ref().map(|v| v.ipam).map_err(Clone::clone),
+        origin,
+        announce_pod_cidr,
+        pool_v4,
+        pool_v6,
+        nodes,
+        orphan_cilium_nodes: state
+            .cilium_nodes
+            .keys()
+            .filter(|name| !state.nodes.contains_key(*name))
+            .cloned()
+            .collect(),
+        unreadable: Vec::new(),
+        warnings: view
+            .filter(|_| in_force_known)
+            .map(|v| v.warnings.iter().map(ToString::to_string).collect())
+            .unwrap_or_default(),
+    }
+}
+
+impl fmt::Display for Diagnosis {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.ipam {
+            Ok(mode) => writeln!(f, "ipam mode: {mode} ({})", self.origin)?,
+            Err(e) => writeln!(f, "ipam mode: undecided: {e}")?,
+        }
+        let pool = |p: &[IpNet]| {
+            if p.is_empty() {
+                "none".to_owned()
+            } else {
+                CidrList(p).to_string()
+            }
+        };
+        writeln!(
+            f,
+            "cluster pool: ipv4 {}, ipv6 {}",
+            pool(&self.pool_v4),
+            pool(&self.pool_v6)
+        )?;
+        if !self.announce_pod_cidr {
+            writeln!(
+                f,
+                "cilium-config bgp-announce-pod-cidr is false: nothing is announced"
+            )?;
+        }
+        writeln!(f)?;
+
+        let mut table = Table::new([
+            "NODE",
+            "NODE CIDRS",
+            "CILIUMNODE CIDRS",
+            "IN FORCE",
+            "DRIFT",
+            "OVERLAPS",
+            "OUTSIDE POOL",
+        ]);
+        for n in &self.nodes {
+            let node_cidrs = match n.node_cidrs_from {
+                Some(CidrSource::NodeAnnotations) => {
+                    format!("{} (annotations)", cidrs(&n.node_cidrs))
+                }
+                _ => cidrs(&n.node_cidrs),
+            };
+            let cilium = match &n.cilium_cidrs {
+                None => "no CiliumNode".to_owned(),
+                Some(c) => cidrs(c),
+            };
+            let in_force = match (&self.ipam, n.in_force) {
+                (Err(_), _) => "? (ipam undecided)".to_owned(),
+                (Ok(_), None) => "nothing".to_owned(),
+                (Ok(_), Some(CidrSource::CiliumNode)) => {
+                    format!("CiliumNode {}", cidrs(&n.in_force_cidrs))
+                }
+                (Ok(_), Some(_)) => format!("Node {}", cidrs(&n.in_force_cidrs)),
+            };
+            let overlaps = if n.overlaps.is_empty() {
+                "-".to_owned()
+            } else {
+                n.overlaps
+                    .iter()
+                    .map(|(p, other, _)| format!("{p} with {other}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            table.row([
+                n.name.to_string(),
+                node_cidrs,
+                cilium,
+                in_force,
+                if n.drift { "yes" } else { "no" }.to_owned(),
+                overlaps,
+                cidrs(&n.outside_pool),
+            ]);
+        }
+        write!(f, "{table}")?;
+
+        if !self.orphan_cilium_nodes.is_empty() {
+            writeln!(
+                f,
+                "\nCiliumNodes without a Node (not announced): {}",
+                self.orphan_cilium_nodes.join(", ")
+            )?;
+        }
+        if !self.warnings.is_empty() {
+            writeln!(f, "\nwarnings:")?;
+            for w in &self.warnings {
+                writeln!(f, "  {w}")?;
+            }
+        }
+        let problems = self.problems();
+        if !problems.is_empty() {
+            writeln!(f, "\nproblems:")?;
+            for p in &problems {
+                writeln!(f, "  {p}")?;
+            }
+        }
+        let count =
+            |pred: fn(&NodeDiagnosis) -> bool| self.nodes.iter().filter(|n| pred(n)).count();
+        writeln!(
+            f,
+            "\n{} nodes: {} with drift, {} overlapping, {} outside the pool: {}",
+            self.nodes.len(),
+            count(|n| n.drift),
+            count(|n| !n.overlaps.is_empty()),
+            count(|n| !n.outside_pool.is_empty()),
+            if self.ok() { "ok" } else { "NOT OK" }
+        )
+    }
+}
+
+fn cidrs(list: &[IpNet]) -> String {
+    if list.is_empty() {
+        return "-".to_owned();
+    }
+    list.iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Exit status when the cluster (or the cluster-state path) cannot be read.
+pub const EXIT_UNREADABLE: u8 = 2;
+
+/// `doctor --cluster-state PATH`: prints the diagnosis; the exit status.
+pub fn command_file(
+    path: &Path,
+    ipam: IpamOverride,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> u8 {
+    match load(path) {
+        Ok(state) => report(&diagnose(&state, ipam), out, err),
+        Err(e) => {
+            let _ = writeln!(err, "podcidr-speaker doctor: {e}");
+            EXIT_UNREADABLE
+        }
+    }
+}
+
+/// `doctor` without a path: reads the cluster once through KUBECONFIG or the in-cluster
+/// service account; the exit status.
+pub async fn command_in_cluster(
+    cilium_config: &str,
+    ipam: IpamOverride,
+    out: &mut (dyn Write + Send),
+    err: &mut (dyn Write + Send),
+) -> u8 {
+    let Some(cilium_config) = parse_config_map_ref(cilium_config) else {
+        let _ = writeln!(
+            err,
+            "podcidr-speaker doctor: --cilium-config {cilium_config:?} must be NAMESPACE/NAME"
+        );
+        return EXIT_UNREADABLE;
+    };
+    let client = match Client::try_default().await {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = writeln!(
+                err,
+                "podcidr-speaker doctor: no cluster to read (KUBECONFIG or in-cluster): {e}; \
+                 pass --cluster-state PATH to diagnose files"
+            );
+            return EXIT_UNREADABLE;
+        }
+    };
+    diagnose_in_cluster(client, &cilium_config, ipam, out, err).await
+}
+
+/// Reads the cluster with `client`, prints the diagnosis; the exit status.
+pub async fn diagnose_in_cluster(
+    client: Client,
+    cilium_config: &ConfigMapRef,
+    ipam: IpamOverride,
+    out: &mut (dyn Write + Send),
+    err: &mut (dyn Write + Send),
+) -> u8 {
+    match load_in_cluster(client, cilium_config).await {
+        Ok((state, unreadable, notes)) => {
+            let mut d = diagnose(&state, ipam);
+            d.unreadable = unreadable.iter().map(ToString::to_string).collect();
+            d.warnings.extend(notes);
+            report(&d, out, err)
+        }
+        Err(e) => {
+            let _ = writeln!(err, "podcidr-speaker doctor: {e}");
+            EXIT_UNREADABLE
+        }
+    }
+}
+
+fn report(d: &Diagnosis, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
+    if let Err(e) = write!(out, "{d}") {
+        let _ = writeln!(err, "podcidr-speaker doctor: writing the output: {e}");
+        return EXIT_UNREADABLE;
+    }
+    d.exit_code()
+}
+
+/// `NAMESPACE/NAME`, both non-empty.
+fn parse_config_map_ref(text: &str) -> Option<ConfigMapRef> {
+    let (namespace, name) = text.split_once('/')?;
+    let valid = |s: &str| !s.is_empty() && !s.contains('/');
+    (valid(namespace) && valid(name)).then(|| ConfigMapRef {
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
+    })
+}
+
+/// Why the cluster could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum DoctorError {
+    #[error("listing {what}: {source}")]
+    Api {
+        what: &'static str,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// Reads Nodes, CiliumNodes and cilium-config once from the API server, in pages.
+///
+/// An object whose facts cannot be read is listed in [`Diagnosis::unreadable`] by the
+/// caller (returned here as the second value), not fatal: the rest of the cluster is
+/// still worth a diagnosis. CiliumNodes whose CRD is not installed (404) count as none.
+pub async fn load_in_cluster(
+    client: Client,
+    cilium_config: &ConfigMapRef,
+) -> Result<(ClusterState, Vec<SourceError>, Vec<String>), DoctorError> {
+    let mut state = ClusterState::default();
+    let mut unreadable = Vec::new();
+    let mut notes = Vec::new();
+
+    for node in list_all(&Api::<Node>::all(client.clone()), "nodes", None).await? {
+        match objects::node_facts(&node) {
+            Ok((name, facts)) => {
+                state.nodes.insert(name, facts);
+            }
+            Err(e) => unreadable.push(e),
+        }
+    }
+    match list_all(&Api::<CiliumNode>::all(client.clone()), "ciliumnodes", None).await {
+        Ok(list) => {
+            for node in list {
+                match objects::cilium_node_cidrs(&node) {
+                    Ok((name, cidrs)) => {
+                        state.cilium_nodes.insert(name, cidrs);
+                    }
+                    Err(e) => unreadable.push(e),
+                }
+            }
+        }
+        Err(DoctorError::Api {
+            source: kube::Error::Api(status),
+            ..
+        }) if status.code == 404 => {
+            notes.push("the CiliumNode CRD (cilium.io/v2) is not installed".to_owned());
+        }
+        Err(e) => return Err(e),
+    }
+    // By name with a field selector: the speaker's own RBAC allows exactly that.
+    let selector = format!("metadata.name={}", cilium_config.name);
+    let config_maps = list_all(
+        &Api::<ConfigMap>::namespaced(client, &cilium_config.namespace),
+        "configmaps",
+        Some(&selector),
+    )
+    .await?;
+    if let Some(cm) = config_maps.first() {
+        match objects::cilium_config(cm) {
+            Ok(c) => state.cilium_config = Some(c),
+            Err(e) => unreadable.push(e),
+        }
+    }
+    Ok((state, unreadable, notes))
+}
+
+async fn list_all<K>(
+    api: &Api<K>,
+    what: &'static str,
+    fields: Option<&str>,
+) -> Result<Vec<K>, DoctorError>
+where
+    K: Clone + DeserializeOwned + fmt::Debug,
+{
+    let mut out = Vec::new();
+    let mut token: Option<String> = None;
+    loop {
+        let mut params = ListParams::default().limit(PAGE_SIZE);
+        if let Some(fields) = fields {
+            params = params.fields(fields);
+        }
+        if let Some(t) = &token {
+            params = params.continue_token(t);
+        }
+        let page: ObjectList<K> = api
+            .list(&params)
+            .await
+            .map_err(|source| DoctorError::Api { what, source })?;
+        out.extend(page.items);
+        token = page.metadata.continue_.filter(|t| !t.is_empty());
+        if token.is_none() {
+            return Ok(out);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sources::model::{CiliumConfig, NodeFacts};
+
+    fn net(s: &str) -> IpNet {
+        s.parse().unwrap()
+    }
+
+    fn nets(list: &[&str]) -> Vec<IpNet> {
+        list.iter().map(|s| net(s)).collect()
+    }
+
+    fn state(ipam: &str, pool: &[&str], nodes: &[TestNode]) -> ClusterState {
+        let mut state = ClusterState {
+            cilium_config: Some(CiliumConfig {
+                ipam: Some(ipam.into()),
+                cluster_pool_v4: nets(pool),
+                ..CiliumConfig::default()
+            }),
+            ..ClusterState::default()
+        };
+        for (name, node, cilium) in nodes {
+            state.nodes.insert(
+                (*name).into(),
+                NodeFacts {
+                    node_cidrs: nets(node),
+                    ..NodeFacts::default()
+                },
+            );
+            if let Some(c) = cilium {
+                state.cilium_nodes.insert((*name).into(), nets(c));
+            }
+        }
+        state
+    }
+
+    /// (name, Node CIDRs, CiliumNode CIDRs if there is a CiliumNode).
+    type TestNode<'a> = (&'a str, &'a [&'a str], Option<&'a [&'a str]>);
+
+    fn name(s: &str) -> Arc<str> {
+        Arc::from(s)
+    }
+
+    #[test]
+    fn overlaps_finds_equal_and_nested_prefixes_of_different_nodes_only() {
+        let (a, b, c) = (name("a"), name("b"), name("c"));
+        let found = overlaps([
+            (&a, net("10.0.0.0/16")),
+            (&b, net("10.0.5.0/24")),
+            (&c, net("10.0.5.0/24")),
+            (&a, net("10.0.7.0/24")),
+            (&c, net("10.1.0.0/24")),
+            (&b, net("fd00::/64")),
+            (&c, net("fd00::/48")),
+        ]);
+        assert_eq!(
+            found,
+            vec![
+                Overlap {
+                    node: a.clone(),
+                    prefix: net("10.0.0.0/16"),
+                    other_node: b.clone(),
+                    other_prefix: net("10.0.5.0/24"),
+                },
+                Overlap {
+                    node: a.clone(),
+                    prefix: net("10.0.0.0/16"),
+                    other_node: c.clone(),
+                    other_prefix: net("10.0.5.0/24"),
+                },
+                Overlap {
+                    node: b.clone(),
+                    prefix: net("10.0.5.0/24"),
+                    other_node: c.clone(),
+                    other_prefix: net("10.0.5.0/24"),
+                },
+                Overlap {
+                    node: c.clone(),
+                    prefix: net("fd00::/48"),
+                    other_node: b.clone(),
+                    other_prefix: net("fd00::/64"),
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn overlaps_of_disjoint_and_same_node_prefixes_are_none() {
+        let (a, b) = (name("a"), name("b"));
+        assert!(overlaps([
+            (&a, net("10.0.0.0/24")),
+            (&a, net("10.0.0.0/25")),
+            (&b, net("10.0.1.0/24")),
+            (&b, net("10.0.2.0/23")),
+        ])
+        .is_empty());
+    }
+
+    #[test]
+    fn overlaps_match_a_brute_force_check() {
+        // A deterministic pseudo-random set of prefixes over a small space, so that
+        // nesting and equality are frequent.
+        let names: Vec<Arc<str>> = (0..6).map(|i| name(&format!("n{i}"))).collect();
+        let mut seed: u32 = 0x1234_5678;
+        let mut items = Vec::new();
+        for _ in 0..200 {
+            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            let len = 20 + (seed >> 28) as u8 % 9;
+            let addr = std::net::Ipv4Addr::from(0x0a00_0000 | ((seed >> 4) & 0x000f_ff00));
+            let prefix = IpNet::new(addr.into(), len).unwrap().trunc();
+            items.push((&names[(seed % 6) as usize], prefix));
+        }
+        let fast = overlaps(items.iter().map(|(n, p)| (*n, *p)));
+        let mut slow = Vec::new();
+        for (i, (an, a)) in items.iter().enumerate() {
+            for (bn, b) in &items[i + 1..] {
+                if an != bn && (a.contains(b) || b.contains(a)) {
+                    slow.push((a.min(b).to_owned(), a.max(b).to_owned()));
+                }
+            }
+        }
+        let mut fast_pairs: Vec<_> = fast
+            .iter()
+            .map(|o| (o.prefix.min(o.other_prefix), o.prefix.max(o.other_prefix)))
+            .collect();
+        fast_pairs.sort();
+        slow.sort();
+        assert!(!slow.is_empty());
+        assert_eq!(fast_pairs, slow);
+    }
+
+    #[test]
+    fn healthy_cluster_is_ok_with_exit_zero() {
+        let s = state(
+            "cluster-pool",
+            &["10.0.0.0/16"],
+            &[
+                ("a", &["10.0.1.0/24"], Some(&["10.0.1.0/24"])),
+                ("b", &[], Some(&["10.0.2.0/24"])),
+            ],
+        );
+        let d = diagnose(&s, IpamOverride::Auto);
+        assert!(d.ok(), "{d}");
+        assert_eq!(d.exit_code(), 0);
+        assert_eq!(d.ipam, Ok(IpamMode::ClusterPool));
+        assert_eq!(d.origin, ModeOrigin::CiliumConfig);
+        assert!(d.problems().is_empty());
+        let b = &d.nodes[1];
+        assert_eq!(b.in_force, Some(CidrSource::CiliumNode));
+        assert_eq!(b.announced, nets(&["10.0.2.0/24"]));
+        assert!(
+            d.to_string()
+                .ends_with("2 nodes: 0 with drift, 0 overlapping, 0 outside the pool: ok\n"),
+            "{d}"
+        );
+    }
+
+    #[test]
+    fn overlapping_nodes_are_flagged_on_both_and_fail() {
+        let s = state(
+            "kubernetes",
+            &[],
+            &[("a", &["10.0.0.0/23"], None), ("b", &["10.0.1.0/24"], None)],
+        );
+        let d = diagnose(&s, IpamOverride::Auto);
+        assert!(!d.ok());
+        assert_eq!(d.exit_code(), 1);
+        assert_eq!(
+            d.nodes[0].overlaps,
+            vec![(net("10.0.0.0/23"), name("b"), net("10.0.1.0/24"))]
+        );
+        assert_eq!(
+            d.nodes[1].overlaps,
+            vec![(net("10.0.1.0/24"), name("a"), net("10.0.0.0/23"))]
+        );
+        assert_eq!(
+            d.problems(),
+            vec!["a: 10.0.0.0/23 overlaps b's 10.0.1.0/24".to_owned()]
+        );
+    }
+
+    #[test]
+    fn outside_pool_and_default_routes_are_problems() {
+        let s = state(
+            "cluster-pool",
+            &["10.0.0.0/16"],
+            &[("a", &[], Some(&["10.9.0.0/24", "0.0.0.0/0", "10.0.3.0/24"]))],
+        );
+        let d = diagnose(&s, IpamOverride::Auto);
+        let a = &d.nodes[0];
+        assert_eq!(a.outside_pool, nets(&["10.9.0.0/24"]));
+        assert_eq!(a.default_routes, nets(&["0.0.0.0/0"]));
+        assert_eq!(a.announced, nets(&["10.0.3.0/24"]));
+        assert!(a.overlaps.is_empty(), "a default route is not an overlap");
+        assert_eq!(d.exit_code(), 1);
+        let problems = d.problems();
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(problems[0].contains("10.9.0.0/24") && problems[0].contains("10.0.0.0/16"));
+    }
+
+    #[test]
+    fn undecidable_mode_still_shows_drift_and_fails() {
+        let s = state(
+            "eni",
+            &[],
+            &[("a", &["10.0.1.0/24"], Some(&["10.0.2.0/24"]))],
+        );
+        let d = diagnose(&s, IpamOverride::Auto);
+        assert!(matches!(&d.ipam, Err(IpamError::Unsupported { mode }) if mode == "eni"));
+        assert!(d.nodes[0].drift);
+        assert_eq!(d.nodes[0].in_force, None);
+        assert!(d.nodes[0].announced.is_empty());
+        assert_eq!(d.exit_code(), 1);
+        let text = d.to_string();
+        assert!(text.contains("? (ipam undecided)"), "{text}");
+        assert!(text.contains("\"eni\" is not supported"), "{text}");
+    }
+
+    #[test]
+    fn orphans_and_warnings_are_reported_without_failing() {
+        let mut s = state(
+            "cluster-pool",
+            &["10.0.0.0/16"],
+            &[("a", &[], Some(&["10.0.1.0/24"]))],
+        );
+        s.cilium_nodes.insert("gone".into(), nets(&["10.0.9.0/24"]));
+        s.cilium_config = None;
+        let d = diagnose(&s, IpamOverride::Auto);
+        assert_eq!(d.origin, ModeOrigin::Default);
+        assert_eq!(d.orphan_cilium_nodes, vec!["gone".to_owned()]);
+        assert_eq!(d.warnings.len(), 2, "{:?}", d.warnings);
+        assert!(d.ok());
+        let text = d.to_string();
+        assert!(
+            text.contains("CiliumNodes without a Node (not announced): gone"),
+            "{text}"
+        );
+    }
+}

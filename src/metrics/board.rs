@@ -1,0 +1,149 @@
+//! The `/status` document: the facts behind the metrics, as JSON for tools and for the
+//! `status` command (which reads it back with the same types).
+//!
+//! Text is allowed here (last errors, rejection reasons, warnings): a document is read
+//! once and thrown away, unlike a label, which is a series kept forever. Times are
+//! whole seconds: timestamps since the Unix epoch and durations measured by the speaker
+//! itself, so a client on another machine with another clock reads the same ages.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+use serde::{Deserialize, Serialize};
+
+/// Everything `/status` reports.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Status {
+    /// The speaker's version (`CARGO_PKG_VERSION`).
+    pub version: String,
+    /// When the document was made, seconds since the Unix epoch.
+    pub now_unix: u64,
+    /// The node this speaker announces for (`--node`), when known.
+    pub node: Option<String>,
+    /// The main loop beat recently (`/healthz`).
+    pub alive: bool,
+    /// A config is in force and every source completed its first sync (`/readyz`).
+    pub ready: bool,
+    pub config: ConfigReport,
+    /// One entry per followed resource, in a fixed order.
+    pub sources: Vec<SourceReport>,
+    /// The node view, once the sources produced one.
+    pub view: Option<ViewReport>,
+    /// One entry per configured peer, by address and port.
+    pub peers: Vec<PeerReport>,
+}
+
+/// The bgp-config in force and the last reload.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ConfigReport {
+    /// A valid config is in force.
+    pub loaded: bool,
+    /// The fingerprint (FNV-1a 64, hex) of the config in force.
+    pub fingerprint: Option<String>,
+    /// The outcome of the last reload; `None` before the first one.
+    pub last_reload_successful: Option<bool>,
+    pub last_reload_unix: Option<u64>,
+    /// The config source was deleted; the last good config stays in force.
+    pub source_deleted: bool,
+    /// Why the source's current content is refused (one line per error).
+    pub rejected: Vec<String>,
+}
+
+/// One followed resource (Nodes, CiliumNodes, cilium-config, the bgp-config...).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceReport {
+    pub resource: String,
+    pub up: bool,
+    pub synced: bool,
+    pub last_event_unix: Option<u64>,
+    pub events: u64,
+    pub errors: u64,
+    pub last_error: Option<String>,
+}
+
+/// What the node view says: the IPAM mode in force and what an operator must look at.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ViewReport {
+    /// `kubernetes` or `cluster-pool`; `None` when the mode cannot be decided.
+    pub ipam: Option<String>,
+    /// Why the mode cannot be decided (nothing is announced meanwhile).
+    pub ipam_error: Option<String>,
+    pub announce_pod_cidr: bool,
+    /// Nodes in the view.
+    pub nodes: usize,
+    /// Pod CIDRs the view announces, over all nodes.
+    pub prefixes: usize,
+    pub drift: Vec<DriftReport>,
+    pub refused: Vec<RefusedReport>,
+    pub overlaps: Vec<OverlapReport>,
+    pub warnings: Vec<String>,
+}
+
+/// A node whose Node and CiliumNode list different pod CIDRs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DriftReport {
+    pub node: String,
+    pub node_cidrs: Vec<String>,
+    pub cilium_node_cidrs: Vec<String>,
+    /// The object whose CIDRs are announced under the IPAM mode in force.
+    pub announced: String,
+}
+
+/// A pod CIDR the view does not announce, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RefusedReport {
+    pub node: String,
+    pub prefix: String,
+    pub reason: String,
+}
+
+/// Two nodes whose announced pod CIDRs overlap: traffic for one reaches the other.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OverlapReport {
+    pub node: String,
+    pub prefix: String,
+    pub other_node: String,
+    pub other_prefix: String,
+}
+
+/// One configured peer, as `show bgp summary` would list it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerReport {
+    /// The `peer` label of its series: `ADDRESS:PORT`.
+    pub peer: String,
+    pub address: IpAddr,
+    pub port: u16,
+    /// The peer's AS number from the config, when the daemon declared the peer.
+    pub asn: Option<u32>,
+    /// The RFC 4271 section 8 state, lowercase (`established`, `active`...).
+    pub state: String,
+    pub up: bool,
+    /// Seconds in the current state (since the peer was declared, before any change).
+    pub state_seconds: u64,
+    /// When the session last reached Established.
+    pub established_unix: Option<u64>,
+    /// Seconds since the current session reached Established; `None` when not up.
+    pub uptime_seconds: Option<u64>,
+    /// Times the session left Established.
+    pub flaps: u64,
+    /// Prefixes announced to the peer and acknowledged by a sent UPDATE, per AFI label.
+    pub announced: BTreeMap<String, u64>,
+    /// Prefixes desired but not yet sent.
+    pub pending: u64,
+    /// Prefixes the peer announces to us, per AFI label.
+    pub received: BTreeMap<String, u64>,
+    pub messages_sent: u64,
+    pub messages_received: u64,
+    /// Why the session last went down or failed, as text.
+    pub last_error: Option<String>,
+}
+
+impl PeerReport {
+    pub fn announced_total(&self) -> u64 {
+        self.announced.values().sum()
+    }
+
+    pub fn received_total(&self) -> u64 {
+        self.received.values().sum()
+    }
+}

@@ -1,0 +1,64 @@
+//! Observability: an explicit Prometheus registry with typed `record_*` methods
+//! ([`Metrics`]), the HTTP endpoint serving `/metrics`, `/healthz`, `/readyz` and
+//! `/status` ([`server`]), and the `/status` document ([`board`]) that the `status`
+//! command reads back.
+//!
+//! The daemon creates one [`Metrics`], feeds it (sessions from the peer drivers, config
+//! reloads, source status, the node view, latencies, a heartbeat) and serves it; the
+//! peer drivers report through `Metrics`' [`crate::peer::PeerObserver`] implementation. Every
+//! series name starts with `podcidr_speaker_`; label values are bounded ([`labels`]):
+//! peers and resources come from configuration, notification codes from the IANA
+//! registries, nodes only while they drift. No prefix and no error text is ever a label.
+//!
+//! Must not: make decisions (it only records them), or hold anything the daemon needs
+//! to run; losing every series changes nothing on the wire.
+//!
+//! Wiring (the daemon's side):
+//!
+//! ```no_run
+//! # async fn wire(
+//! #     config: &podcidr_speaker::config::state::ConfigState,
+//! #     update: &podcidr_speaker::config::state::Update,
+//! #     snapshot: &podcidr_speaker::sources::ClusterSnapshot,
+//! #     sources: &podcidr_speaker::sources::SourceStatus,
+//! #     key: podcidr_speaker::config::PeerKey,
+//! #     status: &podcidr_speaker::peer::PeerStatus,
+//! # ) -> std::io::Result<()> {
+//! use std::sync::Arc;
+//! use std::time::SystemTime;
+//! use podcidr_speaker::metrics::{server, Metrics};
+//!
+//! let metrics = Metrics::new();
+//! metrics.set_node(Some("node-a"));
+//! let listener = server::bind("0.0.0.0:9477".parse().unwrap()).await?;
+//! let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+//! tokio::spawn(server::serve(listener, Arc::clone(&metrics), async {
+//!     let _ = stopped.await;
+//! }));
+//! // Every turn of the main loop, and on an idle tick well inside DEFAULT_LIVENESS:
+//! metrics.heartbeat();
+//! // Each config source event, after ConfigState::update_*:
+//! metrics.record_config_reload(update, &config.status(), SystemTime::now());
+//! // Each source status change and snapshot:
+//! metrics.record_source_status(sources);
+//! metrics.set_view_result(&snapshot.view);
+//! // A peer task spawned (pass `Arc::clone(&metrics)` as its PeerObserver: states,
+//! // messages, NOTIFICATIONs, prefixes and latency arrive through it), its status
+//! // snapshots (pending prefixes, the session's last error), and the peer removed:
+//! metrics.add_peer(key, 65000, SystemTime::now());
+//! metrics.record_peer_status(status, SystemTime::now());
+//! metrics.remove_peer(key);
+//! let _ = stop.send(());
+//! # Ok(())
+//! # }
+//! ```
+
+pub mod board;
+pub mod labels;
+mod observer;
+mod registry;
+pub mod server;
+
+pub use board::Status;
+pub use labels::Direction;
+pub use registry::{Metrics, DEFAULT_LIVENESS, EVENT_TO_UPDATE_BUCKETS, NAMESPACE};

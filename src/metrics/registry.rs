@@ -1,0 +1,1025 @@
+//! [`Metrics`]: the explicit registry, the typed `record_*` methods the daemon and the
+//! peer drivers call, and the state behind `/status`, `/healthz` and `/readyz`.
+//!
+//! Every method updates the series and the status document under one lock, so a scrape
+//! and a `/status` read taken together never disagree. The lock is held for a few
+//! atomic stores; nothing under it blocks or allocates more than a label string.
+//!
+//! Label arity is fixed per family (the `with_label_values` calls below can only fail on
+//! a wrong number of values, which the unit tests exercise for every family).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use prometheus::{
+    Encoder, GaugeVec, Histogram, HistogramOpts, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry, TextEncoder,
+};
+
+use super::board::{
+    ConfigReport, DriftReport, OverlapReport, PeerReport, RefusedReport, SourceReport, Status,
+    ViewReport,
+};
+use super::labels::{self, Direction, AFIS, MESSAGE_TYPES};
+use crate::bgp::session::State;
+use crate::bgp::wire::{Afi, ErrorKind, MessageType};
+use crate::config::state::{ConfigStatus, Update};
+use crate::config::PeerKey;
+use crate::doctor::overlaps;
+use crate::peer::{PeerStatus, Refusal};
+use crate::sources::model::{IpamError, IpamMode, NodeView};
+use crate::sources::{Resource, SourceStatus};
+
+/// The prefix of every metric name.
+pub const NAMESPACE: &str = "podcidr_speaker";
+
+/// How long the main loop may go without a heartbeat before `/healthz` fails, unless
+/// [`Metrics::with_liveness`] says otherwise. The daemon beats every few seconds even
+/// when idle; a minute without one is a wedged loop, not a busy one.
+pub const DEFAULT_LIVENESS: Duration = Duration::from_secs(60);
+
+/// Buckets of the event-to-update histogram, in seconds: the speaker's own latency from
+/// a source change to the UPDATE on the wire, from a millisecond (one node, idle) to
+/// half a minute (a full table to a slow peer).
+pub const EVENT_TO_UPDATE_BUCKETS: [f64; 14] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+
+/// Every FSM state (RFC 4271 section 8.2.2), for the one-hot state series.
+const STATES: [State; 6] = [
+    State::Idle,
+    State::Connect,
+    State::Active,
+    State::OpenSent,
+    State::OpenConfirm,
+    State::Established,
+];
+
+/// The IPAM modes, for the one-hot mode series.
+const IPAM_MODES: [IpamMode; 2] = [IpamMode::Kubernetes, IpamMode::ClusterPool];
+
+/// The series and the status behind the HTTP endpoint. Create one with [`Metrics::new`]
+/// and share the `Arc`.
+pub struct Metrics {
+    registry: Registry,
+    families: Families,
+    inner: Mutex<Inner>,
+    started: Instant,
+    liveness: Duration,
+    /// Milliseconds since `started` of the last heartbeat.
+    last_beat: AtomicU64,
+}
+
+/// The metric families, registered once in [`Metrics::new`].
+struct Families {
+    session_up: IntGaugeVec,
+    session_state: IntGaugeVec,
+    session_established: GaugeVec,
+    session_flaps: IntCounterVec,
+    messages_sent: IntCounterVec,
+    messages_received: IntCounterVec,
+    notifications: IntCounterVec,
+    announced: IntGaugeVec,
+    pending: IntGaugeVec,
+    received: IntGaugeVec,
+    not_announced: IntCounterVec,
+    config_loaded: IntGauge,
+    config_reload_ok: IntGauge,
+    config_reload_time: prometheus::Gauge,
+    config_reloads: IntCounterVec,
+    config_info: IntGaugeVec,
+    source_up: IntGaugeVec,
+    source_synced: IntGaugeVec,
+    source_last_event: GaugeVec,
+    source_events: IntCounterVec,
+    source_errors: IntCounterVec,
+    view_nodes: IntGauge,
+    view_prefixes: IntGauge,
+    ipam_mode: IntGaugeVec,
+    ipam_error: IntGauge,
+    drift: IntGaugeVec,
+    drift_nodes: IntGauge,
+    conflicts: IntGauge,
+    refused: IntGauge,
+    event_to_update: Histogram,
+}
+
+/// What the status document holds, plus which labelled series exist (so that removing
+/// a peer or a node deletes exactly its series).
+#[derive(Default)]
+struct Inner {
+    node: Option<String>,
+    peers: BTreeMap<PeerKey, PeerEntry>,
+    config: ConfigReport,
+    config_fingerprint: Option<String>,
+    sources: SourceStatus,
+    view: Option<ViewReport>,
+    drift_nodes: BTreeSet<String>,
+    /// Peers removed since they were last added: a stopping peer task's last reports
+    /// (its Cease, its drop to Idle) must not bring their series back.
+    removed: BTreeSet<PeerKey>,
+}
+
+struct PeerEntry {
+    label: String,
+    asn: Option<u32>,
+    state: State,
+    since: SystemTime,
+    established_at: Option<SystemTime>,
+    flaps: u64,
+    announced: BTreeMap<&'static str, u64>,
+    pending: u64,
+    received: BTreeMap<&'static str, u64>,
+    messages_sent: u64,
+    messages_received: u64,
+    last_error: Option<String>,
+    /// (afi, reason) label sets of this peer's not-announced series.
+    not_announced: BTreeSet<(&'static str, &'static str)>,
+    /// The session's last error as last read from the driver's status, so that only a
+    /// new one replaces a later NOTIFICATION or socket error as `last_error`.
+    session_error: Option<String>,
+    /// (direction, code, subcode) label sets of this peer's NOTIFICATION series.
+    notifications: BTreeSet<(&'static str, &'static str, &'static str)>,
+}
+
+impl Metrics {
+    /// A fresh registry with every family registered and the build info set.
+    pub fn new() -> Arc<Metrics> {
+        Self::with_liveness(DEFAULT_LIVENESS)
+    }
+
+    /// As [`Metrics::new`], with `/healthz` failing after `liveness` without a beat.
+    pub fn with_liveness(liveness: Duration) -> Arc<Metrics> {
+        let registry = Registry::new();
+        let families = Families::register(&registry);
+        Arc::new(Metrics {
+            registry,
+            families,
+            inner: Mutex::new(Inner::default()),
+            started: Instant::now(),
+            liveness,
+            last_beat: AtomicU64::new(0),
+        })
+    }
+
+    /// The registry, for tests and for adding process-level collectors.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic elsewhere while holding the lock leaves plain data behind, still
+        // consistent enough to report; never take the endpoint down with it.
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    // --- liveness and readiness -------------------------------------------------------
+
+    /// The daemon's main loop calls this on every turn (and on an idle tick).
+    pub fn heartbeat(&self) {
+        self.beat_at(Instant::now());
+    }
+
+    /// [`Metrics::heartbeat`] at a given instant (tests).
+    pub fn beat_at(&self, now: Instant) {
+        let ms = now.saturating_duration_since(self.started).as_millis();
+        self.last_beat
+            .store(u64::try_from(ms).unwrap_or(u64::MAX), Ordering::Relaxed);
+    }
+
+    /// The main loop beat within the liveness window before `now`. A fresh process
+    /// counts as having beaten at creation.
+    pub fn alive_at(&self, now: Instant) -> bool {
+        let last = self.started + Duration::from_millis(self.last_beat.load(Ordering::Relaxed));
+        now.saturating_duration_since(last) <= self.liveness
+    }
+
+    /// A config is in force and every followed resource completed its first sync.
+    pub fn ready(&self) -> bool {
+        self.not_ready_reason().is_none()
+    }
+
+    /// Why the speaker is not ready, for `/readyz`; `None` when it is.
+    pub fn not_ready_reason(&self) -> Option<String> {
+        let inner = self.lock();
+        let mut reasons = Vec::new();
+        if !inner.config.loaded {
+            reasons.push("no bgp-config in force".to_owned());
+        }
+        if inner.sources.resources.is_empty() {
+            reasons.push("no source has reported".to_owned());
+        }
+        let unsynced: Vec<&str> = inner
+            .sources
+            .resources
+            .iter()
+            .filter(|(_, s)| !s.synced)
+            .map(|(r, _)| r.as_str())
+            .collect();
+        if !unsynced.is_empty() {
+            reasons.push(format!("not synced yet: {}", unsynced.join(", ")));
+        }
+        (!reasons.is_empty()).then(|| reasons.join("; "))
+    }
+
+    // --- local facts ------------------------------------------------------------------
+
+    /// The node this speaker announces for, shown by `/status`.
+    pub fn set_node(&self, node: Option<&str>) {
+        self.lock().node = node.map(str::to_owned);
+    }
+
+    // --- sessions ---------------------------------------------------------------------
+
+    /// Declares a configured peer: its series appear at once (down, Idle, no flaps), so
+    /// a session that never comes up is visible and alertable. Keeps what an existing
+    /// entry already counted; updates the AS number.
+    pub fn add_peer(&self, peer: PeerKey, asn: u32, now: SystemTime) {
+        let mut inner = self.lock();
+        inner.removed.remove(&peer);
+        if let Some(entry) = self.peer_entry(&mut inner, peer, now) {
+            entry.asn = Some(asn);
+        }
+    }
+
+    /// Deletes every series with this peer's label and its `/status` entry: a peer
+    /// removed from the config leaves nothing behind.
+    pub fn remove_peer(&self, peer: PeerKey) {
+        let mut inner = self.lock();
+        inner.removed.insert(peer);
+        let Some(entry) = inner.peers.remove(&peer) else {
+            return;
+        };
+        let f = &self.families;
+        let p = entry.label.as_str();
+        // Errors below mean "no such series": nothing to delete.
+        let _ = f.session_up.remove_label_values(&[p]);
+        for state in STATES {
+            let _ = f.session_state.remove_label_values(&[p, state.as_str()]);
+        }
+        let _ = f.session_established.remove_label_values(&[p]);
+        let _ = f.session_flaps.remove_label_values(&[p]);
+        for t in MESSAGE_TYPES {
+            let _ = f
+                .messages_sent
+                .remove_label_values(&[p, labels::message_type(t)]);
+            let _ = f
+                .messages_received
+                .remove_label_values(&[p, labels::message_type(t)]);
+        }
+        for (dir, code, subcode) in &entry.notifications {
+            let _ = f
+                .notifications
+                .remove_label_values(&[p, dir, code, subcode]);
+        }
+        for afi in AFIS {
+            let _ = f.announced.remove_label_values(&[p, afi]);
+            let _ = f.received.remove_label_values(&[p, afi]);
+        }
+        let _ = f.pending.remove_label_values(&[p]);
+        for (afi, reason) in &entry.not_announced {
+            let _ = f.not_announced.remove_label_values(&[p, afi, reason]);
+        }
+    }
+
+    /// A state transition of the session (the driver logs it in the same place).
+    /// Leaving Established counts a flap; reaching it stamps the established time.
+    pub fn record_session_state(&self, peer: PeerKey, from: State, to: State, now: SystemTime) {
+        let mut inner = self.lock();
+        let Some(entry) = self.peer_entry(&mut inner, peer, now) else {
+            return;
+        };
+        entry.state = to;
+        entry.since = now;
+        let f = &self.families;
+        let p = entry.label.as_str();
+        f.session_up
+            .with_label_values(&[p])
+            .set(i64::from(to == State::Established));
+        for state in STATES {
+            f.session_state
+                .with_label_values(&[p, state.as_str()])
+                .set(i64::from(state == to));
+        }
+        if to == State::Established && from != State::Established {
+            entry.established_at = Some(now);
+            f.session_established
+                .with_label_values(&[p])
+                .set(unix_seconds(now));
+        }
+        if from == State::Established && to != State::Established {
+            entry.flaps += 1;
+            f.session_flaps.with_label_values(&[p]).inc();
+            // The peer dropped our routes with the session.
+            for afi in AFIS {
+                if let Some(n) = entry.announced.get_mut(afi) {
+                    *n = 0;
+                    f.announced.with_label_values(&[p, afi]).set(0);
+                }
+                if let Some(n) = entry.received.get_mut(afi) {
+                    *n = 0;
+                    f.received.with_label_values(&[p, afi]).set(0);
+                }
+            }
+        }
+    }
+
+    /// One message sent to or received from the peer.
+    pub fn record_message(&self, peer: PeerKey, dir: Direction, t: MessageType) {
+        self.record_messages(peer, dir, t, 1);
+    }
+
+    /// `n` messages of one type at once (a driver that counts in batches).
+    pub fn record_messages(&self, peer: PeerKey, dir: Direction, t: MessageType, n: u64) {
+        let mut inner = self.lock();
+        let Some(entry) = self.peer_entry(&mut inner, peer, SystemTime::now()) else {
+            return;
+        };
+        let (family, count) = match dir {
+            Direction::Sent => (&self.families.messages_sent, &mut entry.messages_sent),
+            Direction::Received => (
+                &self.families.messages_received,
+                &mut entry.messages_received,
+            ),
+        };
+        *count = count.saturating_add(n);
+        family
+            .with_label_values(&[entry.label.as_str(), labels::message_type(t)])
+            .inc_by(n);
+    }
+
+    /// A NOTIFICATION sent or received. `text` is its description for people (the
+    /// registry's name and any RFC 9003 Shutdown Communication, as the peer driver
+    /// gives it); it goes to `/status` as the last error, never to a label. Without a
+    /// text the registry's name is used.
+    pub fn record_notification(
+        &self,
+        peer: PeerKey,
+        dir: Direction,
+        code: u8,
+        subcode: u8,
+        text: Option<&str>,
+        now: SystemTime,
+    ) {
+        let mut inner = self.lock();
+        let Some(entry) = self.peer_entry(&mut inner, peer, now) else {
+            return;
+        };
+        let (code_label, subcode_label) = labels::notification(code, subcode);
+        entry
+            .notifications
+            .insert((dir.as_str(), code_label, subcode_label));
+        self.families
+            .notifications
+            .with_label_values(&[
+                entry.label.as_str(),
+                dir.as_str(),
+                code_label,
+                subcode_label,
+            ])
+            .inc();
+        let text = text
+            .filter(|t| !t.is_empty())
+            .unwrap_or_else(|| ErrorKind::from_codes(code, subcode).description());
+        entry.last_error = Some(format!("{dir} notification {code}/{subcode}: {text}"));
+    }
+
+    /// Why the session last went down or failed (a `SessionError` as text, a dial
+    /// error...): `/status` only.
+    pub fn record_error(&self, peer: PeerKey, error: &str, now: SystemTime) {
+        let mut inner = self.lock();
+        if let Some(entry) = self.peer_entry(&mut inner, peer, now) {
+            entry.last_error = Some(error.to_owned());
+        }
+    }
+
+    /// Prefixes of one address family announced to the peer and acknowledged by a sent
+    /// UPDATE.
+    pub fn set_announced(&self, peer: PeerKey, afi: Afi, n: u64) {
+        let mut inner = self.lock();
+        let Some(entry) = self.peer_entry(&mut inner, peer, SystemTime::now()) else {
+            return;
+        };
+        let afi = labels::afi(afi);
+        entry.announced.insert(afi, n);
+        self.families
+            .announced
+            .with_label_values(&[entry.label.as_str(), afi])
+            .set(saturating_i64(n));
+    }
+
+    /// Prefixes desired for the peer but not yet acknowledged by a sent UPDATE.
+    pub fn set_pending(&self, peer: PeerKey, n: u64) {
+        let mut inner = self.lock();
+        let Some(entry) = self.peer_entry(&mut inner, peer, SystemTime::now()) else {
+            return;
+        };
+        entry.pending = n;
+        self.families
+            .pending
+            .with_label_values(&[entry.label.as_str()])
+            .set(saturating_i64(n));
+    }
+
+    /// Prefixes of one address family the peer currently announces to us.
+    pub fn set_received(&self, peer: PeerKey, afi: Afi, n: u64) {
+        let mut inner = self.lock();
+        let Some(entry) = self.peer_entry(&mut inner, peer, SystemTime::now()) else {
+            return;
+        };
+        let afi = labels::afi(afi);
+        entry.received.insert(afi, n);
+        self.families
+            .received
+            .with_label_values(&[entry.label.as_str(), afi])
+            .set(saturating_i64(n));
+    }
+
+    /// `count` desired routes of one family that the peer driver could not send.
+    pub fn record_not_announced(&self, peer: PeerKey, afi: Afi, reason: Refusal, count: u64) {
+        let mut inner = self.lock();
+        let Some(entry) = self.peer_entry(&mut inner, peer, SystemTime::now()) else {
+            return;
+        };
+        let (afi, reason) = (labels::afi(afi), reason.as_str());
+        entry.not_announced.insert((afi, reason));
+        self.families
+            .not_announced
+            .with_label_values(&[entry.label.as_str(), afi, reason])
+            .inc_by(count);
+    }
+
+    /// What the peer driver's status snapshot adds to its observer reports: the
+    /// prefixes still to send (`pending`) and the session's own last error (a hold
+    /// timer, a closed connection) for `/status`. The daemon calls it when a peer's
+    /// status changes, or on its heartbeat tick.
+    pub fn record_peer_status(&self, status: &PeerStatus, now: SystemTime) {
+        let mut inner = self.lock();
+        let Some(entry) = self.peer_entry(&mut inner, status.key, now) else {
+            return;
+        };
+        let pending = u64::try_from(status.pending).unwrap_or(u64::MAX);
+        entry.pending = pending;
+        self.families
+            .pending
+            .with_label_values(&[entry.label.as_str()])
+            .set(saturating_i64(pending));
+        let session_error = status.stats.last_error.as_ref().map(ToString::to_string);
+        if session_error.is_some() && session_error != entry.session_error {
+            entry.last_error.clone_from(&session_error);
+        }
+        entry.session_error = session_error;
+    }
+
+    /// The entry of `peer`, created (and its series initialised) on first sight; `None`
+    /// for a peer removed and not added again.
+    fn peer_entry<'a>(
+        &self,
+        inner: &'a mut Inner,
+        peer: PeerKey,
+        now: SystemTime,
+    ) -> Option<&'a mut PeerEntry> {
+        if inner.removed.contains(&peer) {
+            return None;
+        }
+        Some(inner.peers.entry(peer).or_insert_with(|| {
+            let label = labels::peer(&peer);
+            let f = &self.families;
+            let p = label.as_str();
+            f.session_up.with_label_values(&[p]).set(0);
+            for state in STATES {
+                f.session_state
+                    .with_label_values(&[p, state.as_str()])
+                    .set(i64::from(state == State::Idle));
+            }
+            f.session_established.with_label_values(&[p]).set(0.0);
+            f.session_flaps.with_label_values(&[p]).inc_by(0);
+            f.pending.with_label_values(&[p]).set(0);
+            PeerEntry {
+                label,
+                asn: None,
+                state: State::Idle,
+                since: now,
+                established_at: None,
+                flaps: 0,
+                announced: BTreeMap::new(),
+                pending: 0,
+                received: BTreeMap::new(),
+                messages_sent: 0,
+                messages_received: 0,
+                last_error: None,
+                not_announced: BTreeSet::new(),
+                session_error: None,
+                notifications: BTreeSet::new(),
+            }
+        }))
+    }
+
+    // --- config -----------------------------------------------------------------------
+
+    /// The outcome of feeding the config state a source event. Applied and Unchanged
+    /// are successful reloads; Rejected and Deleted are not (the source's current
+    /// content is not what runs). `status` is the state's status after the update.
+    pub fn record_config_reload(&self, update: &Update, status: &ConfigStatus, now: SystemTime) {
+        let ok = matches!(update, Update::Applied { .. } | Update::Unchanged { .. });
+        let mut inner = self.lock();
+        let f = &self.families;
+        f.config_reload_ok.set(i64::from(ok));
+        f.config_reload_time.set(unix_seconds(now));
+        f.config_reloads
+            .with_label_values(&[if ok { "success" } else { "failure" }])
+            .inc();
+        f.config_loaded.set(i64::from(status.in_force.is_some()));
+        let fingerprint = status.in_force.map(|fp| fp.to_string());
+        if inner.config_fingerprint != fingerprint {
+            if let Some(old) = &inner.config_fingerprint {
+                let _ = f.config_info.remove_label_values(&[old]);
+            }
+            if let Some(new) = &fingerprint {
+                f.config_info.with_label_values(&[new]).set(1);
+            }
+            inner.config_fingerprint = fingerprint.clone();
+        }
+        inner.config = ConfigReport {
+            loaded: status.in_force.is_some(),
+            fingerprint,
+            last_reload_successful: Some(ok),
+            last_reload_unix: Some(whole_seconds(now)),
+            source_deleted: status.source_deleted,
+            rejected: status
+                .rejected
+                .as_ref()
+                .map(|r| r.errors.iter().map(ToString::to_string).collect())
+                .unwrap_or_default(),
+        };
+    }
+
+    // --- sources ----------------------------------------------------------------------
+
+    /// The latest status of every followed resource. Counters follow the status's own
+    /// totals (which only grow); a resource no longer followed loses its series.
+    pub fn record_source_status(&self, status: &SourceStatus) {
+        let mut inner = self.lock();
+        let f = &self.families;
+        for resource in inner.sources.resources.keys() {
+            if !status.resources.contains_key(resource) {
+                let r = [resource.as_str()];
+                let _ = f.source_up.remove_label_values(&r);
+                let _ = f.source_synced.remove_label_values(&r);
+                let _ = f.source_last_event.remove_label_values(&r);
+                let _ = f.source_events.remove_label_values(&r);
+                let _ = f.source_errors.remove_label_values(&r);
+            }
+        }
+        for (resource, s) in &status.resources {
+            let r = [resource.as_str()];
+            f.source_up.with_label_values(&r).set(i64::from(s.up));
+            f.source_synced
+                .with_label_values(&r)
+                .set(i64::from(s.synced));
+            f.source_last_event
+                .with_label_values(&r)
+                .set(s.last_event.map_or(0.0, unix_seconds));
+            advance(&f.source_events, &r, s.events);
+            advance(&f.source_errors, &r, s.errors);
+        }
+        inner.sources = status.clone();
+    }
+
+    // --- node view --------------------------------------------------------------------
+
+    /// A new node view: nodes, prefixes, the IPAM mode, drift per node (series of nodes
+    /// that no longer drift, or no longer exist, are deleted), overlaps and refusals.
+    pub fn set_view(&self, view: &NodeView) {
+        let mut inner = self.lock();
+        let f = &self.families;
+        f.view_nodes.set(saturating_i64(view.nodes.len() as u64));
+        let prefixes: usize = view.nodes.values().map(|n| n.prefixes.len()).sum();
+        f.view_prefixes.set(saturating_i64(prefixes as u64));
+        for mode in IPAM_MODES {
+            f.ipam_mode
+                .with_label_values(&[mode.as_str()])
+                .set(i64::from(mode == view.ipam));
+        }
+        f.ipam_error.set(0);
+
+        let drifting: BTreeSet<String> = view
+            .nodes
+            .values()
+            .filter(|n| n.drift.is_some())
+            .map(|n| n.name.to_string())
+            .collect();
+        for gone in inner.drift_nodes.difference(&drifting) {
+            let _ = f.drift.remove_label_values(&[gone]);
+        }
+        for node in &drifting {
+            f.drift.with_label_values(&[node]).set(1);
+        }
+        f.drift_nodes.set(saturating_i64(drifting.len() as u64));
+        inner.drift_nodes = drifting;
+
+        let found = overlaps(
+            view.nodes
+                .values()
+                .flat_map(|n| n.prefixes.iter().map(move |p| (&n.name, *p))),
+        );
+        let conflicting: BTreeSet<&str> = found
+            .iter()
+            .flat_map(|o| [o.node.as_ref(), o.other_node.as_ref()])
+            .collect();
+        f.conflicts.set(saturating_i64(conflicting.len() as u64));
+        f.refused.set(saturating_i64(view.refused_count() as u64));
+
+        let announced = match view.ipam {
+            IpamMode::Kubernetes => "Node",
+            IpamMode::ClusterPool => "CiliumNode",
+        };
+        inner.view = Some(ViewReport {
+            ipam: Some(view.ipam.as_str().to_owned()),
+            ipam_error: None,
+            announce_pod_cidr: view.announce_pod_cidr,
+            nodes: view.nodes.len(),
+            prefixes,
+            drift: view
+                .nodes
+                .values()
+                .filter_map(|n| {
+                    n.drift.as_ref().map(|d| DriftReport {
+                        node: n.name.to_string(),
+                        node_cidrs: d.node_cidrs.iter().map(ToString::to_string).collect(),
+                        cilium_node_cidrs: d.cilium_cidrs.iter().map(ToString::to_string).collect(),
+                        announced: announced.to_owned(),
+                    })
+                })
+                .collect(),
+            refused: view
+                .nodes
+                .values()
+                .flat_map(|n| {
+                    n.refused.iter().map(|(p, r)| RefusedReport {
+                        node: n.name.to_string(),
+                        prefix: p.to_string(),
+                        reason: r.to_string(),
+                    })
+                })
+                .collect(),
+            overlaps: found
+                .iter()
+                .map(|o| OverlapReport {
+                    node: o.node.to_string(),
+                    prefix: o.prefix.to_string(),
+                    other_node: o.other_node.to_string(),
+                    other_prefix: o.other_prefix.to_string(),
+                })
+                .collect(),
+            warnings: view.warnings.iter().map(ToString::to_string).collect(),
+        });
+    }
+
+    /// The sources' facts give no view: the IPAM mode cannot be decided, so nothing is
+    /// announced. Node and drift series keep their last values (the facts did not go
+    /// away); the mode series all read 0 and the error gauge 1.
+    pub fn set_view_error(&self, error: &IpamError) {
+        let mut inner = self.lock();
+        let f = &self.families;
+        for mode in IPAM_MODES {
+            f.ipam_mode.with_label_values(&[mode.as_str()]).set(0);
+        }
+        f.ipam_error.set(1);
+        f.view_prefixes.set(0);
+        let mut report = inner.view.take().unwrap_or_default();
+        report.ipam = None;
+        report.ipam_error = Some(error.to_string());
+        report.prefixes = 0;
+        inner.view = Some(report);
+    }
+
+    /// Either of the above, for a source snapshot's `view`.
+    pub fn set_view_result(&self, view: &Result<NodeView, IpamError>) {
+        match view {
+            Ok(v) => self.set_view(v),
+            Err(e) => self.set_view_error(e),
+        }
+    }
+
+    // --- latency ----------------------------------------------------------------------
+
+    /// From a source change to the UPDATE it caused being written.
+    pub fn observe_event_to_update(&self, elapsed: Duration) {
+        self.families.event_to_update.observe(elapsed.as_secs_f64());
+    }
+
+    // --- output -----------------------------------------------------------------------
+
+    /// The Prometheus text exposition (format 0.0.4) of every series.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Encoding a registry's own families only fails on an invalid family, which the
+        // registry refused at registration; an empty page is the safe fallback.
+        if TextEncoder::new()
+            .encode_utf8(&self.registry.gather(), &mut out)
+            .is_err()
+        {
+            out.clear();
+        }
+        out
+    }
+
+    /// The content type of [`Metrics::encode`].
+    pub fn content_type(&self) -> String {
+        TextEncoder::new().format_type().to_owned()
+    }
+
+    /// The `/status` document at `now`.
+    pub fn status(&self, now: SystemTime, instant: Instant) -> Status {
+        let alive = self.alive_at(instant);
+        let ready = self.ready();
+        let inner = self.lock();
+        let age = |t: SystemTime| now.duration_since(t).map_or(0, |d| d.as_secs());
+        Status {
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            now_unix: whole_seconds(now),
+            node: inner.node.clone(),
+            alive,
+            ready,
+            config: inner.config.clone(),
+            sources: inner
+                .sources
+                .resources
+                .iter()
+                .map(|(resource, s)| SourceReport {
+                    resource: resource.as_str().to_owned(),
+                    up: s.up,
+                    synced: s.synced,
+                    last_event_unix: s.last_event.map(whole_seconds),
+                    events: s.events,
+                    errors: s.errors,
+                    last_error: s.last_error.clone(),
+                })
+                .collect(),
+            view: inner.view.clone(),
+            peers: inner
+                .peers
+                .iter()
+                .map(|(key, e)| PeerReport {
+                    peer: e.label.clone(),
+                    address: key.address,
+                    port: key.port,
+                    asn: e.asn,
+                    state: e.state.as_str().to_owned(),
+                    up: e.state == State::Established,
+                    state_seconds: age(e.since),
+                    established_unix: e.established_at.map(whole_seconds),
+                    uptime_seconds: e
+                        .established_at
+                        .filter(|_| e.state == State::Established)
+                        .map(age),
+                    flaps: e.flaps,
+                    announced: counts(&e.announced),
+                    pending: e.pending,
+                    received: counts(&e.received),
+                    messages_sent: e.messages_sent,
+                    messages_received: e.messages_received,
+                    last_error: e.last_error.clone(),
+                })
+                .collect(),
+        }
+    }
+
+    /// The resources followed, for tests.
+    pub fn resources(&self) -> Vec<Resource> {
+        self.lock().sources.resources.keys().copied().collect()
+    }
+}
+
+impl Families {
+    fn register(registry: &Registry) -> Families {
+        let r = Registrar(registry);
+        let build = r.gauge_vec(
+            "build_info",
+            "Always 1; the version as a label.",
+            &["version"],
+        );
+        build.with_label_values(&[env!("CARGO_PKG_VERSION")]).set(1);
+        Families {
+            session_up: r.gauge_vec(
+                "session_up",
+                "1 when the BGP session with the peer is Established, else 0.",
+                &["peer"],
+            ),
+            session_state: r.gauge_vec(
+                "session_state",
+                "1 for the session's current RFC 4271 FSM state, 0 for the other five.",
+                &["peer", "state"],
+            ),
+            session_established: r.float_gauge_vec(
+                "session_established_timestamp_seconds",
+                "Unix time the session last reached Established; 0 if it never did.",
+                &["peer"],
+            ),
+            session_flaps: r.counter_vec(
+                "session_flaps_total",
+                "Times the session left Established.",
+                &["peer"],
+            ),
+            messages_sent: r.counter_vec(
+                "messages_sent_total",
+                "BGP messages sent to the peer, by message type.",
+                &["peer", "type"],
+            ),
+            messages_received: r.counter_vec(
+                "messages_received_total",
+                "BGP messages received from the peer, by message type.",
+                &["peer", "type"],
+            ),
+            notifications: r.counter_vec(
+                "notifications_total",
+                "NOTIFICATION messages by direction, error code and subcode \
+                 (unregistered values read \"other\").",
+                &["peer", "direction", "code", "subcode"],
+            ),
+            announced: r.gauge_vec(
+                "announced_prefixes",
+                "Prefixes announced to the peer and acknowledged by a sent UPDATE.",
+                &["peer", "afi"],
+            ),
+            pending: r.gauge_vec(
+                "pending_prefixes",
+                "Prefixes desired for the peer but not yet written in an UPDATE.",
+                &["peer"],
+            ),
+            received: r.gauge_vec(
+                "received_prefixes",
+                "Prefixes the peer currently announces to the speaker.",
+                &["peer", "afi"],
+            ),
+            not_announced: r.counter_vec(
+                "routes_not_announced_total",
+                "Desired routes the peer driver could not send to the peer, by reason \
+                 (family not negotiated, no next hop of the family...).",
+                &["peer", "afi", "reason"],
+            ),
+            config_loaded: r.gauge("config_loaded", "1 when a valid bgp-config is in force."),
+            config_reload_ok: r.gauge(
+                "config_last_reload_successful",
+                "1 when the last bgp-config change was applied (or was the same config).",
+            ),
+            config_reload_time: r.float_gauge(
+                "config_last_reload_timestamp_seconds",
+                "Unix time of the last bgp-config change seen.",
+            ),
+            config_reloads: r.counter_vec(
+                "config_reloads_total",
+                "bgp-config changes seen, by result.",
+                &["result"],
+            ),
+            config_info: r.gauge_vec(
+                "config_info",
+                "Always 1; the fingerprint of the bgp-config in force as a label.",
+                &["fingerprint"],
+            ),
+            source_up: r.gauge_vec(
+                "source_watch_up",
+                "1 when the watch (or the last file load) of the resource works.",
+                &["resource"],
+            ),
+            source_synced: r.gauge_vec(
+                "source_synced",
+                "1 once the resource completed its first list (or load).",
+                &["resource"],
+            ),
+            source_last_event: r.float_gauge_vec(
+                "source_last_event_timestamp_seconds",
+                "Unix time of the last event (or successful load) of the resource.",
+                &["resource"],
+            ),
+            source_events: r.counter_vec(
+                "source_events_total",
+                "Events applied from the resource (watch events, list items, loads).",
+                &["resource"],
+            ),
+            source_errors: r.counter_vec(
+                "source_errors_total",
+                "Errors following the resource (watch errors, unreadable objects, bad files).",
+                &["resource"],
+            ),
+            view_nodes: r.gauge("view_nodes", "Nodes in the node view."),
+            view_prefixes: r.gauge(
+                "view_prefixes",
+                "Pod CIDRs the node view announces, over all nodes.",
+            ),
+            ipam_mode: r.gauge_vec(
+                "ipam_mode",
+                "1 for the IPAM mode in force; all 0 when it cannot be decided.",
+                &["mode"],
+            ),
+            ipam_error: r.gauge(
+                "ipam_error",
+                "1 when the IPAM mode cannot be decided (nothing is announced).",
+            ),
+            drift: r.gauge_vec(
+                "podcidr_drift",
+                "1 when the node's Node and CiliumNode list different pod CIDRs; \
+                 no series for nodes without drift.",
+                &["node"],
+            ),
+            drift_nodes: r.gauge(
+                "podcidr_drift_nodes",
+                "Nodes whose Node and CiliumNode list different pod CIDRs.",
+            ),
+            conflicts: r.gauge(
+                "podcidr_conflicts",
+                "Nodes whose announced pod CIDRs overlap another node's.",
+            ),
+            refused: r.gauge(
+                "refused_prefixes",
+                "Pod CIDRs not announced by the safety rules (default routes, \
+                 outside the cluster pool).",
+            ),
+            event_to_update: r.histogram(
+                "event_to_update_seconds",
+                "From a source change to the UPDATE it caused being written.",
+                &EVENT_TO_UPDATE_BUCKETS,
+            ),
+        }
+    }
+}
+
+/// Registers families under [`NAMESPACE`]. The names and label sets are constants,
+/// distinct and valid (the unit tests build a registry), so registration cannot fail
+/// at run time.
+struct Registrar<'a>(&'a Registry);
+
+impl Registrar<'_> {
+    fn opts(name: &str, help: &str) -> Opts {
+        Opts::new(name, help).namespace(NAMESPACE)
+    }
+
+    fn add<C: prometheus::core::Collector + Clone + 'static>(&self, c: C) -> C {
+        self.0
+            .register(Box::new(c.clone()))
+            .expect("metric families are constant and distinct");
+        c
+    }
+
+    fn gauge(&self, name: &str, help: &str) -> IntGauge {
+        let g = IntGauge::with_opts(Self::opts(name, help)).expect("valid constant opts");
+        self.add(g)
+    }
+
+    fn float_gauge(&self, name: &str, help: &str) -> prometheus::Gauge {
+        let g = prometheus::Gauge::with_opts(Self::opts(name, help)).expect("valid constant opts");
+        self.add(g)
+    }
+
+    fn gauge_vec(&self, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+        let g = IntGaugeVec::new(Self::opts(name, help), labels).expect("valid constant opts");
+        self.add(g)
+    }
+
+    fn float_gauge_vec(&self, name: &str, help: &str, labels: &[&str]) -> GaugeVec {
+        let g = GaugeVec::new(Self::opts(name, help), labels).expect("valid constant opts");
+        self.add(g)
+    }
+
+    fn counter_vec(&self, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+        let c = IntCounterVec::new(Self::opts(name, help), labels).expect("valid constant opts");
+        self.add(c)
+    }
+
+    fn histogram(&self, name: &str, help: &str, buckets: &[f64]) -> Histogram {
+        let opts = HistogramOpts::new(name, help)
+            .namespace(NAMESPACE)
+            .buckets(buckets.to_vec());
+        let h = Histogram::with_opts(opts).expect("valid constant buckets");
+        self.add(h)
+    }
+}
+
+/// Brings a counter up to a total kept elsewhere (a status that counts by itself).
+/// Only this module writes these counters, so the counter's value is the last total
+/// seen; a total that went down (a restarted source) adds nothing.
+fn advance(family: &IntCounterVec, labels: &[&str], total: u64) {
+    let counter = family.with_label_values(labels);
+    let delta = total.saturating_sub(counter.get());
+    counter.inc_by(delta);
+}
+
+fn counts(map: &BTreeMap<&'static str, u64>) -> BTreeMap<String, u64> {
+    map.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect()
+}
+
+fn unix_seconds(t: SystemTime) -> f64 {
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+fn whole_seconds(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+fn saturating_i64(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}

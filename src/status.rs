@@ -1,0 +1,532 @@
+//! `podcidr-speaker status [--addr HOST:PORT]`: reads a running speaker's `/status` and
+//! prints it the way a router prints `show bgp summary`, plus the local node, the IPAM
+//! mode, the sources and drift warnings.
+//!
+//! Exit status: 0 when a config is in force and every configured peer is Established,
+//! 1 otherwise, 2 when the speaker cannot be reached or does not answer with a status
+//! (so scripts and probes can tell "down" from "unreachable").
+//!
+//! Owns: a minimal HTTP/1.1 GET over `std::net::TcpStream` (one request, bounded in
+//! time and size; no HTTP client crate for one GET), the table rendering ([`Table`],
+//! shared with `doctor`). Must not: talk to anything but the address it is given.
+
+use std::fmt;
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::time::{Duration, Instant};
+
+use crate::metrics::board::{PeerReport, Status};
+
+/// Where the daemon serves its endpoint by default (`run --metrics-addr`).
+pub const DEFAULT_ADDR: &str = "127.0.0.1:9477";
+/// Connecting, sending and reading the answer together get this long.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
+/// The largest answer read; a status of thousands of nodes' drift fits many times.
+pub const MAX_RESPONSE: usize = 16 * 1024 * 1024;
+
+/// Exit status when every peer is Established and a config is in force.
+pub const EXIT_OK: u8 = 0;
+/// Exit status when a peer is not Established or no config is in force.
+pub const EXIT_NOT_ESTABLISHED: u8 = 1;
+/// Exit status when the speaker cannot be reached or answers something else.
+pub const EXIT_UNREACHABLE: u8 = 2;
+
+/// Why no status could be read.
+#[derive(Debug, thiserror::Error)]
+pub enum StatusError {
+    #[error("--addr {addr:?}: {reason}")]
+    Address { addr: String, reason: String },
+    #[error("cannot connect to {addr}: {source}")]
+    Connect {
+        addr: SocketAddr,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{addr}: {source}")]
+    Io {
+        addr: SocketAddr,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{addr}: no answer within {timeout:?}")]
+    Timeout { addr: SocketAddr, timeout: Duration },
+    #[error("{addr}: not an HTTP/1.x answer: {reason}")]
+    Http { addr: SocketAddr, reason: String },
+    #[error("{addr}: /status answered {code}: {body}")]
+    Status {
+        addr: SocketAddr,
+        code: u16,
+        body: String,
+    },
+    #[error("{addr}: /status is not a podcidr-speaker status document: {source}")]
+    Json {
+        addr: SocketAddr,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+/// The `status` command: fetch, print (tables or JSON) and return the exit status.
+pub fn command(addr: &str, json: bool, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
+    let status = match fetch(addr, DEFAULT_TIMEOUT) {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = writeln!(err, "podcidr-speaker status: {e}");
+            return EXIT_UNREACHABLE;
+        }
+    };
+    let written = if json {
+        serde_json::to_string_pretty(&status)
+            .map_err(io::Error::other)
+            .and_then(|text| writeln!(out, "{text}"))
+    } else {
+        write!(out, "{}", Summary(&status))
+    };
+    if let Err(e) = written {
+        let _ = writeln!(err, "podcidr-speaker status: writing the output: {e}");
+        return EXIT_UNREACHABLE;
+    }
+    exit_code(&status)
+}
+
+/// GETs `/status` from `addr` (HOST:PORT) and decodes it.
+pub fn fetch(addr: &str, timeout: Duration) -> Result<Status, StatusError> {
+    let deadline = Instant::now() + timeout;
+    let target = resolve(addr)?;
+    let (code, body) = get(target, addr, "/status", deadline, timeout)?;
+    if code != 200 {
+        return Err(StatusError::Status {
+            addr: target,
+            code,
+            body: String::from_utf8_lossy(&body).trim().to_owned(),
+        });
+    }
+    serde_json::from_slice(&body).map_err(|source| StatusError::Json {
+        addr: target,
+        source,
+    })
+}
+
+fn resolve(addr: &str) -> Result<SocketAddr, StatusError> {
+    let bad = |reason: String| StatusError::Address {
+        addr: addr.to_owned(),
+        reason,
+    };
+    addr.to_socket_addrs()
+        .map_err(|e| bad(e.to_string()))?
+        .next()
+        .ok_or_else(|| bad("resolves to no address".to_owned()))
+}
+
+/// One HTTP/1.1 GET with `Connection: close`; the answer's status code and body.
+fn get(
+    target: SocketAddr,
+    host: &str,
+    path: &str,
+    deadline: Instant,
+    timeout: Duration,
+) -> Result<(u16, Vec<u8>), StatusError> {
+    let left = || {
+        deadline
+            .checked_duration_since(Instant::now())
+            .filter(|d| !d.is_zero())
+            .ok_or(StatusError::Timeout {
+                addr: target,
+                timeout,
+            })
+    };
+    let io_err = |source: io::Error| match source.kind() {
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => StatusError::Timeout {
+            addr: target,
+            timeout,
+        },
+        _ => StatusError::Io {
+            addr: target,
+            source,
+        },
+    };
+    let mut stream = TcpStream::connect_timeout(&target, left()?).map_err(|source| {
+        if source.kind() == io::ErrorKind::TimedOut {
+            StatusError::Timeout {
+                addr: target,
+                timeout,
+            }
+        } else {
+            StatusError::Connect {
+                addr: target,
+                source,
+            }
+        }
+    })?;
+    stream.set_write_timeout(Some(left()?)).map_err(io_err)?;
+    let request = format!(
+        "GET {path} HTTP/1.1\r\nHost: {host}\r\nAccept: application/json\r\n\
+         User-Agent: podcidr-speaker/{}\r\nConnection: close\r\n\r\n",
+        env!("CARGO_PKG_VERSION")
+    );
+    stream.write_all(request.as_bytes()).map_err(io_err)?;
+    let mut answer = Vec::new();
+    let mut chunk = [0u8; 16 * 1024];
+    loop {
+        stream.set_read_timeout(Some(left()?)).map_err(io_err)?;
+        let n = stream.read(&mut chunk).map_err(io_err)?;
+        if n == 0 {
+            break;
+        }
+        answer.extend_from_slice(&chunk[..n]);
+        if answer.len() > MAX_RESPONSE {
+            return Err(StatusError::Http {
+                addr: target,
+                reason: format!("answer longer than {MAX_RESPONSE} octets"),
+            });
+        }
+    }
+    parse_response(&answer).map_err(|reason| StatusError::Http {
+        addr: target,
+        reason,
+    })
+}
+
+/// Splits an HTTP/1.x answer read to EOF into its status code and body (honouring
+/// Content-Length when present; chunked encoding is refused, the speaker never uses it).
+pub fn parse_response(answer: &[u8]) -> Result<(u16, Vec<u8>), String> {
+    let end = answer
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .ok_or("no end of headers")?;
+    let head = std::str::from_utf8(&answer[..end]).map_err(|_| "headers are not UTF-8")?;
+    let body = &answer[end + 4..];
+    let mut lines = head.split("\r\n");
+    let status_line = lines.next().unwrap_or_default();
+    let mut parts = status_line.splitn(3, ' ');
+    let version = parts.next().unwrap_or_default();
+    if !version.starts_with("HTTP/1.") {
+        return Err(format!("status line {status_line:?}"));
+    }
+    let code: u16 = parts
+        .next()
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| format!("status line {status_line:?}"))?;
+    let mut length = None;
+    for line in lines {
+        let Some((name, value)) = line.split_once(':') else {
+            return Err(format!("header line {line:?}"));
+        };
+        let value = value.trim();
+        if name.eq_ignore_ascii_case("content-length") {
+            length = Some(
+                value
+                    .parse::<usize>()
+                    .map_err(|_| format!("Content-Length {value:?}"))?,
+            );
+        } else if name.eq_ignore_ascii_case("transfer-encoding") {
+            return Err(format!("unexpected Transfer-Encoding {value:?}"));
+        }
+    }
+    match length {
+        Some(n) if n > body.len() => Err(format!(
+            "body of {} octets, Content-Length says {n}",
+            body.len()
+        )),
+        Some(n) => Ok((code, body[..n].to_vec())),
+        None => Ok((code, body.to_vec())),
+    }
+}
+
+/// The exit status for a status document (see the module documentation).
+pub fn exit_code(status: &Status) -> u8 {
+    if status.config.loaded && status.peers.iter().all(|p| p.up) {
+        EXIT_OK
+    } else {
+        EXIT_NOT_ESTABLISHED
+    }
+}
+
+/// The human rendering of a status document.
+pub struct Summary<'a>(pub &'a Status);
+
+impl fmt::Display for Summary<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = self.0;
+        let ago = |t: Option<u64>| match t {
+            Some(t) => format!("{} ago", duration(s.now_unix.saturating_sub(t))),
+            None => "never".to_owned(),
+        };
+        writeln!(
+            f,
+            "podcidr-speaker {} on node {}: {}, {}",
+            s.version,
+            s.node.as_deref().unwrap_or("(unknown)"),
+            if s.ready { "ready" } else { "NOT READY" },
+            if s.alive {
+                "alive"
+            } else {
+                "MAIN LOOP STALLED"
+            },
+        )?;
+        let c = &s.config;
+        let in_force = match &c.fingerprint {
+            Some(fp) => format!("config {fp} in force"),
+            None => "no config in force".to_owned(),
+        };
+        let reload = match c.last_reload_successful {
+            Some(true) => format!("last reload ok {}", ago(c.last_reload_unix)),
+            Some(false) => format!("last reload FAILED {}", ago(c.last_reload_unix)),
+            None => "no reload yet".to_owned(),
+        };
+        write!(f, "{in_force}, {reload}")?;
+        if c.source_deleted {
+            write!(f, ", config source deleted")?;
+        }
+        writeln!(f)?;
+        for e in &c.rejected {
+            writeln!(f, "  rejected: {e}")?;
+        }
+        match &s.view {
+            None => writeln!(f, "ipam: no node view yet")?,
+            Some(v) => {
+                match (&v.ipam, &v.ipam_error) {
+                    (Some(mode), _) => write!(f, "ipam {mode}")?,
+                    (None, Some(e)) => write!(f, "ipam UNDECIDED ({e})")?,
+                    (None, None) => write!(f, "ipam unknown")?,
+                }
+                write!(
+                    f,
+                    ", {} nodes in view, {} pod CIDRs announced",
+                    v.nodes, v.prefixes
+                )?;
+                if !v.announce_pod_cidr {
+                    write!(f, " (bgp-announce-pod-cidr is false)")?;
+                }
+                writeln!(f)?;
+            }
+        }
+
+        writeln!(f)?;
+        if s.peers.is_empty() {
+            writeln!(f, "no peers configured")?;
+        } else {
+            let mut t = Table::new([
+                "Neighbor",
+                "AS",
+                "State",
+                "Up/Down",
+                "Sent",
+                "Pending",
+                "Rcvd",
+                "Flaps",
+                "Last error",
+            ]);
+            for p in &s.peers {
+                t.row(peer_row(p));
+            }
+            write!(f, "{t}")?;
+        }
+
+        if !s.sources.is_empty() {
+            writeln!(f)?;
+            let mut t = Table::new([
+                "Source",
+                "Up",
+                "Synced",
+                "Last event",
+                "Events",
+                "Errors",
+                "Last error",
+            ]);
+            for r in &s.sources {
+                t.row([
+                    r.resource.clone(),
+                    yes_no(r.up),
+                    yes_no(r.synced),
+                    ago(r.last_event_unix),
+                    r.events.to_string(),
+                    r.errors.to_string(),
+                    r.last_error.clone().unwrap_or_else(|| "-".to_owned()),
+                ]);
+            }
+            write!(f, "{t}")?;
+        }
+
+        if let Some(v) = &s.view {
+            if !v.drift.is_empty() {
+                writeln!(f, "\nDrift: Node and CiliumNode disagree")?;
+                for d in &v.drift {
+                    writeln!(
+                        f,
+                        "  {}: Node [{}] vs CiliumNode [{}]; the {}'s are announced",
+                        d.node,
+                        d.node_cidrs.join(", "),
+                        d.cilium_node_cidrs.join(", "),
+                        d.announced
+                    )?;
+                }
+            }
+            if !v.overlaps.is_empty() {
+                writeln!(f, "\nOverlaps between nodes")?;
+                for o in &v.overlaps {
+                    writeln!(
+                        f,
+                        "  {} {} overlaps {} {}",
+                        o.node, o.prefix, o.other_node, o.other_prefix
+                    )?;
+                }
+            }
+            if !v.refused.is_empty() {
+                writeln!(f, "\nNot announced")?;
+                for r in &v.refused {
+                    writeln!(f, "  {} {}: {}", r.node, r.prefix, r.reason)?;
+                }
+            }
+            if !v.warnings.is_empty() {
+                writeln!(f, "\nWarnings")?;
+                for w in &v.warnings {
+                    writeln!(f, "  {w}")?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn peer_row(p: &PeerReport) -> [String; 9] {
+    let state = match p.state.as_str() {
+        "idle" => "Idle",
+        "connect" => "Connect",
+        "active" => "Active",
+        "opensent" => "OpenSent",
+        "openconfirm" => "OpenConfirm",
+        "established" => "Established",
+        other => other,
+    };
+    [
+        p.peer.clone(),
+        p.asn.map_or_else(|| "?".to_owned(), |a| a.to_string()),
+        state.to_owned(),
+        duration(p.uptime_seconds.unwrap_or(p.state_seconds)),
+        p.announced_total().to_string(),
+        p.pending.to_string(),
+        p.received_total().to_string(),
+        p.flaps.to_string(),
+        p.last_error.clone().unwrap_or_else(|| "-".to_owned()),
+    ]
+}
+
+fn yes_no(b: bool) -> String {
+    if b { "yes" } else { "no" }.to_owned()
+}
+
+/// An age the way routers print one: `hh:mm:ss` under a day, `1d02h03m` under a week,
+/// `2w3d04h` beyond.
+pub fn duration(secs: u64) -> String {
+    const DAY: u64 = 86_400;
+    const WEEK: u64 = 7 * DAY;
+    if secs < DAY {
+        format!(
+            "{:02}:{:02}:{:02}",
+            secs / 3600,
+            secs % 3600 / 60,
+            secs % 60
+        )
+    } else if secs < WEEK {
+        format!(
+            "{}d{:02}h{:02}m",
+            secs / DAY,
+            secs % DAY / 3600,
+            secs % 3600 / 60
+        )
+    } else {
+        format!(
+            "{}w{}d{:02}h",
+            secs / WEEK,
+            secs % WEEK / DAY,
+            secs % DAY / 3600
+        )
+    }
+}
+
+/// A plain text table: columns padded to their widest cell, two spaces apart, no
+/// trailing blanks.
+#[derive(Debug, Clone)]
+pub struct Table {
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    pub fn new<const N: usize>(headers: [&str; N]) -> Table {
+        Table {
+            rows: vec![headers.iter().map(|h| (*h).to_owned()).collect()],
+        }
+    }
+
+    pub fn row<const N: usize>(&mut self, cells: [String; N]) {
+        self.rows.push(cells.into());
+    }
+}
+
+impl fmt::Display for Table {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let columns = self.rows.iter().map(Vec::len).max().unwrap_or(0);
+        let widths: Vec<usize> = (0..columns)
+            .map(|c| {
+                self.rows
+                    .iter()
+                    .filter_map(|r| r.get(c))
+                    .map(|cell| cell.chars().count())
+                    .max()
+                    .unwrap_or(0)
+            })
+            .collect();
+        for row in &self.rows {
+            let mut line = String::new();
+            for (i, cell) in row.iter().enumerate() {
+                if i > 0 {
+                    line.push_str("  ");
+                }
+                line.push_str(cell);
+                let pad = widths[i].saturating_sub(cell.chars().count());
+                line.extend(std::iter::repeat_n(' ', pad));
+            }
+            writeln!(f, "{}", line.trim_end())?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_like_a_router() {
+        assert_eq!(duration(0), "00:00:00");
+        assert_eq!(duration(3_723), "01:02:03");
+        assert_eq!(duration(86_399), "23:59:59");
+        assert_eq!(duration(86_400 + 7_380), "1d02h03m");
+        assert_eq!(duration(17 * 86_400 + 4 * 3600), "2w3d04h");
+    }
+
+    #[test]
+    fn table_pads_columns_and_trims_line_ends() {
+        let mut t = Table::new(["A", "Longer", "C"]);
+        t.row(["wide cell".to_owned(), "x".to_owned(), String::new()]);
+        assert_eq!(t.to_string(), "A          Longer  C\nwide cell  x\n");
+    }
+
+    #[test]
+    fn responses_parse_with_and_without_content_length() {
+        assert_eq!(
+            parse_response(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}trailing"),
+            Ok((200, b"{}".to_vec()))
+        );
+        assert_eq!(
+            parse_response(b"HTTP/1.0 503 Service Unavailable\r\n\r\nnot ready\n"),
+            Ok((503, b"not ready\n".to_vec()))
+        );
+        assert!(parse_response(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n{}").is_err());
+        assert!(parse_response(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n").is_err());
+        assert!(parse_response(b"SSH-2.0-OpenSSH\r\n\r\n").is_err());
+        assert!(parse_response(b"HTTP/1.1 200 OK\r\n").is_err());
+        assert!(parse_response(b"HTTP/1.1 abc OK\r\n\r\n").is_err());
+    }
+}
