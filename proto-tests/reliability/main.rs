@@ -14,6 +14,8 @@
 //! - `faults`: a peer that flaps 1,000 times, a peer that stops reading, a config
 //!   replaced by garbage or by a dangerous one, a graceful restart in the middle of the
 //!   initial table (BIRD).
+//! - `binary`: the built `run` binary: no password in its logs, metrics or status;
+//!   SIGTERM in the middle of the initial table with graceful restart (BIRD).
 //! - `load`: 50,000 nodes, 16 peers, a soak under steady churn in cluster mode.
 //!
 //! RELIABILITY.md at the repository root records the figures these tests print.
@@ -25,7 +27,19 @@ mod harness;
 #[path = "../interop/speaker/mod.rs"]
 mod speaker;
 
+// The built binary as a child process, shared with the e2e tests.
+#[allow(dead_code)]
+#[path = "../e2e/speaker.rs"]
+mod e2e_speaker;
+#[allow(dead_code)]
+#[path = "../e2e/scrape.rs"]
+mod scrape;
+
+/// What proto-tests/e2e/scrape.rs waits at most (the e2e crate's own constant).
+pub const WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 mod abuse;
+mod binary;
 mod faults;
 mod fixture;
 mod load;
