@@ -4,6 +4,10 @@
 //! byte overwrites, length-field edits, truncation, insertion, deletion, splicing).
 //! A panic anywhere — in the codec, the readers, or the two decoders disagreeing —
 //! fails the test. Bounded in time; the seed and mutation counts are printed.
+//!
+//! The text targets (`config_parse`, `cluster_state`) are seeded from the samples in
+//! the repository's `config/` and need no data directory; their mutations also work on
+//! lines and YAML tokens, since byte flips alone rarely keep a document parseable.
 
 #[path = "targets.rs"]
 mod targets;
@@ -286,4 +290,201 @@ fn decode_pcap_over_small_captures_and_mutations() {
         .collect();
     assert!(seeds.len() >= 40, "found {} small captures", seeds.len());
     replay("decode_pcap", &seeds, 300, targets::pcap);
+}
+
+/// Every `*.yaml` under the repository's `config/` (bgp-configs, ConfigMaps and
+/// cluster-state files alike: each target gets the other's samples as well).
+fn repo_yaml_seeds() -> Vec<Vec<u8>> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "yaml") {
+                out.push(path);
+            }
+        }
+    }
+    let mut paths = Vec::new();
+    walk(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("config"),
+        &mut paths,
+    );
+    paths.sort();
+    paths
+        .into_iter()
+        .map(|p| std::fs::read(p).unwrap())
+        .collect()
+}
+
+/// Tokens that change a YAML document's meaning rather than its bytes.
+const YAML_TOKENS: &[&str] = &[
+    "\n- ",
+    ": ",
+    "- ",
+    "  ",
+    "\n",
+    "{",
+    "}",
+    "[",
+    "]",
+    "&a ",
+    "*a",
+    "!!str ",
+    "---\n",
+    "'",
+    "\"",
+    "~",
+    "null",
+    "0x",
+    "-1",
+    "4294967296",
+    "1e9",
+    "::",
+    "0.0.0.0/0",
+    "/33",
+    "peers:",
+    "peer-address: ",
+    "peer-asn: ",
+    "my-asn: ",
+    "hold-time: ",
+    "password: ",
+    "node-selectors:",
+    "match-labels:",
+    "max-prefix:",
+    "kind: Node\n",
+    "kind: List\n",
+    "items:",
+    "podCIDRs:",
+    "ipam: ",
+    "cluster-pool-ipv4-cidr: ",
+    "<<: ",
+    "? ",
+];
+
+/// A byte-level mutation half of the time, otherwise one on lines or YAML tokens.
+fn mutate_text(seed: &[u8], other: &[u8], rng: &mut Rng) -> Vec<u8> {
+    if rng.below(2) == 0 {
+        return mutate(seed, other, rng);
+    }
+    let text = String::from_utf8_lossy(seed);
+    let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+    let others: Vec<&[u8]> = other.split(|&b| b == b'\n').collect();
+    for _ in 0..1 + rng.below(3) {
+        let n = lines.len();
+        match rng.below(6) {
+            0 if n > 0 => {
+                lines.remove(rng.below(n));
+            }
+            1 if n > 0 => {
+                let l = lines[rng.below(n)].clone();
+                lines.insert(rng.below(n + 1), l);
+            }
+            2 if n > 0 => {
+                let i = rng.below(n);
+                let indent = " ".repeat(rng.below(6));
+                let trimmed = lines[i].trim_start().to_owned();
+                lines[i] = indent + &trimmed;
+            }
+            3 if n > 0 => {
+                let i = rng.below(n);
+                let line = &mut lines[i];
+                let at = (0..=rng.below(line.len() + 1))
+                    .rev()
+                    .find(|&k| line.is_char_boundary(k))
+                    .unwrap_or(0);
+                line.insert_str(at, YAML_TOKENS[rng.below(YAML_TOKENS.len())]);
+            }
+            4 if n > 0 => {
+                // A line from the other seed: Nodes into configs and the reverse.
+                let l = String::from_utf8_lossy(others[rng.below(others.len())]);
+                lines.insert(rng.below(n + 1), l.into_owned());
+            }
+            _ if n > 1 => {
+                let (a, b) = (rng.below(n), rng.below(n));
+                lines.swap(a, b);
+            }
+            _ => lines.push(YAML_TOKENS[rng.below(YAML_TOKENS.len())].to_owned()),
+        }
+    }
+    lines.join("\n").into_bytes()
+}
+
+/// As [`replay`], with text mutations.
+fn replay_text(name: &str, seeds: &[Vec<u8>], mutations: usize, target: fn(&[u8])) -> usize {
+    assert!(!seeds.is_empty(), "{name}: no seeds");
+    let started = Instant::now();
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d ^ name.len() as u64);
+    let mut runs = 0;
+    'seeds: for (i, seed) in seeds.iter().enumerate() {
+        target(seed);
+        runs += 1;
+        let other = &seeds[(i + 1) % seeds.len()];
+        for _ in 0..mutations {
+            if started.elapsed() > TEXT_BUDGET {
+                println!(
+                    "{name}: time budget reached after {} of {} seeds",
+                    i + 1,
+                    seeds.len()
+                );
+                break 'seeds;
+            }
+            target(&mutate_text(seed, other, &mut rng));
+            runs += 1;
+        }
+    }
+    println!(
+        "{name}: {} seeds, {runs} inputs in {:?}",
+        seeds.len(),
+        started.elapsed()
+    );
+    runs
+}
+
+/// Wall-clock budget of each text target.
+const TEXT_BUDGET: Duration = Duration::from_secs(20);
+
+#[test]
+fn config_parse_over_samples_and_mutations() {
+    let seeds = repo_yaml_seeds();
+    assert!(seeds.len() >= 10, "found {} config/ samples", seeds.len());
+    // The samples themselves must be what the target expects of good input.
+    for name in [
+        "cilium-bgp-config.yaml",
+        "metallb-full.yaml",
+        "speaker-extensions.yaml",
+    ] {
+        let text = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("config")
+                .join(name),
+        )
+        .unwrap();
+        assert!(
+            podcidr_speaker::config::parse(&text).is_ok(),
+            "{name} is refused"
+        );
+    }
+    let runs = replay_text("config_parse", &seeds, 400, targets::config_parse);
+    assert!(runs >= 1000, "only {runs} inputs ran");
+}
+
+#[test]
+fn cluster_state_over_samples_and_mutations() {
+    let mut seeds = repo_yaml_seeds();
+    // A whole directory as one input (files separated by NUL), as the target splits it.
+    let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/demo/cluster-state");
+    let joined: Vec<Vec<u8>> = files(&demo)
+        .into_iter()
+        .map(|p| std::fs::read(p).unwrap())
+        .collect();
+    seeds.push(joined.join(&0u8));
+    let state = podcidr_speaker::sources::file::load(&demo).expect("the demo cluster state loads");
+    assert!(
+        state.nodes.len() >= 4,
+        "the demo has {} nodes",
+        state.nodes.len()
+    );
+    let runs = replay_text("cluster_state", &seeds, 400, targets::cluster_state);
+    assert!(runs >= 1000, "only {runs} inputs ran");
 }

@@ -67,3 +67,132 @@ pub fn stream(data: &[u8]) {
         let _ = e.to_json().to_line();
     });
 }
+
+/// The input as text, as a config or state file would be read: invalid UTF-8 is
+/// replaced rather than skipped, so every input exercises the parser.
+fn text(data: &[u8]) -> std::borrow::Cow<'_, str> {
+    String::from_utf8_lossy(data)
+}
+
+/// A small valid bgp-config, in force before the fuzzed one arrives.
+const GOOD_CONFIG: &str = "peers:\n- peer-address: 192.0.2.1\n  peer-asn: 64512\n  my-asn: 64513\n";
+
+/// One input as a bgp-config file (`check`, `--bgp-config` and the ConfigMap watcher
+/// all end in `config::parse`): parsing is deterministic, a refusal carries at least
+/// one reason, the `check` report renders, an accepted config plans its sessions, and
+/// a refused config never displaces the last good one (`ConfigState`).
+pub fn config_parse(data: &[u8]) {
+    use podcidr_speaker::config::{self, check, reload::ReloadPlan, state};
+    use std::collections::BTreeMap;
+
+    let text = text(data);
+    let parsed = config::parse(&text);
+    assert_eq!(
+        parsed,
+        config::parse(&text),
+        "config::parse is not deterministic"
+    );
+    let _ = check::check_text("fuzz.yaml", &text).to_string();
+    match &parsed {
+        Ok(config) => {
+            let labels: BTreeMap<String, String> = config
+                .peers
+                .iter()
+                .flat_map(|p| p.node_selectors.iter())
+                .flat_map(|s| s.requirements().iter())
+                .filter_map(|r| Some((r.key().to_owned(), r.values().first()?.clone())))
+                .collect();
+            for labels in [BTreeMap::new(), labels] {
+                let plan = ReloadPlan::initial(config, &labels);
+                for key in &plan.open {
+                    assert_eq!(plan.action(key), Some(config::reload::SessionAction::Open));
+                }
+                let _ = plan.to_string();
+            }
+        }
+        Err(errors) => {
+            assert!(!errors.is_empty(), "a refused config without a reason");
+            let _ = errors.to_string();
+        }
+    }
+
+    let mut st = state::ConfigState::new();
+    let good = st.update_text(GOOD_CONFIG);
+    assert!(matches!(good, state::Update::Applied { .. }), "{good:?}");
+    let good = st.config().cloned();
+    let update = st.update_text(&text);
+    match (&parsed, &update) {
+        (Ok(_), state::Update::Applied { .. } | state::Update::Unchanged { .. }) => {}
+        (Err(_), state::Update::Rejected { kept, .. }) => {
+            assert!(kept.is_some(), "the last good config was not kept");
+            assert_eq!(
+                st.config().cloned(),
+                good,
+                "a refused config replaced the good one"
+            );
+            assert!(
+                st.status().rejected.is_some(),
+                "the rejection is not in the status"
+            );
+        }
+        (parsed, update) => panic!("parse gave {parsed:?} but ConfigState did {update:?}"),
+    }
+}
+
+/// One input as a `--cluster-state` directory: split at NUL octets into files, loaded
+/// all-or-nothing into a `ClusterState`, then turned into the node view under every
+/// `--ipam` override. A default route is never announced, nothing is both announced
+/// and refused, and the view is deterministic.
+pub fn cluster_state(data: &[u8]) {
+    use podcidr_speaker::sources::file::parse;
+    use podcidr_speaker::sources::{node_view, IpamOverride};
+    use std::path::PathBuf;
+
+    let text = text(data);
+    let files: Vec<(PathBuf, String)> = text
+        .split('\0')
+        .enumerate()
+        .map(|(i, t)| (PathBuf::from(format!("state-{i}.yaml")), t.to_owned()))
+        .collect();
+    let state = match parse::cluster_state(&files) {
+        Ok(state) => state,
+        Err(e) => {
+            let _ = e.to_string();
+            return;
+        }
+    };
+    for ipam in [
+        IpamOverride::Auto,
+        IpamOverride::Kubernetes,
+        IpamOverride::ClusterPool,
+    ] {
+        let view = node_view(&state, ipam);
+        assert_eq!(
+            view,
+            node_view(&state, ipam),
+            "node_view is not deterministic"
+        );
+        let Ok(view) = view else { continue };
+        assert_eq!(
+            view.nodes.len(),
+            state.nodes.len(),
+            "a Node is missing from the view"
+        );
+        for entry in view.nodes.values() {
+            for p in &entry.prefixes {
+                assert_ne!(p.prefix_len(), 0, "{}: default route announced", entry.name);
+                assert!(
+                    !entry.refused.iter().any(|(r, _)| r == p),
+                    "{}: {p} both announced and refused",
+                    entry.name
+                );
+            }
+            if !view.announce_pod_cidr {
+                assert!(
+                    entry.prefixes.is_empty(),
+                    "announced with announce-pod-cidr off"
+                );
+            }
+        }
+    }
+}
