@@ -547,7 +547,7 @@ fn graceful_restart(kind: Kind, dir: &Path) {
     tor.wait_exact(v4(1), Afi::Ipv4, &v4_fresh);
     tor.wait_exact(v4(1), Afi::Ipv6, &v6_fresh);
 
-    let st = first.stop(Shutdown::Restart);
+    let st = first.stop(Shutdown::Restart("test restart".into()));
     assert_eq!(
         st.stats.sent.notification, 0,
         "a restart sends no NOTIFICATION"

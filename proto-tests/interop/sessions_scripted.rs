@@ -484,7 +484,7 @@ async fn a_peer_that_stops_reading_does_not_grow_our_memory() {
         "one table, one report"
     );
     keepalives.abort();
-    s.stop(Shutdown::Restart).await;
+    s.stop(Shutdown::Restart("test restart".into())).await;
 }
 
 /// A peer that goes silent: after the hold time the speaker sends Hold Timer Expired

@@ -292,7 +292,7 @@ fn stop_reason() -> impl Strategy<Value = StopReason> {
         ".{0,300}".prop_map(StopReason::AdminShutdown),
         ".{0,20}".prop_map(StopReason::AdminReset),
         Just(StopReason::PeerDeconfigured),
-        Just(StopReason::Restart),
+        Just(StopReason::Restart("restarting".into())),
         Just(StopReason::CollisionResolution),
         Just(StopReason::PeerRestarted),
     ]

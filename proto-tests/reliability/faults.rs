@@ -479,7 +479,9 @@ fn restart_during_the_initial_table(tor: Tor) {
         "graceful restart negotiated"
     );
     let sent_before = first.status().advertised.values().sum::<u64>();
-    let stopped = first.stop(podcidr_speaker::peer::Shutdown::Restart);
+    let stopped = first.stop(podcidr_speaker::peer::Shutdown::Restart(
+        "test restart".into(),
+    ));
     assert!(
         sent_before < u64::from(n),
         "the whole table went out before the restart: {sent_before}"

@@ -118,7 +118,7 @@ fn restart_with_graceful_restart_closes_without_notification() {
     net.input(
         0,
         Input::Stop {
-            reason: StopReason::Restart,
+            reason: StopReason::Restart("restarting".into()),
         },
     );
     let a = net.actions_since(0, mark);
@@ -131,7 +131,7 @@ fn restart_with_graceful_restart_closes_without_notification() {
                 to: State::Idle
             },
             Action::Down {
-                reason: SessionError::Stopped(StopReason::Restart)
+                reason: SessionError::Stopped(StopReason::Restart("restarting".into()))
             },
         ]
     );
@@ -148,15 +148,17 @@ fn restart_with_graceful_restart_closes_without_notification() {
 }
 
 #[test]
-fn restart_without_graceful_restart_sends_administrative_reset() {
+fn restart_without_graceful_restart_sends_administrative_shutdown() {
     let mut s = Script::new(config());
     s.establish();
     let a = s.input(Input::Stop {
-        reason: StopReason::Restart,
+        reason: StopReason::Restart("speaker restarting".into()),
     });
+    // Cease/Administrative Shutdown (RFC 4486) with the RFC 9003 message: the speaker
+    // is going away, not resetting the session.
     let mut data = vec![18u8];
     data.extend_from_slice(b"speaker restarting");
-    assert_eq!(notifications(&a), vec![(6, 4, data)]);
+    assert_eq!(notifications(&a), vec![(6, 2, data)]);
     assert!(a.contains(&Action::CloseConnection { notify: true }));
 }
 
@@ -170,7 +172,7 @@ fn restart_before_established_sends_a_notification_even_with_graceful_restart() 
     s.message(Message::Open(open));
     assert!(s.session.negotiated().unwrap().graceful_restart);
     let a = s.input(Input::Stop {
-        reason: StopReason::Restart,
+        reason: StopReason::Restart("restarting".into()),
     });
     assert_eq!(
         notifications(&a).len(),

@@ -187,20 +187,12 @@ impl Peers {
         let deadline = tokio::time::Instant::now() + timeout;
         let mut waiting = JoinSet::new();
         for (key, r) in std::mem::take(&mut self.running) {
-            let graceful = r
-                .handle
-                .status
-                .borrow()
-                .negotiated
-                .as_ref()
-                .is_some_and(|n| n.graceful_restart);
-            let mode = if graceful {
-                Shutdown::Restart
-            } else {
-                Shutdown::Admin(SHUTDOWN_MESSAGE.into())
-            };
-            info!(peer = %key, graceful_restart = graceful, "closing the session");
-            r.stop(mode);
+            // The task's session decides between the graceful close and the Cease: the
+            // published status can lag behind it (just after Established, while the
+            // initial table is being written, it does not show the negotiated graceful
+            // restart yet), and acting on it there made the peer drop every route.
+            info!(peer = %key, "closing the session");
+            r.stop(Shutdown::Restart(SHUTDOWN_MESSAGE.into()));
             let handle = r.handle;
             waiting.spawn(async move {
                 let mut join = handle.join;

@@ -17,7 +17,7 @@ use super::listener::Inbound;
 use super::observer::{Direction, PeerObserver};
 use super::socket;
 use super::spec::PeerSpec;
-use super::{PeerError, PeerStatus, Shutdown};
+use super::{PeerError, PeerStatus, Shutdown, DAEMON_GONE_MESSAGE};
 use crate::bgp::session::{
     detect_collision, Action, Input, NotificationInfo, Session, Side, State, StopReason,
 };
@@ -287,7 +287,7 @@ impl Task {
                     None => Event::Nothing,
                 },
                 // The daemon is gone: leave as a restart would, routes kept by a GR peer.
-                Err(_) => Event::Shutdown(Shutdown::Restart),
+                Err(_) => Event::Shutdown(Shutdown::Restart(DAEMON_GONE_MESSAGE.into())),
             },
             () = sleep_until(deadline) => Event::Timeout,
             () = writable(main) => Event::Writable(Which::Main),
@@ -767,7 +767,7 @@ impl Task {
         info!(mode = ?mode, "shutting down");
         let reason = match mode {
             Shutdown::Admin(m) => StopReason::AdminShutdown(m),
-            Shutdown::Restart => StopReason::Restart,
+            Shutdown::Restart(m) => StopReason::Restart(m),
             Shutdown::Deconfigured => StopReason::PeerDeconfigured,
         };
         if self.candidate.is_some() {

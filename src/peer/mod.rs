@@ -24,7 +24,7 @@
 //! let inbound = listener.map(|l| l.register(&spec)).transpose()?;  // optional
 //! let handle = peer::spawn(spec, routes_rx, observer, stop_rx, inbound)?;
 //! routes_tx.send_replace(new_routes);          // each new plan: only the difference goes out
-//! stop_tx.send_replace(Some(Shutdown::Restart)); // SIGTERM: GR peers keep our routes
+//! stop_tx.send_replace(Some(Shutdown::Restart(msg))); // SIGTERM: GR peers keep our routes
 //! handle.join.await;                           // bounded by 2 x CLOSE_TIMEOUT
 //! ```
 
@@ -63,13 +63,20 @@ pub enum Shutdown {
     /// NOTIFICATION Cease/Administrative Shutdown with this RFC 9003 message: the peer
     /// drops our routes.
     Admin(String),
-    /// This speaker is restarting: with graceful restart negotiated the connection is
-    /// closed without a NOTIFICATION, so the peer keeps our routes as stale until we are
-    /// back (RFC 4724 section 4); otherwise Cease/Administrative Reset.
-    Restart,
+    /// This speaker is restarting or going away: with graceful restart in force on the
+    /// session at that moment the connection is closed without a NOTIFICATION, so the
+    /// peer keeps our routes as stale until we are back (RFC 4724 section 4); otherwise
+    /// Cease/Administrative Shutdown with this RFC 9003 message. The session decides, so
+    /// a caller never acts on a status that lags behind the session (a SIGTERM just after
+    /// Established, while the initial table is being written).
+    Restart(String),
     /// The peer was removed from the configuration: Cease/Peer De-configured.
     Deconfigured,
 }
+
+/// The RFC 9003 message of the Cease a peer task sends when its daemon is gone (the
+/// shutdown sender dropped) and graceful restart is not in force.
+pub const DAEMON_GONE_MESSAGE: &str = "podcidr-speaker stopped";
 
 /// What a peer task shows of itself, updated after every event it handles.
 #[derive(Debug, Clone)]
@@ -134,7 +141,7 @@ impl PeerHandle {
 ///
 /// `desired` carries the routes the peer must hold (the task sends the difference each
 /// time it changes); `shutdown` ends the task when it holds `Some` (a dropped sender
-/// counts as [`Shutdown::Restart`]); `inbound`, from [`Listener::register`], brings the
+/// counts as [`Shutdown::Restart`] with [`DAEMON_GONE_MESSAGE`]); `inbound`, from [`Listener::register`], brings the
 /// peer's own connections (required for a passive peer).
 pub fn spawn(
     spec: PeerSpec,

@@ -82,11 +82,13 @@ pub enum StopReason {
     /// The peer was removed from the configuration: Cease/Peer De-configured. No
     /// automatic restart.
     PeerDeconfigured,
-    /// This speaker is restarting. With graceful restart negotiated, the connection is
-    /// closed without a NOTIFICATION so that the peer keeps our routes as stale for the
-    /// restart time (RFC 4724 section 4); otherwise Cease/Administrative Reset. No
-    /// automatic restart.
-    Restart,
+    /// This speaker is restarting or going away. With graceful restart in force (the
+    /// session Established and the capability negotiated) the connection is closed
+    /// without a NOTIFICATION so that the peer keeps our routes as stale for the restart
+    /// time (RFC 4724 section 4); otherwise Cease/Administrative Shutdown with this RFC
+    /// 9003 message. No automatic restart. The session decides, not its caller: only the
+    /// session knows, at the moment it stops, whether graceful restart is in force.
+    Restart(String),
     /// This connection lost a collision (RFC 4271 section 6.8): Cease/Connection
     /// Collision Resolution. No automatic restart: the other connection carries on.
     CollisionResolution,
@@ -102,7 +104,7 @@ impl fmt::Display for StopReason {
             StopReason::AdminShutdown(m) => write!(f, "administrative shutdown {m:?}"),
             StopReason::AdminReset(m) => write!(f, "administrative reset {m:?}"),
             StopReason::PeerDeconfigured => f.write_str("peer de-configured"),
-            StopReason::Restart => f.write_str("speaker restart"),
+            StopReason::Restart(_) => f.write_str("speaker restart"),
             StopReason::CollisionResolution => f.write_str("connection collision resolution"),
             StopReason::PeerRestarted => f.write_str("peer restarted"),
         }

@@ -209,8 +209,8 @@ impl Session {
                 Some(Notification::cease(CeaseSubcode::PeerDeconfigured)),
                 false,
             ),
-            StopReason::Restart if established_gr => (None, false),
-            StopReason::Restart => (Some(Notification::admin_reset("speaker restarting")), false),
+            StopReason::Restart(_) if established_gr => (None, false),
+            StopReason::Restart(m) => (Some(Notification::admin_shutdown(m)), false),
             StopReason::CollisionResolution => (
                 Some(Notification::cease(
                     CeaseSubcode::ConnectionCollisionResolution,
