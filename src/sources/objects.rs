@@ -10,7 +10,7 @@
 //! cleared (`10.0.1.5/24` is `10.0.1.0/24`).
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::net::IpAddr;
 
 use ipnet::IpNet;
@@ -126,11 +126,16 @@ pub fn node_facts(node: &Node) -> Result<(String, NodeFacts), SourceError> {
     let spec = node.spec.as_ref();
 
     let mut node_cidrs: Vec<IpNet> = Vec::new();
+    // Order-preserving dedup; a set, not `Vec::contains`, so a Node with many CIDRs
+    // (a generated cluster state) loads in linear time.
+    let mut seen = HashSet::new();
     if let Some(primary) = spec
         .and_then(|s| s.pod_cidr.as_deref())
         .filter(|s| !s.is_empty())
     {
-        node_cidrs.push(parse_cidr(KIND, &name, "spec.podCIDR", primary)?);
+        let net = parse_cidr(KIND, &name, "spec.podCIDR", primary)?;
+        seen.insert(net);
+        node_cidrs.push(net);
     }
     for (i, text) in spec
         .and_then(|s| s.pod_cidrs.as_deref())
@@ -139,7 +144,7 @@ pub fn node_facts(node: &Node) -> Result<(String, NodeFacts), SourceError> {
         .enumerate()
     {
         let net = parse_cidr(KIND, &name, &format!("spec.podCIDRs[{i}]"), text)?;
-        if !node_cidrs.contains(&net) {
+        if seen.insert(net) {
             node_cidrs.push(net);
         }
     }
@@ -209,6 +214,7 @@ pub fn cilium_node_cidrs(node: &CiliumNode) -> Result<(String, Vec<IpNet>), Sour
         }
     };
     let mut cidrs: Vec<IpNet> = Vec::new();
+    let mut seen = HashSet::new();
     for (i, text) in spec
         .ipam
         .pod_cidrs
@@ -218,7 +224,7 @@ pub fn cilium_node_cidrs(node: &CiliumNode) -> Result<(String, Vec<IpNet>), Sour
         .enumerate()
     {
         let net = parse_cidr(KIND, &name, &format!("spec.ipam.podCIDRs[{i}]"), text)?;
-        if !cidrs.contains(&net) {
+        if seen.insert(net) {
             cidrs.push(net);
         }
     }
