@@ -198,6 +198,11 @@ fn invalid_peer_values() {
         (vec![("peer-address", "fe80::1%eth0")], vec![r#"peers[0].peer-address: "fe80::1%eth0" is not an IP address"#]),
         (vec![("peer-address", "010.0.0.1")], vec![r#"peers[0].peer-address: "010.0.0.1" is not an IP address"#]),
         (vec![("peer-address", "[10.0.0.1]")], vec!["peers[0].peer-address: a list must be a single value"]),
+        (vec![("peer-address", "0.0.0.0")], vec![r#"peers[0].peer-address: "0.0.0.0" is the unspecified address, not a host; a BGP session needs a unicast address"#]),
+        (vec![("peer-address", "\"::\"")], vec![r#"peers[0].peer-address: "::" is the unspecified address, not a host; a BGP session needs a unicast address"#]),
+        (vec![("peer-address", "224.0.0.5")], vec![r#"peers[0].peer-address: "224.0.0.5" is a multicast address, not a host; a BGP session needs a unicast address"#]),
+        (vec![("peer-address", "ff02::5")], vec![r#"peers[0].peer-address: "ff02::5" is a multicast address, not a host; a BGP session needs a unicast address"#]),
+        (vec![("peer-address", "255.255.255.255")], vec![r#"peers[0].peer-address: "255.255.255.255" is the broadcast address, not a host; a BGP session needs a unicast address"#]),
         (vec![("peer-asn", "-")], vec!["peers[0].peer-asn: is required"]),
         (vec![("my-asn", "-")], vec!["peers[0].my-asn: is required"]),
         (vec![("peer-asn", "0")], vec!["peers[0].peer-asn: 0 is not a valid AS number (1 to 4294967295)"]),
@@ -229,6 +234,8 @@ fn invalid_peer_values() {
         (vec![("router-id", "0.0.0.0")], vec![r#"peers[0].router-id: "0.0.0.0" must not be 0.0.0.0 (the BGP Identifier is non-zero, RFC 6286)"#]),
         (vec![("router-id", "node1")], vec![r#"peers[0].router-id: "node1" is not an IPv4 address"#]),
         (vec![("source-address", "eth0")], vec![r#"peers[0].source-address: "eth0" is not an IP address"#]),
+        (vec![("source-address", "0.0.0.0")], vec![r#"peers[0].source-address: "0.0.0.0" is the unspecified address, not a host; a BGP session needs a unicast address"#]),
+        (vec![("source-address", "239.1.1.1")], vec![r#"peers[0].source-address: "239.1.1.1" is a multicast address, not a host; a BGP session needs a unicast address"#]),
         (vec![("source-address", "2001:db8::2")], vec![r#"peers[0].source-address: "2001:db8::2" is not of the same address family as peer-address 10.0.0.1"#]),
         (vec![("password", "\"a\\nb\"")], vec!["peers[0].password: <redacted> must not contain a line break"]),
         (vec![("password", long_password.as_str())], vec!["peers[0].password: <redacted> is longer than 80 bytes, the TCP MD5 key limit"]),
@@ -396,6 +403,10 @@ fn bfd_profiles() {
     assert_eq!(
         errors("bfd-profiles:\n- receive-interval: 100\n"),
         vec!["bfd-profiles[0].name: is required"]
+    );
+    assert_eq!(
+        errors("bfd-profiles:\n- name: \"\"\n"),
+        vec![r#"bfd-profiles[0].name: "" must not be empty"#]
     );
     assert_eq!(
         errors("bfd-profiles:\n- name: p\n- name: p\n"),

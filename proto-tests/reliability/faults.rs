@@ -260,19 +260,46 @@ async fn next_text(rx: &mut sources::SourceReceiver) -> String {
 /// itself, and the others are not unicast hosts.
 const UNUSABLE_ADDRESSES: &[&str] = &["0.0.0.0", "::", "224.0.0.5", "255.255.255.255", "ff02::5"];
 
-/// Known gap, reported in RELIABILITY.md: config validation (src/config, not owned by
-/// this suite) accepts these peer addresses today. Run with `--ignored` once it refuses
-/// them.
+/// Found here and fixed in `src/config` (they were accepted): each is refused, with the
+/// field named, as a peer-address and as a source-address.
 #[test]
-#[ignore = "config validation accepts unspecified, multicast and broadcast peer addresses"]
 fn unusable_peer_addresses_are_refused() {
     for addr in UNUSABLE_ADDRESSES {
         let text =
             format!("peers:\n- peer-address: \"{addr}\"\n  peer-asn: 65000\n  my-asn: 65001\n");
         match podcidr_speaker::config::parse(&text) {
-            Err(e) => assert!(e.to_string().contains("peer-address"), "{addr}: {e}"),
+            Err(e) => assert!(
+                e.to_string().contains("peers[0].peer-address")
+                    && e.to_string().contains("not a host"),
+                "{addr}: {e}"
+            ),
             Ok(_) => panic!("peer-address {addr} was accepted"),
         }
+        let peer = if addr.contains(':') {
+            "2001:db8::1"
+        } else {
+            "192.0.2.1"
+        };
+        let text = format!(
+            "peers:\n- peer-address: \"{peer}\"\n  source-address: \"{addr}\"\n  peer-asn: 65000\n  my-asn: 65001\n"
+        );
+        match podcidr_speaker::config::parse(&text) {
+            Err(e) => assert!(
+                e.to_string().contains("peers[0].source-address")
+                    && e.to_string().contains("not a host"),
+                "{addr}: {e}"
+            ),
+            Ok(_) => panic!("source-address {addr} was accepted"),
+        }
+    }
+    // A unicast address of each family is still taken.
+    for ok in ["192.0.2.1", "2001:db8::1", "127.0.0.1"] {
+        let text =
+            format!("peers:\n- peer-address: \"{ok}\"\n  peer-asn: 65000\n  my-asn: 65001\n");
+        assert!(
+            podcidr_speaker::config::parse(&text).is_ok(),
+            "{ok} refused"
+        );
     }
 }
 

@@ -150,6 +150,31 @@ impl Validator {
         }
     }
 
+    /// An address a BGP session can use at one end: a unicast host address. The
+    /// unspecified address would make a dial reach this node itself (Linux connects
+    /// 0.0.0.0 to a local address) and a multicast or the broadcast address is no host
+    /// at all; MetalLB took them and its sessions never came up.
+    fn host_ip(&mut self, field: &Text) -> Option<IpAddr> {
+        let ip = self.ip(field)?;
+        let why = match ip {
+            _ if ip.is_unspecified() => Some("is the unspecified address, not a host"),
+            _ if ip.is_multicast() => Some("is a multicast address, not a host"),
+            IpAddr::V4(v4) if v4.is_broadcast() => Some("is the broadcast address, not a host"),
+            _ => None,
+        };
+        match why {
+            Some(why) => {
+                self.invalid(
+                    field,
+                    shown(field),
+                    format!("{why}; a BGP session needs a unicast address"),
+                );
+                None
+            }
+            None => Some(ip),
+        }
+    }
+
     fn go_duration(&mut self, field: &Text) -> Option<duration::GoDuration> {
         match duration::parse(&field.value) {
             Ok(d) => Some(d),
@@ -401,7 +426,7 @@ impl Validator {
             .and_then(|f| self.asn(f));
         let address = self
             .required(&r.peer_address, &r.path, "peer-address", r.at)
-            .and_then(|f| self.ip(f));
+            .and_then(|f| self.host_ip(f));
         let port = match &r.peer_port {
             None => Some(BGP_PORT),
             Some(p) if p.value == 0 => Some(BGP_PORT),
@@ -429,7 +454,7 @@ impl Validator {
         };
         let source_address = match &r.source_address {
             None => Some(None),
-            Some(f) => match (self.ip(f), address) {
+            Some(f) => match (self.host_ip(f), address) {
                 (Some(src), Some(dst)) if src.is_ipv4() != dst.is_ipv4() => {
                     self.invalid(
                         f,
