@@ -60,6 +60,15 @@ fn manifest_errors() {
         vec!["data.config: must be a string (use `|` and indent the config)"]
     );
     assert_eq!(
+        errors("apiVersion: v1\nkind: ConfigMap\ndata: [config]\n"),
+        vec!["data: must be a mapping of keys to strings"]
+    );
+    // The embedded config is one document, as in a raw file.
+    assert_eq!(
+        errors(&manifest("config", "peers: []\n---\npeers: []\n")),
+        vec!["more than one YAML document: the config is a single document"]
+    );
+    assert_eq!(
         errors("apiVersion: v1\nkind: Secret\ndata: {}\n"),
         vec![
             r#"kind: "Secret" is not a ConfigMap: expected the raw config or a ConfigMap manifest"#
