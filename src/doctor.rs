@@ -21,7 +21,7 @@ use kube::{Api, Client};
 use serde::de::DeserializeOwned;
 
 use crate::sources::file::load;
-use crate::sources::kube::ConfigMapRef;
+use crate::sources::kube::{self as kube_source, ConfigMapRef};
 use crate::sources::model::{
     node_view, CidrList, CidrSource, ClusterState, IpamError, IpamMode, IpamOverride, NodeView,
     Refusal,
@@ -33,6 +33,9 @@ use crate::status::Table;
 /// Objects per page when listing from the API server: large clusters are read in
 /// pages, as kubectl does.
 const PAGE_SIZE: u32 = 500;
+
+/// The longest `doctor` waits for a byte of one page: an operator is waiting.
+const READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Two nodes whose pod CIDRs overlap (equal, or one inside the other).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -500,7 +503,7 @@ pub async fn command_in_cluster(
         );
         return EXIT_UNREADABLE;
     };
-    let client = match Client::try_default().await {
+    let client = match kube_source::client(READ_TIMEOUT).await {
         Ok(c) => c,
         Err(e) => {
             let _ = writeln!(

@@ -185,6 +185,13 @@ fn assert_watch(call: &Call, path: &str, selector: Option<&str>, resource_versio
         call.uri()
     );
     assert_eq!(call.param("allowWatchBookmarks").as_deref(), Some("true"));
+    // Explicit, because the client's read timeout is derived from it.
+    assert_eq!(
+        call.param("timeoutSeconds"),
+        Some(kube_source::WATCH_TIMEOUT.as_secs().to_string()),
+        "{}",
+        call.uri()
+    );
 }
 
 const NODES: &str = "/api/v1/nodes";
@@ -751,6 +758,157 @@ async fn source_ends_when_the_receiver_is_dropped() {
         drop(rx);
         let ended = tokio::time::timeout(WAIT, task).await.expect("task ended");
         assert!(ended.expect("no panic").is_err(), "ends with Closed");
+    })
+    .await;
+}
+
+/// A hung API server (it accepts the connection, reads the request and never answers),
+/// on a real loopback socket: with the read bound the daemon's client gets, a list fails
+/// after that bound and the watcher's backoff retries; without it (kube 5's default),
+/// the same list is still waiting long after.
+#[tokio::test]
+async fn a_hung_api_request_is_bounded_by_the_read_timeout() {
+    use kube::api::{Api, ListParams};
+    use tokio::io::AsyncReadExt;
+
+    bounded(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let server = tokio::spawn(async move {
+            let mut held = Vec::new();
+            loop {
+                let (mut s, _) = listener.accept().await.unwrap();
+                let mut buf = [0u8; 4096];
+                let _ = s.read(&mut buf).await;
+                held.push(s);
+            }
+        });
+        let client = |bound: Option<Duration>| {
+            let mut config = kube::Config::new(url.parse().unwrap());
+            if let Some(t) = bound {
+                kube_source::bound_reads(&mut config, t);
+            }
+            kube::Client::try_from(config).unwrap()
+        };
+        let list = |c: kube::Client| async move {
+            Api::<k8s_openapi::api::core::v1::Node>::all(c)
+                .list(&ListParams::default())
+                .await
+        };
+
+        let bound = Duration::from_millis(300);
+        let started = std::time::Instant::now();
+        let bounded_list = tokio::time::timeout(Duration::from_secs(10), list(client(Some(bound))))
+            .await
+            .expect("the bounded list returned");
+        let took = started.elapsed();
+        assert!(
+            bounded_list.is_err(),
+            "the hung server answered: {bounded_list:?}"
+        );
+        assert!(
+            took >= bound && took < Duration::from_secs(5),
+            "failed after {took:?}, the bound is {bound:?}"
+        );
+
+        let unbounded = tokio::time::timeout(Duration::from_secs(2), list(client(None))).await;
+        assert!(
+            unbounded.is_err(),
+            "without a read timeout the list must still be waiting"
+        );
+        server.abort();
+
+        // The daemon's bound leaves room for a quiet watch to end on its own.
+        assert!(
+            kube_source::API_READ_TIMEOUT > kube_source::WATCH_TIMEOUT + Duration::from_secs(5)
+        );
+    })
+    .await;
+}
+
+/// The outage again, through a deleted cilium-config: on a cluster whose IPAM is
+/// `kubernetes`, the ConfigMap's deletion must not switch auto mode to Cilium's default
+/// (cluster-pool), which would announce the CiliumNode CIDRs. The last one seen stays
+/// in force, the source says so, and nothing is sent until it comes back. Along the way
+/// the ConfigMap and CiliumNode watches see every kind of event: BOOKMARK, ERROR 410
+/// (relist), DELETED and ADDED.
+#[tokio::test]
+async fn a_deleted_cilium_config_changes_nothing_and_every_event_kind_is_followed() {
+    use podcidr_speaker::sources::model::CILIUM_CONFIG_KEPT;
+    bounded(async {
+        let mut s = start(WatchScope::Cluster, false, IpamOverride::Auto);
+        let (nodes, cilium) = outage_objects();
+        let [_n, c, ccfg] = sync_cluster(&mut s, nodes, cilium, "kubernetes").await;
+        let want_node_cidrs = |view: &NodeView| {
+            assert_eq!(view.ipam, IpamMode::Kubernetes);
+            assert_eq!(prefixes(view, "master1"), nets(&["10.5.112.0/24"]));
+            assert_eq!(prefixes(view, "worker1"), nets(&["10.5.115.0/24"]));
+        };
+        want_node_cidrs(&s.view().await);
+        s.status(Resource::CiliumConfig, |st| st.synced).await;
+
+        // BOOKMARK on the ConfigMap watch, then the server ends it: the next watch
+        // resumes from the bookmark, nothing is sent.
+        ccfg.bookmark("ConfigMap", "v1", "350");
+        ccfg.close();
+        let call = s.api.next(Route::CiliumConfig).await;
+        assert_watch(
+            &call,
+            CONFIG_MAPS,
+            Some("metadata.name=cilium-config"),
+            "350",
+        );
+        let ccfg = call.watch();
+        // BOOKMARK on the CiliumNode watch as well.
+        c.bookmark("CiliumNode", "cilium.io/v2", "250");
+        c.close();
+        let call = s.api.next(Route::CiliumNodes).await;
+        assert_watch(&call, CILIUM_NODES, None, "250");
+        let _c = call.watch();
+        s.no_update();
+
+        // DELETED: the mode stays kubernetes; nothing is sent, the status says why.
+        let before = s.status_now(Resource::CiliumConfig).events;
+        ccfg.deleted(cilium_config("351", "kubernetes"));
+        let st = s
+            .status(Resource::CiliumConfig, |st| st.events > before)
+            .await;
+        assert_eq!(st.last_error.as_deref(), Some(CILIUM_CONFIG_KEPT));
+        s.no_update();
+
+        // ERROR 410 while it is gone: the relist finds no cilium-config; still nothing
+        // changes.
+        let relists = s.status_now(Resource::CiliumConfig).relists;
+        ccfg.gone();
+        let call = s.api.next(Route::CiliumConfig).await;
+        assert_list(&call, CONFIG_MAPS, Some("metadata.name=cilium-config"));
+        call.list("ConfigMap", "v1", vec![], "360");
+        s.status(Resource::CiliumConfig, |st| st.relists > relists)
+            .await;
+        s.no_update();
+        let call = s.api.next(Route::CiliumConfig).await;
+        assert_watch(
+            &call,
+            CONFIG_MAPS,
+            Some("metadata.name=cilium-config"),
+            "360",
+        );
+        let ccfg = call.watch();
+
+        // ADDED back, same content: nothing to send, the warning is gone.
+        let before = s.status_now(Resource::CiliumConfig).events;
+        ccfg.added(cilium_config("361", "kubernetes"));
+        let st = s
+            .status(Resource::CiliumConfig, |st| st.events > before)
+            .await;
+        assert_eq!(st.last_error, None);
+        s.no_update();
+
+        // ADDED is followed like any other change: a new mode is applied.
+        ccfg.modified(cilium_config("362", "cluster-pool"));
+        let view = s.view().await;
+        assert_eq!(view.ipam, IpamMode::ClusterPool);
+        assert_eq!(prefixes(&view, "master1"), nets(&["10.5.113.0/24"]));
     })
     .await;
 }

@@ -203,6 +203,43 @@ async fn outage_sample_switched_to_kubernetes_holds_node_cidrs() {
     .await;
 }
 
+/// Removing cilium-config from the cluster state (on a `kubernetes` IPAM cluster) must
+/// not switch auto mode to Cilium's default, cluster-pool: that would announce the
+/// CiliumNode CIDRs, the outage. The last one stays in force and the status says so.
+#[tokio::test]
+async fn a_removed_cilium_config_stays_in_force() {
+    use podcidr_speaker::sources::model::CILIUM_CONFIG_KEPT;
+    bounded(async {
+        let dir = scratch("outage-config-removed");
+        std::fs::copy(samples().join("outage/nodes.yaml"), dir.join("nodes.yaml")).unwrap();
+        let config = std::fs::read_to_string(samples().join("outage/cilium-config.yaml")).unwrap();
+        write_atomic(
+            &dir.join("cilium-config.yaml"),
+            &config.replace("ipam: cluster-pool", "ipam: kubernetes"),
+        );
+        let mut s = start(dir.clone());
+        let view = s.view().await;
+        assert_eq!(prefixes(&view), outage(IpamMode::Kubernetes));
+
+        std::fs::remove_file(dir.join("cilium-config.yaml")).unwrap();
+        let st = s.status(|st| st.relists == 2).await;
+        assert_eq!(st.last_error.as_deref(), Some(CILIUM_CONFIG_KEPT));
+        s.no_update();
+
+        // Back with another mode: that one is applied, the warning is gone.
+        std::fs::copy(
+            samples().join("outage/cilium-config.yaml"),
+            dir.join("cilium-config.yaml"),
+        )
+        .unwrap();
+        let view = s.view().await;
+        assert_eq!(prefixes(&view), outage(IpamMode::ClusterPool));
+        let st = s.status(|st| st.relists == 3).await;
+        assert_eq!(st.last_error, None);
+    })
+    .await;
+}
+
 /// An edit is applied within a second; removing a node from the file deletes it; an
 /// unchanged rewrite sends nothing.
 #[tokio::test]

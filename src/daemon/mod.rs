@@ -220,9 +220,9 @@ async fn start_sources(
             });
         }
         ClusterSource::Kubernetes => {
-            let client = ::kube::Client::try_default()
+            let client = kube_source::client(kube_source::API_READ_TIMEOUT)
                 .await
-                .map_err(|e| DaemonError::Kube(e.to_string()))?;
+                .map_err(DaemonError::Kube)?;
             let scope = match (settings.announce, &settings.node) {
                 (AnnounceMode::Local, Some(node)) => WatchScope::Local { node: node.clone() },
                 _ => WatchScope::Cluster,

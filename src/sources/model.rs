@@ -18,6 +18,8 @@
 //!   has no `ipam` key, the mode is `cluster-pool`, Cilium's own default; the view then
 //!   carries [`ViewWarning::CiliumConfigAbsent`] (or nothing, when only the key is absent,
 //!   which is how Cilium itself reads it). Any other mode is refused with an error naming it.
+//!   A cilium-config that was seen and then disappears stays in force
+//!   ([`CiliumConfigMemory`]): its deletion must not switch the mode.
 //! - `bgp-announce-pod-cidr: "false"` in cilium-config announces nothing, in every mode.
 //! - 0.0.0.0/0 and ::/0 are never announced.
 //! - A node exists in the view while its Node exists. Without the object its IPAM mode
@@ -84,6 +86,35 @@ impl Default for CiliumConfig {
             announce_pod_cidr: true,
             cluster_pool_v4: Vec::new(),
             cluster_pool_v6: Vec::new(),
+        }
+    }
+}
+
+/// A source's status (its last error) while a deleted cilium-config is kept in force.
+pub const CILIUM_CONFIG_KEPT: &str =
+    "cilium-config deleted: the last one seen stays in force until it is back";
+
+/// Remembers the last cilium-config a source saw, so that its deletion changes nothing.
+///
+/// Without it, auto mode would fall back to cluster-pool (Cilium's default, right for a
+/// cluster that never had a cilium-config) the moment the ConfigMap disappears: on a
+/// cluster whose IPAM is `kubernetes` that announces the CiliumNode CIDRs instead of the
+/// Node ones, the very outage this speaker exists to prevent. Both sources keep one.
+#[derive(Clone, Debug, Default)]
+pub struct CiliumConfigMemory {
+    last: Option<CiliumConfig>,
+}
+
+impl CiliumConfigMemory {
+    /// The cilium-config in force when the source sees `seen`, and whether it is the
+    /// remembered copy of one that is gone.
+    pub fn in_force(&mut self, seen: Option<CiliumConfig>) -> (Option<CiliumConfig>, bool) {
+        match seen {
+            Some(config) => {
+                self.last = Some(config.clone());
+                (Some(config), false)
+            }
+            None => (self.last.clone(), self.last.is_some()),
         }
     }
 }
@@ -818,5 +849,32 @@ mod tests {
                 value: "crd".into()
             }
         );
+    }
+
+    #[test]
+    fn a_deleted_cilium_config_stays_in_force() {
+        let mut memory = CiliumConfigMemory::default();
+        assert_eq!(
+            memory.in_force(None),
+            (None, false),
+            "never seen: nothing to keep"
+        );
+        let kubernetes = config("kubernetes", &[]);
+        assert_eq!(
+            memory.in_force(Some(kubernetes.clone())),
+            (Some(kubernetes.clone()), false)
+        );
+        // Deleted: the mode stays kubernetes, so the Node CIDRs stay announced.
+        let (kept, deleted) = memory.in_force(None);
+        assert!(deleted);
+        assert_eq!(kept, Some(kubernetes.clone()));
+        let mut state = outage_state("kubernetes");
+        state.cilium_config = kept;
+        let view = node_view(&state, IpamOverride::Auto).unwrap();
+        assert_eq!(view.ipam, IpamMode::Kubernetes);
+        assert_eq!(prefixes(&view, "master1"), nets(&["10.5.112.0/24"]));
+        // Back with another mode: that one is in force.
+        let pool = config("cluster-pool", &["10.5.112.0/20"]);
+        assert_eq!(memory.in_force(Some(pool.clone())), (Some(pool), false));
     }
 }

@@ -23,7 +23,7 @@ use std::time::{Duration, SystemTime};
 use tracing::{info, warn};
 
 use super::error::SourceError;
-use super::model::{ClusterState, IpamOverride};
+use super::model::{CiliumConfigMemory, ClusterState, IpamOverride, CILIUM_CONFIG_KEPT};
 use super::{
     snapshot_and_report, Closed, NoEvents, ReportTracker, Resource, SourceSender, SourceUpdate,
 };
@@ -53,6 +53,8 @@ pub async fn run(config: FileSourceConfig, out: SourceSender) -> Result<(), Clos
     let mut tracker = ReportTracker::new();
     let mut last_sent: Option<ClusterState> = None;
     let mut errors = ErrorLog::default();
+    let mut memory = CiliumConfigMemory::default();
+    let mut kept = false;
     let mut poller = Poller::new(config.path.clone());
     let mut tick = tokio::time::interval(config.poll);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -74,8 +76,19 @@ pub async fn run(config: FileSourceConfig, out: SourceSender) -> Result<(), Clos
                 })
             });
         match loaded {
-            Ok(state) => {
+            Ok(mut state) => {
                 errors.clear(&config.path);
+                let (cilium_config, now_kept) = memory.in_force(state.cilium_config.take());
+                state.cilium_config = cilium_config;
+                if now_kept != kept {
+                    kept = now_kept;
+                    if kept {
+                        warn!(path = %config.path.display(),
+                            "cilium-config removed from the cluster state: keeping the last one seen, nothing changes until it is back");
+                    } else {
+                        info!(path = %config.path.display(), "cilium-config is back");
+                    }
+                }
                 if last_sent.as_ref() != Some(&state) {
                     last_sent = Some(state.clone());
                     let snapshot = snapshot_and_report(state, config.ipam, &mut tracker, &NoEvents);
@@ -87,7 +100,7 @@ pub async fn run(config: FileSourceConfig, out: SourceSender) -> Result<(), Clos
                     s.events += 1;
                     s.relists += 1;
                     s.last_event = Some(SystemTime::now());
-                    s.last_error = None;
+                    s.last_error = kept.then(|| CILIUM_CONFIG_KEPT.to_string());
                 });
             }
             Err(e) => {

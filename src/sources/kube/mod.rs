@@ -14,6 +14,11 @@
 //! - Nothing is sent before every resource completed its first list. A CiliumNode CRD
 //!   that is not installed (404 on the first list) counts as an empty, synced resource.
 //!
+//! - No request waits for ever: a watch is ended by the server after [`WATCH_TIMEOUT`]
+//!   (and by kube-runtime 5 s later if that close never comes), and every response,
+//!   a list included, must show a byte within [`API_READ_TIMEOUT`] ([`client`]). A hung
+//!   API server then costs a retry, never a stuck source.
+//!
 //! The mapping object -> facts lives in [`super::objects`]; the rules in [`super::model`].
 
 pub mod events;
@@ -36,13 +41,40 @@ use kube::{Api, Client};
 use tracing::{debug, info, warn};
 
 use super::error::SourceError;
-use super::model::{CiliumConfig, ClusterState, IpamOverride, NodeFacts};
+use super::model::{
+    CiliumConfig, CiliumConfigMemory, ClusterState, IpamOverride, NodeFacts, CILIUM_CONFIG_KEPT,
+};
 use super::objects::{self, CiliumNode};
 use super::{
     snapshot_and_report, Closed, EventSink, ReportTracker, Resource, ResourceStatus, SourceSender,
     SourceUpdate,
 };
 use store::Store;
+
+/// How long the API server keeps a watch open before ending it (kube's own default,
+/// stated here because [`API_READ_TIMEOUT`] must stay above it).
+pub const WATCH_TIMEOUT: Duration = Duration::from_secs(290);
+
+/// The longest the daemon's client waits for a byte of a response. Without it (kube 5's
+/// default) a list that the server accepts and never answers waits for ever. Above
+/// [`WATCH_TIMEOUT`] plus kube-runtime's 5 s margin, so a quiet watch is ended by its
+/// own idle timeout, never by this one.
+pub const API_READ_TIMEOUT: Duration = Duration::from_secs(WATCH_TIMEOUT.as_secs() + 15);
+
+/// A client for the cluster this process runs in (or KUBECONFIG's), whose responses
+/// must show a byte within `read_timeout`.
+pub async fn client(read_timeout: Duration) -> Result<Client, String> {
+    let mut config = kube::Config::infer().await.map_err(|e| e.to_string())?;
+    bound_reads(&mut config, read_timeout);
+    Client::try_from(config).map_err(|e| e.to_string())
+}
+
+/// Sets the read timeout, counted from each request written (not from when a pooled
+/// connection went idle, which would fail a request on a connection idle for a while).
+pub fn bound_reads(config: &mut kube::Config, read_timeout: Duration) {
+    config.read_timeout = Some(read_timeout);
+    config.reset_reader_on_write = true;
+}
 
 /// Which Nodes and CiliumNodes to watch.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -196,10 +228,13 @@ enum Input {
 }
 
 fn inputs(client: &Client, config: &KubeSourceConfig) -> Vec<BoxStream<'static, Input>> {
-    let by_name = |name: &str| watcher::Config::default().fields(&format!("metadata.name={name}"));
+    // The timeout is the API server's default, explicit because API_READ_TIMEOUT is
+    // derived from it. The u32 conversion cannot fail for 290.
+    let base = || watcher::Config::default().timeout(WATCH_TIMEOUT.as_secs() as u32);
+    let by_name = |name: &str| base().fields(&format!("metadata.name={name}"));
     let nodes = match &config.scope {
         WatchScope::Local { node } => by_name(node),
-        WatchScope::Cluster => watcher::Config::default(),
+        WatchScope::Cluster => base(),
     };
     let retry = config.retry;
     let mut inputs = vec![
@@ -241,6 +276,10 @@ struct Fold {
     nodes: Store<NodeFacts>,
     cilium_nodes: Store<Vec<IpNet>>,
     cilium_config: Store<CiliumConfig>,
+    /// The last cilium-config seen: its deletion changes nothing.
+    cilium_config_memory: CiliumConfigMemory,
+    /// The cilium-config in force is the remembered copy of a deleted one.
+    cilium_config_kept: bool,
     bgp_text: Store<Option<String>>,
     status: BTreeMap<Resource, ResourceStatus>,
     cluster_dirty: bool,
@@ -259,6 +298,8 @@ impl Fold {
             nodes: Store::new(),
             cilium_nodes: Store::new(),
             cilium_config: Store::new(),
+            cilium_config_memory: CiliumConfigMemory::default(),
+            cilium_config_kept: false,
             bgp_text: Store::new(),
             status: BTreeMap::new(),
             cluster_dirty: false,
@@ -351,14 +392,29 @@ impl Fold {
             return None;
         }
         self.cluster_dirty = false;
+        let seen = self
+            .cilium_config
+            .live()
+            .get(&self.cilium_config_name)
+            .cloned();
+        let (cilium_config, kept) = self.cilium_config_memory.in_force(seen);
+        if kept != self.cilium_config_kept {
+            self.cilium_config_kept = kept;
+            let status = self.status.entry(Resource::CiliumConfig).or_default();
+            if kept {
+                let ipam = cilium_config.as_ref().and_then(|c| c.ipam.clone());
+                warn!(config_map = %self.cilium_config_name, ipam = ?ipam,
+                    "cilium-config deleted: keeping the last one seen, nothing changes until it is back");
+                status.last_error = Some(CILIUM_CONFIG_KEPT.into());
+            } else {
+                info!(config_map = %self.cilium_config_name, "cilium-config is back");
+                status.last_error = None;
+            }
+        }
         let state = ClusterState {
             nodes: self.nodes.live().clone(),
             cilium_nodes: self.cilium_nodes.live().clone(),
-            cilium_config: self
-                .cilium_config
-                .live()
-                .get(&self.cilium_config_name)
-                .cloned(),
+            cilium_config,
         };
         if self.last_cluster.as_ref() == Some(&state) {
             return None;
