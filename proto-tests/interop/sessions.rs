@@ -283,20 +283,27 @@ fn hold_time_and_keepalive(kind: Kind, dir: &Path) {
         assert!(keepalive <= 2, "{kind:?} keepalive {keepalive} > hold/3");
     }
     if kind == Kind::Exabgp {
-        // What we offered, as ExaBGP decoded our OPENs.
+        // What we offered, as ExaBGP decoded our OPENs, and the hold time ExaBGP
+        // negotiated from them and its own 9 s.
         use harness::exabgp::ExaEventKind;
-        for (n, offer) in [(1, 30), (3, 6)] {
-            let holds: Vec<u16> = tor
-                .exabgp()
-                .events_from(v4(n))
-                .unwrap()
-                .into_iter()
+        for (n, offer, negotiated) in [(1, 30, 9), (3, 6, 6)] {
+            let events = tor.exabgp().events_from(v4(n)).unwrap();
+            let holds: Vec<u16> = events
+                .iter()
                 .filter_map(|e| match e.kind {
                     ExaEventKind::Open { hold_time, .. } => Some(hold_time),
                     _ => None,
                 })
                 .collect();
             assert_eq!(holds, vec![offer]);
+            let agreed: Vec<u16> = events
+                .iter()
+                .filter_map(|e| match e.kind {
+                    ExaEventKind::Negotiated { hold_time } => Some(hold_time),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(agreed, vec![negotiated], "exabgp with the {offer} s offer");
         }
     }
 

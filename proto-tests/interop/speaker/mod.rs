@@ -423,7 +423,9 @@ impl Tor {
     }
 
     /// The hold time and keepalive interval the daemon negotiated with `neighbor`, in
-    /// seconds; `None` for ExaBGP, which does not show them.
+    /// seconds; `None` for ExaBGP, which logs its negotiated hold time (an
+    /// `ExaEventKind::Negotiated` event, checked by the hold time scenario) but not its
+    /// keepalive interval.
     pub fn negotiated_timers(&self, neighbor: IpAddr) -> Option<(u16, u16)> {
         match self {
             Tor::Bird(b) => {
