@@ -200,7 +200,8 @@ const COUNTED: &[Counted] = &[
     Counted { file: "pcap/tcpdump-tests/bgp-aigp-oobr.pcap", messages: &[(U, 449)], prefixes: (0, 0, 0, 0) },
     Counted { file: "pcap/tcpdump-tests/bgp-bgp_capabilities_print-oobr-1.pcap", messages: &[(O, 1)], prefixes: (0, 0, 0, 0) },
     Counted { file: "pcap/tcpdump-tests/bgp-bgp_capabilities_print-oobr-2.pcap", messages: &[(O, 1)], prefixes: (0, 0, 0, 0) },
-    // SOURCES.md: announced 4 / withdrawn 2 (nlri_bad 2, withdrawn_bad 2: our two 3/10).
+    // SOURCES.md: announced 4 / withdrawn 2, the difference read from the UPDATEs its
+    // walker flagged nlri_bad / withdrawn_bad, which fail here with 3/10 or 3/1.
     Counted { file: "pcap/tcpdump-tests/bgp-ub.pcap", messages: &[(U, 22)], prefixes: (2, 0, 0, 0) },
     Counted { file: "pcap/tcpdump-tests/bgp_mp_reach_nlri-oobr.pcap", messages: &[(U, 6)], prefixes: (0, 0, 0, 0) },
     // SOURCES.md: withdrawn 1, 1 and 3 (each from an UPDATE that fails with 3/1).
