@@ -16,6 +16,7 @@
 mod harness;
 mod speaker;
 
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -26,7 +27,8 @@ use harness::{hold_for, v4, v6, wait_for, Afi, PeerOpts, RoutesExt};
 use podcidr_speaker::bgp::session::{SessionError, State};
 use podcidr_speaker::peer::Shutdown;
 use speaker::{
-    desired, net, peer_config, runtime, spec, tor_neighbor, Attrs, Kind, Speaker, Tor, WAIT,
+    desired, net, peer_config, runtime, spec, time_jitter, tor_neighbor, Attrs, Kind, Speaker, Tor,
+    WAIT,
 };
 
 /// Every address a scenario may use.
@@ -281,20 +283,27 @@ fn hold_time_and_keepalive(kind: Kind, dir: &Path) {
         assert!(keepalive <= 2, "{kind:?} keepalive {keepalive} > hold/3");
     }
     if kind == Kind::Exabgp {
-        // What we offered, as ExaBGP decoded our OPENs.
+        // What we offered, as ExaBGP decoded our OPENs, and the hold time ExaBGP
+        // negotiated from them and its own 9 s.
         use harness::exabgp::ExaEventKind;
-        for (n, offer) in [(1, 30), (3, 6)] {
-            let holds: Vec<u16> = tor
-                .exabgp()
-                .events_from(v4(n))
-                .unwrap()
-                .into_iter()
+        for (n, offer, negotiated) in [(1, 30, 9), (3, 6, 6)] {
+            let events = tor.exabgp().events_from(v4(n)).unwrap();
+            let holds: Vec<u16> = events
+                .iter()
                 .filter_map(|e| match e.kind {
                     ExaEventKind::Open { hold_time, .. } => Some(hold_time),
                     _ => None,
                 })
                 .collect();
             assert_eq!(holds, vec![offer]);
+            let agreed: Vec<u16> = events
+                .iter()
+                .filter_map(|e| match e.kind {
+                    ExaEventKind::Negotiated { hold_time } => Some(hold_time),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(agreed, vec![negotiated], "exabgp with the {offer} s offer");
         }
     }
 
@@ -509,6 +518,8 @@ fn md5(kind: Kind, dir: &Path) {
 /// Graceful restart (RFC 4724) of the speaker: it stops without a NOTIFICATION, the
 /// daemon keeps its routes as stale, a new speaker process (a fresh task) takes over and
 /// refreshes them; at no time during the restart do the routes leave the daemon's RIB.
+/// After End-of-RIB the daemon's own counters and route times show that the new session
+/// re-sent the table and nothing else, and stay still for a few seconds.
 fn graceful_restart(kind: Kind, dir: &Path) {
     let rt = runtime();
     let tor = Tor::start(
@@ -546,6 +557,16 @@ fn graceful_restart(kind: Kind, dir: &Path) {
     let (v4_fresh, v6_fresh) = fresh(false);
     tor.wait_exact(v4(1), Afi::Ipv4, &v4_fresh);
     tor.wait_exact(v4(1), Afi::Ipv6, &v6_fresh);
+    // The daemon's own record of our routes: when each last changed, and how many
+    // UPDATEs (BIRD: routes, by outcome) it took from us.
+    let times_before = tor.route_times(v4(1));
+    let mut sorted_prefixes = prefixes.to_vec();
+    sorted_prefixes.sort();
+    assert_eq!(
+        times_before.keys().copied().collect::<Vec<_>>(),
+        sorted_prefixes
+    );
+    let counters_before = tor.update_counters(v4(1));
 
     let st = first.stop(Shutdown::Restart("test restart".into()));
     assert_eq!(
@@ -604,6 +625,89 @@ fn graceful_restart(kind: Kind, dir: &Path) {
     let st = second.wait_synced();
     assert_eq!(st.stats.established_count, 1);
     tor.established(v4(1));
+    // The daemon has taken the whole table back (its stale marks are gone, so it has
+    // seen End-of-RIB). Check with the daemon's own counters that the second session
+    // re-sent the table and nothing else, then that nothing moves for a few seconds: no
+    // UPDATE at all, no route with a new time. A withdraw and re-announce, even one
+    // between two polls, would show in the counters and in the route's time.
+    let counters = tor.update_counters(v4(1));
+    let times = tor.route_times(v4(1));
+    let jitter = time_jitter(kind);
+    let same_times = |a: &BTreeMap<IpNet, f64>, b: &BTreeMap<IpNet, f64>| {
+        a.len() == b.len()
+            && a.iter().zip(b).all(|((pa, ta), (pb, tb))| {
+                // BIRD's times are of the day: a restart may span midnight.
+                let d = (ta - tb).abs() % 86_400.0;
+                pa == pb && d.min(86_400.0 - d) <= jitter
+            })
+    };
+    let delta = |k: &str| counters[k] - counters_before[k];
+    match kind {
+        Kind::Bird => {
+            // BIRD counts a refresh equal to the stale route as an ignored import, a
+            // changed or new one as accepted, and every withdraw it receives: the three
+            // routes came again, unchanged, and nothing was withdrawn.
+            for (channel, n) in [("ipv4", 2), ("ipv6", 1)] {
+                let d = |k: &str| delta(&format!("{channel} {k}"));
+                assert_eq!(
+                    (
+                        d("Import updates: received"),
+                        d("Import updates: ignored"),
+                        d("Import updates: accepted"),
+                        d("Import withdraws: received"),
+                    ),
+                    (n, n, 0, 0),
+                    "{channel}: {counters_before:?} -> {counters:?}"
+                );
+            }
+            // And it kept the routes themselves: the time each last changed is the
+            // one from before the restart (a re-announce would be 2 s later or more).
+            assert!(
+                same_times(&times, &times_before),
+                "route times changed through the restart: {times_before:?} -> {times:?}"
+            );
+        }
+        _ => {
+            // FRR counts UPDATE messages. The second session must have sent exactly as
+            // many as the first (the same table, packed the same, and the End-of-RIB
+            // markers): a withdraw would add at least one.
+            assert_eq!(
+                delta("updatesRecv"),
+                counters_before["updatesRecv"],
+                "{counters_before:?} -> {counters:?}"
+            );
+            assert_eq!(delta("updatesRecv"), st.stats.sent.update);
+            // FRR 8.4 stamps a path refreshed after a graceful restart with the time
+            // of the refresh (see route_times), so only "not older" holds here.
+            assert!(
+                times
+                    .iter()
+                    .zip(&times_before)
+                    .all(|((_, t), (_, t0))| t >= t0),
+                "{times_before:?} -> {times:?}"
+            );
+        }
+    }
+    hold_for(
+        "nothing flaps after End-of-RIB",
+        Duration::from_secs(4),
+        || {
+            let (r4, r6) = all_present("after End-of-RIB")?;
+            if (r4.as_slice(), r6.as_slice()) != (v4_fresh.as_slice(), v6_fresh.as_slice()) {
+                return Err(format!("routes changed: {r4:?} {r6:?}"));
+            }
+            let now = tor.update_counters(v4(1));
+            if now != counters {
+                return Err(format!("update counters moved: {counters:?} -> {now:?}"));
+            }
+            let t = tor.route_times(v4(1));
+            if !same_times(&t, &times) {
+                return Err(format!("route times changed: {times:?} -> {t:?}"));
+            }
+            Ok(())
+        },
+    )
+    .unwrap();
 }
 
 fn sorted(mut r: Vec<harness::Route>) -> Vec<harness::Route> {

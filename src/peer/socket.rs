@@ -208,6 +208,29 @@ mod tests {
     use std::mem::{offset_of, size_of};
     use std::net::Ipv4Addr;
 
+    /// IP_MINTTL of an IPv4 socket (0: not filtering).
+    fn min_ttl(s: &impl AsRawFd) -> libc::c_int {
+        let mut min: libc::c_int = -1;
+        let mut len = size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: getsockopt writes at most `len` bytes into `min`, an int.
+        let rc = unsafe {
+            libc::getsockopt(
+                s.as_raw_fd(),
+                libc::IPPROTO_IP,
+                libc::IP_MINTTL,
+                (&mut min as *mut libc::c_int).cast(),
+                &mut len,
+            )
+        };
+        assert_eq!(
+            rc,
+            0,
+            "getsockopt IP_MINTTL: {}",
+            io::Error::last_os_error()
+        );
+        min
+    }
+
     fn bytes(sig: &TcpMd5Sig) -> &[u8] {
         // SAFETY: reading the bytes of a repr(C) value with no padding holes that were
         // left uninitialised: the struct was built from zeroed storage and whole fields.
@@ -267,23 +290,111 @@ mod tests {
             .unwrap();
         set_ttl(&s, false, TtlPolicy::Gtsm).unwrap();
         assert_eq!(s.ttl_v4().unwrap(), 255);
-        let mut min: libc::c_int = 0;
-        let mut len = size_of::<libc::c_int>() as libc::socklen_t;
-        // SAFETY: getsockopt writes at most `len` bytes into `min`, an int.
-        let rc = unsafe {
-            libc::getsockopt(
-                s.as_raw_fd(),
-                libc::IPPROTO_IP,
-                libc::IP_MINTTL,
-                (&mut min as *mut libc::c_int).cast(),
-                &mut len,
-            )
-        };
-        assert_eq!((rc, min), (0, 255));
+        assert_eq!(min_ttl(&s), 255);
         set_ttl(&s, false, TtlPolicy::Direct).unwrap();
         assert_eq!(s.ttl_v4().unwrap(), 1);
         let peer = Ipv4Addr::new(127, 0, 0, 2).into();
         set_md5(&s, false, peer, Some(&Secret::new("k"))).unwrap();
         set_md5(&s, false, peer, None).unwrap();
+    }
+
+    /// The transport of a configured peer on 127.0.0.1:`port`, built as the daemon
+    /// builds it (`config::parse` -> `PeerSpec::from_config`).
+    fn dial_spec(port: u16, my_asn: u32, extra: &str) -> super::super::spec::Transport {
+        use super::super::spec::{PeerSpec, RunOverrides};
+        let text = format!(
+            "peers:\n  - peer-address: 127.0.0.1\n    peer-port: {port}\n    peer-asn: 65000\n    \
+             my-asn: {my_asn}\n{extra}"
+        );
+        let cfg = crate::config::parse(&text).unwrap_or_else(|e| panic!("{e}"));
+        let run = RunOverrides {
+            source_address: Some(Ipv4Addr::LOCALHOST.into()),
+            router_id: Some(Ipv4Addr::new(192, 0, 2, 10)),
+            ..RunOverrides::default()
+        };
+        let mut t = PeerSpec::from_config(&cfg.peers[0], &run)
+            .unwrap()
+            .transport;
+        t.connect_timeout = std::time::Duration::from_secs(2);
+        t
+    }
+
+    /// A live dial over loopback, for each TTL policy the configuration can ask for:
+    /// the connected socket (and the accepted one, as `prepare_accepted` leaves it)
+    /// carries TCP_NODELAY, the policy's TTL and, for GTSM, IP_MINTTL 255.
+    #[tokio::test]
+    async fn a_dialed_session_has_nodelay_and_the_ttl_of_its_policy() {
+        let cases = [
+            // (case, my-asn, extra config, policy, IP_TTL, IP_MINTTL)
+            (
+                "directly connected eBGP",
+                65001,
+                "",
+                TtlPolicy::Direct,
+                1,
+                0,
+            ),
+            (
+                "eBGP multihop",
+                65001,
+                "    ebgp-multihop: true\n",
+                TtlPolicy::Multihop,
+                255,
+                0,
+            ),
+            ("iBGP", 65000, "", TtlPolicy::Multihop, 255, 0),
+            (
+                "GTSM",
+                65001,
+                "    ttl-security: true\n",
+                TtlPolicy::Gtsm,
+                255,
+                255,
+            ),
+        ];
+        for (case, my_asn, extra, policy, ttl, min) in cases {
+            let listener = Socket::new(Domain::IPV4, Type::STREAM, Some(Protocol::TCP)).unwrap();
+            // The peer side of a GTSM session sends with 255 too: its SYN-ACK must pass
+            // our IP_MINTTL.
+            listener.set_ttl_v4(255).unwrap();
+            listener
+                .bind(&SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 0).into())
+                .unwrap();
+            listener.listen(1).unwrap();
+            let port = listener.local_addr().unwrap().as_socket().unwrap().port();
+            let t = dial_spec(port, my_asn, extra);
+            assert_eq!(t.ttl, policy, "{case}");
+            assert_eq!(t.source, Some(Ipv4Addr::LOCALHOST.into()), "{case}");
+
+            let stream = connect(t).await.unwrap_or_else(|e| panic!("{case}: {e}"));
+            let sock = SockRef::from(&stream);
+            assert!(sock.tcp_nodelay().unwrap(), "{case}: TCP_NODELAY");
+            assert_eq!(sock.ttl_v4().unwrap(), ttl, "{case}: IP_TTL");
+            assert_eq!(min_ttl(&stream), min, "{case}: IP_MINTTL");
+
+            let (accepted, from) = listener.accept().unwrap();
+            assert_eq!(from.as_socket(), stream.local_addr().ok(), "{case}");
+            accepted.set_nonblocking(true).unwrap();
+            let accepted = TcpStream::from_std(accepted.into()).unwrap();
+            prepare_accepted(&accepted, policy).unwrap();
+            let sock = SockRef::from(&accepted);
+            assert!(sock.tcp_nodelay().unwrap(), "{case}: accepted TCP_NODELAY");
+            assert_eq!(sock.ttl_v4().unwrap(), ttl, "{case}: accepted IP_TTL");
+            assert_eq!(min_ttl(&accepted), min, "{case}: accepted IP_MINTTL");
+        }
+    }
+
+    /// GTSM on a live dial: a peer whose packets arrive with TTL 64 (a peer that does
+    /// not do GTSM, or one more hop away) never completes the handshake.
+    #[tokio::test]
+    async fn gtsm_refuses_a_peer_that_does_not_send_with_255() {
+        let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        assert_ne!(SockRef::from(&listener).ttl_v4().unwrap(), 255);
+        let t = dial_spec(port, 65001, "    ttl-security: true\n");
+        match connect(t).await {
+            Err(PeerError::ConnectTimeout { .. }) => {}
+            other => panic!("the SYN-ACK with TTL 64 must be dropped: {other:?}"),
+        }
     }
 }

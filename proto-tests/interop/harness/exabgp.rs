@@ -3,7 +3,7 @@
 //!
 //! Two API processes: `rx` (`rx.sh`: `cat >> rx.jsonl`, no exec, so that its stdout, the
 //! pipe ExaBGP watches, stays open) receives one JSON line per state change, OPEN,
-//! UPDATE, End-of-RIB, NOTIFICATION and ROUTE-REFRESH; `tx` (`tx-<n>.py`) copies command
+//! negotiated session parameters, UPDATE, End-of-RIB, NOTIFICATION and ROUTE-REFRESH; `tx` (`tx-<n>.py`) copies command
 //! lines from a FIFO to ExaBGP (`announce route ...`, `neighbor X teardown 2`). The
 //! harness holds the FIFO open read-write, so a write never blocks and commands written
 //! before `tx` starts wait in the pipe; `tx` passes bytes through untouched (a shell
@@ -81,6 +81,11 @@ pub enum ExaEventKind {
         hold_time: u16,
         router_id: Ipv4Addr,
         capabilities: Value,
+    },
+    /// What ExaBGP negotiated from the two OPENs (api `negotiated`): the hold time is
+    /// the smaller of the two offers (RFC 4271 section 4.2).
+    Negotiated {
+        hold_time: u16,
     },
     Update(ExaUpdate),
     /// End-of-RIB marker (RFC 4724 section 2).
@@ -567,7 +572,7 @@ pub fn render_config<'a>(
             c.push_str("  }\n");
         }
         c.push_str(
-            "  api { processes [ rx ]; receive { parsed; update; notification; open; refresh; } neighbor-changes; }\n",
+            "  api { processes [ rx ]; receive { parsed; update; notification; open; refresh; } neighbor-changes; negotiated; }\n",
         );
         c.push_str("  api { processes [ tx ]; }\n");
         c.push_str("}\n");
@@ -667,6 +672,16 @@ pub fn parse_event(line: &str) -> Result<ExaEvent> {
                     .and_then(|r| r.parse().ok())
                     .ok_or_else(|| bad("open router_id"))?,
                 capabilities: o.get("capabilities").cloned().unwrap_or(Value::Null),
+            }
+        }
+        "negotiated" => {
+            let o = n.get("negotiated").ok_or_else(|| bad("negotiated"))?;
+            ExaEventKind::Negotiated {
+                hold_time: o
+                    .get("hold_time")
+                    .and_then(Value::as_u64)
+                    .and_then(|h| u16::try_from(h).ok())
+                    .ok_or_else(|| bad("negotiated hold_time"))?,
             }
         }
         "notification" => {
@@ -982,6 +997,15 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn negotiated_parameters_give_the_agreed_hold_time() {
+        // ExaBGP 4.2.21 with `negotiated;` in the api block, against the speaker's 6 s.
+        let line = r#"{ "exabgp": "4.0.1", "time": 1795487116.6260767, "host" : "vm", "pid" : 8665, "ppid" : 8623, "counter": 3, "type": "negotiated", "neighbor": { "address": { "local": "100.64.0.2", "peer": "100.64.0.3" }, "asn": { "local": 65002, "peer": 65003 } , "negotiated": { "message_size": 65535, "hold_time": 6, "asn4": true, "multisession": false, "operational": false, "refresh": "absent", "families": [ "ipv4 unicast" ,"ipv6 unicast" ], "nexthop": [  ], "add_path": { "send": [  ], "receive": [  ] } }  } }"#;
+        let e = parse_event(line).unwrap();
+        assert_eq!(e.peer, Some("100.64.0.3".parse().unwrap()));
+        assert_eq!(e.kind, ExaEventKind::Negotiated { hold_time: 6 });
     }
 
     #[test]

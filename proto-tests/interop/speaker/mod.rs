@@ -7,6 +7,7 @@
 //! Shared by the `sessions*.rs` interop tests; must not dial anything but the test
 //! namespace's addresses.
 
+use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::Path;
 use std::sync::{Arc, Once};
@@ -35,6 +36,15 @@ use crate::harness::{
 
 /// How long any single convergence may take (sessions come up in 1-5 s here).
 pub const WAIT: Duration = Duration::from_secs(30);
+
+/// How far apart two reads of an unchanged route's time may be ([`Tor::route_times`]):
+/// BIRD shows milliseconds, FRR whole seconds, each converted from a monotonic clock.
+pub fn time_jitter(kind: Kind) -> f64 {
+    match kind {
+        Kind::Bird => 0.002,
+        _ => 1.0,
+    }
+}
 
 pub fn net(s: &str) -> IpNet {
     s.parse().expect("test prefix literal")
@@ -413,7 +423,9 @@ impl Tor {
     }
 
     /// The hold time and keepalive interval the daemon negotiated with `neighbor`, in
-    /// seconds; `None` for ExaBGP, which does not show them.
+    /// seconds; `None` for ExaBGP, which logs its negotiated hold time (an
+    /// `ExaEventKind::Negotiated` event, checked by the hold time scenario) but not its
+    /// keepalive interval.
     pub fn negotiated_timers(&self, neighbor: IpAddr) -> Option<(u16, u16)> {
         match self {
             Tor::Bird(b) => {
@@ -464,6 +476,127 @@ impl Tor {
             }
             Tor::Exabgp(_) => None,
         }
+    }
+
+    /// When the daemon last changed each route it holds from `neighbor` (both families),
+    /// in seconds, as the daemon itself shows it: BIRD's route time (its default
+    /// `hh:mm:ss.mmm`, as seconds of the day), FRR's per-path `lastUpdate` (epoch, whole
+    /// seconds). Both are kept on a monotonic clock and converted when shown, so two
+    /// reads of an unchanged route may differ by a millisecond (BIRD) or a second (FRR):
+    /// see [`time_jitter`]. A route withdrawn and announced again gets a new time.
+    /// Refreshed with the same attributes after a graceful restart, BIRD keeps the time
+    /// (`rte_same`: an ignored import) while FRR 8.4 sets it to the refresh.
+    pub fn route_times(&self, neighbor: IpAddr) -> BTreeMap<IpNet, f64> {
+        match self {
+            Tor::Bird(b) => {
+                let text = b
+                    .control(&format!(
+                        "show route all protocol {}",
+                        crate::harness::bird::proto_name(neighbor)
+                    ))
+                    .unwrap_or_else(|e| panic!("bird: {e}"));
+                // `<prefix>  unicast [<protocol> 01:17:38.718] * (100) [AS65001i]`
+                let seconds = |t: &str| -> Option<f64> {
+                    let mut f = t.split(':').map(|x| x.parse::<f64>().ok());
+                    Some(f.next()?? * 3600.0 + f.next()?? * 60.0 + f.next()??)
+                };
+                let mut out = BTreeMap::new();
+                for l in text.lines() {
+                    let Ok(prefix) = l.split_whitespace().next().unwrap_or("").parse() else {
+                        continue;
+                    };
+                    let time = l
+                        .split_once('[')
+                        .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+                        .and_then(|t| seconds(t.trim_end_matches(']')))
+                        .unwrap_or_else(|| panic!("no route time in {l:?}"));
+                    out.insert(prefix, time);
+                }
+                out
+            }
+            Tor::Frr(f) => {
+                let mut out = BTreeMap::new();
+                for afi in ["ipv4", "ipv6"] {
+                    let text = f
+                        .vtysh(&[&format!("show bgp {afi} unicast json detail")])
+                        .unwrap_or_else(|e| panic!("frr: {e}"));
+                    let v: serde_json::Value = serde_json::from_str(&text).expect("frr json");
+                    let Some(routes) = v["routes"].as_object() else {
+                        continue;
+                    };
+                    for (prefix, entry) in routes {
+                        let paths = entry
+                            .as_array()
+                            .or_else(|| entry["paths"].as_array())
+                            .cloned()
+                            .unwrap_or_default();
+                        for p in paths {
+                            if p.pointer("/peer/peerId").and_then(|v| v.as_str())
+                                != Some(&neighbor.to_string())
+                            {
+                                continue;
+                            }
+                            let epoch = p
+                                .pointer("/lastUpdate/epoch")
+                                .and_then(|v| v.as_u64())
+                                .unwrap_or_else(|| panic!("no lastUpdate for {prefix}: {p}"));
+                            out.insert(prefix.parse().expect("prefix"), epoch as f64);
+                        }
+                    }
+                }
+                out
+            }
+            Tor::Gobgp(_) | Tor::Exabgp(_) => panic!("route times: bird and frr only"),
+        }
+    }
+
+    /// The daemon's own counters of what `neighbor` sent it since the daemon started: BIRD's per-channel import
+    /// update and withdraw statistics (received, rejected, filtered, ignored, accepted),
+    /// FRR's count of UPDATE messages received. Any UPDATE changes them.
+    pub fn update_counters(&self, neighbor: IpAddr) -> BTreeMap<String, u64> {
+        let mut out = BTreeMap::new();
+        match self {
+            Tor::Bird(b) => {
+                let text = b
+                    .control(&format!(
+                        "show protocols all {}",
+                        crate::harness::bird::proto_name(neighbor)
+                    ))
+                    .unwrap_or_else(|e| panic!("bird: {e}"));
+                let columns = ["received", "rejected", "filtered", "ignored", "accepted"];
+                let mut channel = String::new();
+                for l in text.lines().map(str::trim) {
+                    if let Some(c) = l.strip_prefix("Channel ") {
+                        channel = c.to_string();
+                    }
+                    for row in ["Import updates:", "Import withdraws:"] {
+                        let Some(values) = l.strip_prefix(row) else {
+                            continue;
+                        };
+                        for (col, v) in columns.iter().zip(values.split_whitespace()) {
+                            if let Ok(n) = v.parse() {
+                                out.insert(format!("{channel} {row} {col}"), n);
+                            }
+                        }
+                    }
+                }
+                assert!(out.len() >= 2 * 9, "no route change stats in {text}");
+            }
+            Tor::Frr(f) => {
+                let text = f
+                    .vtysh(&[&format!("show bgp neighbors {neighbor} json")])
+                    .unwrap_or_else(|e| panic!("frr: {e}"));
+                let v: serde_json::Value = serde_json::from_str(&text).expect("frr json");
+                let n = &v[neighbor.to_string()]["messageStats"]["updatesRecv"];
+                out.insert(
+                    "updatesRecv".into(),
+                    n.as_u64()
+                        .unwrap_or_else(|| panic!("no updatesRecv: {text}")),
+                );
+            }
+            Tor::Gobgp(_) | Tor::Exabgp(_) => panic!("update counters: bird and frr only"),
+        }
+        out
     }
 
     /// Whether the daemon shows a Cease/Administrative Shutdown (RFC 8203/9003) from
