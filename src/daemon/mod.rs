@@ -39,7 +39,7 @@ pub use settings::{dry_run, ClusterSource, ConfigSource, DryRun, Settings};
 
 use crate::config::reload::ReloadPlan;
 use crate::config::state::ConfigState;
-use crate::config::{Config, ConfigErrors};
+use crate::config::{Config, ConfigErrors, PeerKey};
 use crate::metrics::{server as metrics_server, Metrics};
 use crate::peer::{Listener, PeerError, RunOverrides};
 use crate::routes::{self, AnnounceMode, Finding, FindingTracker, LocalNode, Overrides, Plan};
@@ -58,6 +58,12 @@ pub const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(10);
 /// The main loop's idle tick: heartbeat for /healthz, pending-prefix gauges, and the
 /// check for peer tasks that ended on their own.
 const TICK: Duration = Duration::from_secs(1);
+
+/// A peer task whose loop has not turned for this long is wedged: it turns at least
+/// every `peer::IDLE_WAKE` (5 s), and no step of it takes seconds. The main loop then
+/// stops its heartbeat, so `/healthz` fails after the liveness window and the kubelet
+/// restarts the speaker (graceful restart keeps the routes meanwhile).
+const PEER_WEDGED_AFTER: Duration = Duration::from_secs(30);
 
 /// Why `run` could not start (once running, nothing a peer, the API server or a file
 /// sends ends it: those are logged and the last good state stays in force).
@@ -142,7 +148,7 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut status_open = true;
     let signal = loop {
-        daemon.metrics.heartbeat();
+        daemon.liveness();
         tokio::select! {
             _ = terminate.recv() => break "SIGTERM",
             _ = interrupt.recv() => break "SIGINT",
@@ -261,6 +267,8 @@ struct Daemon {
     plan: Option<Plan>,
     /// Why the view cannot be decided, logged once per distinct reason.
     blocked: Option<String>,
+    /// Peer tasks found wedged at the last check, logged once per change.
+    wedged: Vec<PeerKey>,
 }
 
 impl Daemon {
@@ -275,6 +283,25 @@ impl Daemon {
             planned: None,
             plan: None,
             blocked: None,
+            wedged: Vec::new(),
+        }
+    }
+
+    /// The heartbeat behind `/healthz`: this loop turned, and so did every peer task.
+    fn liveness(&mut self) {
+        let wedged = self.peers.wedged(Instant::now(), PEER_WEDGED_AFTER);
+        if wedged.is_empty() {
+            self.metrics.heartbeat();
+        }
+        if wedged != self.wedged {
+            if wedged.is_empty() {
+                info!("every peer task is turning again");
+            } else {
+                let peers: Vec<String> = wedged.iter().map(ToString::to_string).collect();
+                tracing::error!(peers = ?peers, silent_for_secs = PEER_WEDGED_AFTER.as_secs(),
+                    "peer task wedged: /healthz will fail");
+            }
+            self.wedged = wedged;
         }
     }
 

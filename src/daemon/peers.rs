@@ -180,6 +180,16 @@ impl Peers {
         }
     }
 
+    /// Running tasks whose loop has not turned for `limit` (a live one turns at least
+    /// every `peer::IDLE_WAKE`); a task that ended is not wedged, it is gone.
+    pub fn wedged(&self, now: std::time::Instant, limit: Duration) -> Vec<PeerKey> {
+        self.running
+            .iter()
+            .filter(|(_, r)| !r.handle.join.is_finished() && r.handle.beat.silent_for(now) > limit)
+            .map(|(key, _)| *key)
+            .collect()
+    }
+
     /// SIGTERM: every session ends (without a NOTIFICATION where graceful restart was
     /// negotiated, so the peer keeps our routes until we are back; with Cease /
     /// Administrative Shutdown and a message otherwise), waiting at most `timeout`.
@@ -380,5 +390,70 @@ mod tests {
             &p,
             &spec(&p, [192, 0, 2, 10], Some("192.0.2.10"))
         ));
+    }
+
+    fn running(peer: Peer, beat: Arc<peer::Beat>, join: JoinHandle<()>) -> Running {
+        let spec = spec(&peer, [192, 0, 2, 10], None);
+        let routes = Arc::new(DesiredRoutes::new());
+        let (desired, _) = watch::channel(Arc::clone(&routes));
+        let (shutdown, _) = watch::channel(None);
+        let (_, status) = watch::channel(peer::PeerStatus::new(spec.key));
+        Running {
+            peer,
+            handle: PeerHandle {
+                key: spec.key,
+                join,
+                status,
+                beat,
+            },
+            spec,
+            routes,
+            desired,
+            shutdown,
+            latency: Arc::new(Latency::default()),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_task_that_stopped_turning_is_wedged_and_an_ended_one_is_not() {
+        let now = Instant::now();
+        let limit = Duration::from_secs(30);
+        let long_ago = now.checked_sub(Duration::from_secs(60)).unwrap();
+        let mut peers = Peers::new(Metrics::new(), None);
+        let stuck = std::future::pending::<()>;
+        // Turned just now; silent for a minute; silent for a minute but ended.
+        let live = peer("");
+        let beat = Arc::new(peer::Beat::new(long_ago));
+        beat.beat(now);
+        peers
+            .running
+            .insert(live.key(), running(live, beat, tokio::spawn(stuck())));
+        let at = |addr: &str| {
+            let text = format!(
+                "peers:\n  - peer-address: {addr}\n    peer-asn: 65000\n    my-asn: 65001\n"
+            );
+            crate::config::parse(&text).unwrap().peers[0].clone()
+        };
+        let silent = at("192.0.2.2");
+        let key = silent.key();
+        let beat = Arc::new(peer::Beat::new(long_ago));
+        peers
+            .running
+            .insert(key, running(silent, beat, tokio::spawn(stuck())));
+        let ended = at("192.0.2.3");
+        let done = tokio::spawn(async {});
+        while !done.is_finished() {
+            tokio::task::yield_now().await;
+        }
+        let beat = Arc::new(peer::Beat::new(long_ago));
+        peers
+            .running
+            .insert(ended.key(), running(ended, beat, done));
+
+        assert_eq!(peers.wedged(now, limit), vec![key]);
+        assert!(
+            peers.wedged(long_ago, limit).is_empty(),
+            "nobody is silent yet"
+        );
     }
 }

@@ -17,7 +17,7 @@ use super::listener::Inbound;
 use super::observer::{Direction, PeerObserver};
 use super::socket;
 use super::spec::PeerSpec;
-use super::{PeerError, PeerStatus, Shutdown, DAEMON_GONE_MESSAGE};
+use super::{Beat, PeerError, PeerStatus, Shutdown, DAEMON_GONE_MESSAGE, IDLE_WAKE};
 use crate::bgp::session::{
     detect_collision, Action, Input, NotificationInfo, Session, Side, State, StopReason,
 };
@@ -176,6 +176,8 @@ pub(crate) struct Task {
     reported_received: BTreeMap<AfiSafi, u64>,
     /// Socket errors and refusals, for `status`; the session keeps its own last error.
     last_io_error: Option<String>,
+    /// Stamped on every turn of the loop, for the daemon's liveness check.
+    beat: Arc<Beat>,
 }
 
 impl Task {
@@ -183,6 +185,7 @@ impl Task {
         spec: PeerSpec,
         observer: Arc<dyn PeerObserver>,
         status: watch::Sender<PeerStatus>,
+        beat: Arc<Beat>,
     ) -> Result<Task, PeerError> {
         let session = Session::new(spec.session.clone())?;
         Ok(Task {
@@ -202,6 +205,7 @@ impl Task {
             reported_announced: BTreeMap::new(),
             reported_received: BTreeMap::new(),
             last_io_error: None,
+            beat,
         })
     }
 
@@ -228,6 +232,7 @@ impl Task {
                 }
             };
             let now = Instant::now();
+            self.beat.beat(now);
             match event {
                 Event::Shutdown(mode) => {
                     self.shutdown(now, mode).await;
@@ -303,6 +308,9 @@ impl Task {
                 Ok(()) => Event::Desired,
                 Err(_) => Event::DesiredClosed,
             },
+            // Nothing else for a while (an Idle session has no timer): turn anyway, so
+            // the beat shows the loop is alive.
+            () = tokio::time::sleep(IDLE_WAKE) => Event::Nothing,
         }
     }
 

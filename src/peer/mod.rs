@@ -52,7 +52,9 @@ use crate::config::PeerKey;
 use crate::routes::DesiredRoutes;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::Instrument;
@@ -103,7 +105,7 @@ pub struct PeerStatus {
 }
 
 impl PeerStatus {
-    fn new(key: PeerKey) -> PeerStatus {
+    pub(crate) fn new(key: PeerKey) -> PeerStatus {
         PeerStatus {
             key,
             state: State::Idle,
@@ -128,6 +130,41 @@ pub struct PeerHandle {
     /// [`CLOSE_TIMEOUT`] twice).
     pub join: JoinHandle<()>,
     pub status: watch::Receiver<PeerStatus>,
+    /// When the task last turned its loop: at least every [`IDLE_WAKE`], so a task
+    /// silent for much longer is wedged (the daemon's `/healthz` says so).
+    pub beat: Arc<Beat>,
+}
+
+/// The longest a peer task sleeps without turning its loop, even with nothing to do.
+pub const IDLE_WAKE: Duration = Duration::from_secs(5);
+
+/// The last turn of a peer task's loop, readable from other tasks without a lock.
+#[derive(Debug)]
+pub struct Beat {
+    origin: Instant,
+    /// Milliseconds from `origin` to the last turn.
+    last: AtomicU64,
+}
+
+impl Beat {
+    pub fn new(now: Instant) -> Self {
+        Self {
+            origin: now,
+            last: AtomicU64::new(0),
+        }
+    }
+
+    pub fn beat(&self, now: Instant) {
+        let ms = now.saturating_duration_since(self.origin).as_millis();
+        self.last
+            .store(u64::try_from(ms).unwrap_or(u64::MAX), Ordering::Relaxed);
+    }
+
+    /// How long ago the last turn was.
+    pub fn silent_for(&self, now: Instant) -> Duration {
+        let last = self.origin + Duration::from_millis(self.last.load(Ordering::Relaxed));
+        now.saturating_duration_since(last)
+    }
 }
 
 impl PeerHandle {
@@ -159,7 +196,64 @@ pub fn spawn(
     let key = spec.key;
     let span = tracing::info_span!("peer", addr = %key.address, asn = spec.session.peer_asn);
     let (status_tx, status) = watch::channel(PeerStatus::new(key));
-    let task = driver::Task::new(spec, observer, status_tx)?;
+    let beat = Arc::new(Beat::new(Instant::now()));
+    let task = driver::Task::new(spec, observer, status_tx, Arc::clone(&beat))?;
     let join = tokio::spawn(task.run(desired, shutdown, inbound).instrument(span));
-    Ok(PeerHandle { key, join, status })
+    Ok(PeerHandle {
+        key,
+        join,
+        status,
+        beat,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::Ipv4Addr;
+
+    #[test]
+    fn a_beat_is_measured_from_the_last_turn() {
+        let start = Instant::now();
+        let beat = Beat::new(start);
+        let later = start + Duration::from_secs(40);
+        assert_eq!(beat.silent_for(later), Duration::from_secs(40));
+        beat.beat(start + Duration::from_secs(35));
+        assert_eq!(beat.silent_for(later), Duration::from_secs(5));
+        assert_eq!(beat.silent_for(start), Duration::ZERO, "never negative");
+    }
+
+    /// A passive peer that nobody dials has no timer running: without the idle wake its
+    /// loop would sleep for ever and look wedged.
+    #[tokio::test]
+    async fn an_idle_task_keeps_turning() {
+        let text = "peers:\n  - peer-address: 127.0.0.2\n    peer-asn: 65000\n    my-asn: 65001\n    passive: true\n";
+        let peer = crate::config::parse(text).unwrap().peers[0].clone();
+        let run = RunOverrides {
+            router_id: Some(Ipv4Addr::new(192, 0, 2, 1)),
+            ..RunOverrides::default()
+        };
+        let spec = PeerSpec::from_config(&peer, &run).unwrap();
+        let listener = Listener::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let inbound = listener.register(&spec).unwrap();
+        let (_routes, desired) = watch::channel(Arc::new(DesiredRoutes::new()));
+        let (stop, shutdown) = watch::channel(None);
+        let handle = spawn(
+            spec,
+            desired,
+            Arc::new(NoopObserver),
+            shutdown,
+            Some(inbound),
+        )
+        .unwrap();
+        tokio::time::sleep(IDLE_WAKE + Duration::from_millis(1500)).await;
+        let silent = handle.beat.silent_for(Instant::now());
+        assert!(silent < IDLE_WAKE, "silent for {silent:?}");
+        assert_eq!(handle.status().state, State::Active);
+        stop.send_replace(Some(Shutdown::Deconfigured));
+        tokio::time::timeout(Duration::from_secs(5), handle.join)
+            .await
+            .expect("the task ends")
+            .unwrap();
+    }
 }
