@@ -1,0 +1,87 @@
+//! Item 5, footprint: `footprint WHO N`. The speaker (`--announce cluster`, N nodes in
+//! view, one /24 each; N = 0 is idle: only its own node) or gobgpd (holding the same N
+//! routes) with two sessions, to two BIRD receivers. Once both hold the table and three
+//! seconds have passed, RSS is read and CPU is counted over ten seconds.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::common::*;
+use crate::harness::{BgpDaemon, Neighbor, PeerOpts};
+
+const IDLE: Duration = Duration::from_secs(10);
+
+pub fn run(who: &str, n: usize, runs: usize) {
+    let (mut rss, mut cpu, mut hwm) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..runs {
+        let dir = crate::send::setup_once();
+        let from = if who == "speaker" { SPEAKER } else { GOBGP };
+        let rx: Vec<_> = [BIRD_RX, BIRD_RX2]
+            .iter()
+            .map(|addr| {
+                crate::harness::bird::Bird::start(
+                    dir.path(),
+                    PeerOpts::new(*addr, AS).neighbor(Neighbor::new(from, AS).hold_time(90)),
+                )
+                .expect("BIRD receiver")
+            })
+            .collect();
+        // The speaker announces its own node too: N + 1 routes; gobgpd the same N + 1.
+        let cluster = Cluster::new(n + 1, 1);
+        let want = cluster.prefix_count() as u64;
+        let (mut speaker, mut gobgp) = (None, None);
+        let pid = if who == "speaker" {
+            let state = cluster.write(dir.path());
+            let p = start_speaker(
+                dir.path(),
+                &state,
+                AS,
+                &[(BIRD_RX, AS), (BIRD_RX2, AS)],
+                "warn",
+            );
+            let pid = p.pid();
+            speaker = Some(p);
+            pid
+        } else {
+            let g = gobgp_sender(dir.path(), &cluster, &[BIRD_RX, BIRD_RX2]);
+            let pid = child_pid("gobgpd", &g.dir().display().to_string()).expect("gobgpd pid");
+            gobgp = Some(g);
+            pid
+        };
+        let ok = poll(Duration::from_secs(120), Duration::from_millis(50), || {
+            rx.iter().all(|b| bird_session(b, from).1 >= want)
+        });
+        assert!(ok, "{who}: receivers never held {want} routes");
+        std::thread::sleep(Duration::from_secs(3));
+        let a = proc_stat(pid);
+        std::thread::sleep(IDLE);
+        let b = proc_stat(pid);
+        let pct = (b.cpu_ticks - a.cpu_ticks) as f64 / clock_ticks() / IDLE.as_secs_f64() * 100.0;
+        eprintln!(
+            "footprint {who} n={n}: RSS {} kB, peak {} kB, CPU {pct:.2} %",
+            b.rss_kb, b.hwm_kb
+        );
+        rss.push(b.rss_kb as f64);
+        hwm.push(b.hwm_kb as f64);
+        cpu.push(pct);
+        if let Some(mut p) = speaker {
+            let _ = p.stop();
+        }
+        if let Some(mut g) = gobgp {
+            let _ = g.stop();
+        }
+        for mut b in rx {
+            let _ = b.stop();
+        }
+    }
+    emit(json!({
+        "item": "footprint",
+        "who": who,
+        "n": n,
+        "rss_kb": median(&rss),
+        "peak_rss_kb": median(&hwm),
+        "cpu_pct": median(&cpu),
+        "runs": rss.len(),
+    }));
+}

@@ -1,0 +1,69 @@
+//! The speaker against real peers, side by side (issue #10): the scenarios behind
+//! BENCHMARKS.md. Run through `scripts/bench`, which builds this with the release (bench)
+//! profile, runs each scenario under `unshare -rn` in a network namespace of its own
+//! (every address is a 100.64.0.x on that namespace's lo) and hands the `RESULT` lines
+//! to `report`.
+//!
+//! ```text
+//! peers --bench send  speaker|gobgpd|bird N RUNS        item 2
+//! peers --bench event NODES EVENTS                      item 3
+//! peers --bench receive speaker|bird|frr|gobgpd N RUNS  item 4
+//! peers --bench footprint speaker|gobgpd N RUNS         item 5
+//! peers --bench kube N[,N...]                         item 6 (no namespace needed)
+//! peers --bench report RESULTS.jsonl OUT_DIR            tables (stdout) and chart data
+//! ```
+//!
+//! Without `--bench` (as `cargo test --all-targets` runs it) it does nothing: the
+//! scenarios need the real daemons, a namespace and minutes.
+//!
+//! Reuses the interop harness (BIRD, FRR, GoBGP, ExaBGP), the reliability tests' raw
+//! peer and the kube tests' mocked API server's JSON objects through `#[path]`.
+
+// Mounted as they are; a bench target compiles their `mod tests` without running them.
+#[allow(unused_imports)]
+#[path = "../../proto-tests/interop/harness/mod.rs"]
+mod harness;
+#[allow(dead_code, unused_imports)]
+#[path = "../../proto-tests/kube/harness.rs"]
+mod kube_harness;
+#[allow(unused_imports)]
+#[path = "../../proto-tests/reliability/raw_peer.rs"]
+mod raw_peer;
+
+mod common;
+mod event;
+mod footprint;
+mod kube;
+mod receive;
+mod report;
+mod send;
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if !args.iter().any(|a| a == "--bench") {
+        println!("peers: not run outside `--bench` (scripts/bench runs it)");
+        return;
+    }
+    let args: Vec<&str> = args
+        .iter()
+        .map(String::as_str)
+        .filter(|a| *a != "--bench")
+        .collect();
+    let num = |s: &str| -> usize {
+        s.replace('_', "")
+            .parse()
+            .unwrap_or_else(|e| panic!("{s}: {e}"))
+    };
+    match args.as_slice() {
+        ["send", who, n, runs] => send::run(who, num(n), num(runs)),
+        ["event", nodes, events] => event::run(num(nodes), num(events)),
+        ["receive", who, n, runs] => receive::run(who, num(n), num(runs)),
+        ["footprint", who, n, runs] => footprint::run(who, num(n), num(runs)),
+        ["kube", sizes] => kube::run(&sizes.split(',').map(num).collect::<Vec<_>>()),
+        ["report", results, out] => report::run(results.as_ref(), out.as_ref()),
+        other => {
+            eprintln!("unknown scenario {other:?}; see benches/peers/main.rs");
+            std::process::exit(2);
+        }
+    }
+}

@@ -1,0 +1,300 @@
+//! `report RESULTS.jsonl OUT_DIR`: the tables of BENCHMARKS.md (markdown on stdout) and
+//! the data files the charts are drawn from (`OUT_DIR/*.dat`, gnuplot's format). Every
+//! ratio is between figures of the same results file, i.e. the same run of
+//! scripts/bench on the same machine.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+use serde_json::Value;
+
+fn fmt_s(v: Option<f64>) -> String {
+    match v {
+        Some(s) if s < 1.0 => format!("{:.0} ms", s * 1000.0),
+        Some(s) => format!("{s:.2} s"),
+        None => "-".into(),
+    }
+}
+
+fn mib(kb: f64) -> String {
+    format!("{:.1} MiB", kb / 1024.0)
+}
+
+fn ratio(a: Option<f64>, b: Option<f64>) -> String {
+    match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 && a / b < 0.1 => format!("{:.3}x", a / b),
+        (Some(a), Some(b)) if b > 0.0 => format!("{:.2}x", a / b),
+        _ => "-".into(),
+    }
+}
+
+fn n_label(n: u64) -> String {
+    match n {
+        0 => "idle".into(),
+        n if n >= 1_000_000 => format!("{}M", n / 1_000_000),
+        n if n >= 1_000 => format!("{}k", n / 1_000),
+        n => n.to_string(),
+    }
+}
+
+pub fn run(results: &Path, out: &Path) {
+    let text = std::fs::read_to_string(results).unwrap_or_default();
+    let rows: Vec<Value> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    std::fs::create_dir_all(out).expect("out dir");
+    let mut md = String::new();
+    send(&rows, out, &mut md);
+    event(&rows, &mut md);
+    receive(&rows, out, &mut md);
+    footprint(&rows, out, &mut md);
+    kube(&rows, &mut md);
+    print!("{md}");
+}
+
+/// Median seconds or, when every run hit the bound, `> bound` (as `None` + the bound).
+fn time_of(r: &Value) -> (Option<f64>, String) {
+    let m = r["median_s"].as_f64();
+    let runs = r["runs"].as_array().map(Vec::len).unwrap_or(0);
+    let t = r["timed_out"].as_u64().unwrap_or(0);
+    let cell = match m {
+        Some(_) if t > 0 => format!("{} ({runs} runs, {t} > {} s)", fmt_s(m), r["bound_s"]),
+        Some(_) => format!("{} ({runs})", fmt_s(m)),
+        None => format!("> {} s", r["bound_s"]),
+    };
+    (m, cell)
+}
+
+fn send(rows: &[Value], out: &Path, md: &mut String) {
+    let mut by_n: BTreeMap<u64, BTreeMap<String, &Value>> = BTreeMap::new();
+    for r in rows.iter().filter(|r| r["item"] == "send") {
+        by_n.entry(r["n"].as_u64().unwrap_or(0))
+            .or_default()
+            .insert(r["sender"].as_str().unwrap_or("").to_string(), r);
+    }
+    if by_n.is_empty() {
+        return;
+    }
+    md.push_str("### 2. Sending a table to BIRD (Established -> BIRD holds all N)\n\n");
+    md.push_str("| N | speaker, median (runs) | gobgpd | BIRD | gobgpd / speaker | speaker / BIRD | to 99 % of N: speaker, gobgpd, BIRD | sender peak RSS: speaker, gobgpd, BIRD |\n|---|---|---|---|---|---|---|---|\n");
+    let mut dat =
+        String::from("# n speaker_s gobgpd_s bird_s speaker_rss_mib gobgpd_rss_mib bird_rss_mib\n");
+    for (n, s) in &by_n {
+        let get = |k: &str| s.get(k).map(|r| time_of(r));
+        let rss = |k: &str| s.get(k).and_then(|r| r["sender_peak_rss_kb"].as_f64());
+        let (sp, gb, bd) = (get("speaker"), get("gobgpd"), get("bird"));
+        let v = |x: &Option<(Option<f64>, String)>| x.as_ref().and_then(|x| x.0);
+        let c = |x: &Option<(Option<f64>, String)>| {
+            x.as_ref().map(|x| x.1.clone()).unwrap_or("-".into())
+        };
+        let t99 = |k: &str| fmt_s(s.get(k).and_then(|r| r["median99_s"].as_f64()));
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} | {} | {} | {}, {}, {} | {}, {}, {} |",
+            n_label(*n),
+            c(&sp),
+            c(&gb),
+            c(&bd),
+            ratio(v(&gb), v(&sp)),
+            ratio(v(&sp), v(&bd)),
+            t99("speaker"),
+            t99("gobgpd"),
+            t99("bird"),
+            rss("speaker").map(mib).unwrap_or("-".into()),
+            rss("gobgpd").map(mib).unwrap_or("-".into()),
+            rss("bird").map(mib).unwrap_or("-".into()),
+        );
+        let d = |x: Option<f64>| x.map(|x| format!("{x}")).unwrap_or("NaN".into());
+        let _ = writeln!(
+            dat,
+            "{n} {} {} {} {} {} {}",
+            d(v(&sp)),
+            d(v(&gb)),
+            d(v(&bd)),
+            d(rss("speaker").map(|k| k / 1024.0)),
+            d(rss("gobgpd").map(|k| k / 1024.0)),
+            d(rss("bird").map(|k| k / 1024.0))
+        );
+    }
+    md.push('\n');
+    std::fs::write(out.join("send.dat"), dat).expect("send.dat");
+}
+
+fn event(rows: &[Value], md: &mut String) {
+    for r in rows.iter().filter(|r| r["item"] == "event") {
+        let _ = writeln!(
+            md,
+            "### 3. Event to wire ({} events, {} nodes in view, ExaBGP receiving)\n",
+            r["events"], r["nodes"]
+        );
+        md.push_str("| interval | median | p99 | max |\n|---|---|---|---|\n");
+        for (k, label) in [
+            (
+                "after_watch",
+                "speaker: change loaded -> UPDATE stamped by ExaBGP",
+            ),
+            ("file_watch", "file watch: file renamed -> change loaded"),
+            (
+                "end_to_end",
+                "end to end incl. file watch: renamed -> at ExaBGP",
+            ),
+        ] {
+            let s = &r[k];
+            let f = |x: &str| {
+                s[x].as_f64()
+                    .map(|v| format!("{v:.2} ms"))
+                    .unwrap_or("-".into())
+            };
+            let _ = writeln!(
+                md,
+                "| {label} | {} | {} | {} |",
+                f("median_ms"),
+                f("p99_ms"),
+                f("max_ms")
+            );
+        }
+        md.push_str("\nThe speaker's own `podcidr_speaker_event_to_update_seconds` over the same events (cumulative buckets, le -> count): ");
+        let buckets: Vec<String> = r["histogram"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter(|b| b[1].as_f64().unwrap_or(0.0) > 0.0)
+                    .map(|b| format!("{} -> {}", b[0], b[1]))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let _ = writeln!(md, "{}\n", buckets.join(", "));
+    }
+}
+
+fn receive(rows: &[Value], out: &Path, md: &mut String) {
+    let rs: Vec<&Value> = rows.iter().filter(|r| r["item"] == "receive").collect();
+    if rs.is_empty() {
+        return;
+    }
+    let speaker = rs.iter().find(|r| r["receiver"] == "speaker").copied();
+    let sp_t = speaker.and_then(|r| r["median_s"].as_f64());
+    let sp_m = speaker.and_then(|r| r["peak_rss_kb"].as_f64());
+    let _ = writeln!(
+        md,
+        "### 4. Receiving a table ({} /24s from the packed-UPDATE injector, 1,000 per UPDATE)\n",
+        rs[0]["n"]
+    );
+    md.push_str("| receiver | median time (runs) | peak RSS | time / speaker's | RSS / speaker's |\n|---|---|---|---|---|\n");
+    let mut dat = String::from("# receiver seconds peak_rss_mib\n");
+    for r in &rs {
+        let (m, cell) = time_of(r);
+        let rss = r["peak_rss_kb"].as_f64();
+        let _ = writeln!(
+            md,
+            "| {} | {cell} | {} | {} | {} |",
+            r["receiver"].as_str().unwrap_or(""),
+            rss.map(mib).unwrap_or("-".into()),
+            ratio(m, sp_t),
+            ratio(rss, sp_m)
+        );
+        let _ = writeln!(
+            dat,
+            "{} {} {}",
+            r["receiver"].as_str().unwrap_or(""),
+            m.map(|x| x.to_string()).unwrap_or("NaN".into()),
+            rss.map(|x| (x / 1024.0).to_string())
+                .unwrap_or("NaN".into())
+        );
+    }
+    md.push('\n');
+    std::fs::write(out.join("receive.dat"), dat).expect("receive.dat");
+}
+
+fn footprint(rows: &[Value], out: &Path, md: &mut String) {
+    let mut by_n: BTreeMap<u64, BTreeMap<String, &Value>> = BTreeMap::new();
+    for r in rows.iter().filter(|r| r["item"] == "footprint") {
+        by_n.entry(r["n"].as_u64().unwrap_or(0))
+            .or_default()
+            .insert(r["who"].as_str().unwrap_or("").to_string(), r);
+    }
+    if by_n.is_empty() {
+        return;
+    }
+    md.push_str("### 5. Footprint with 2 sessions (median of runs; CPU over 10 s once the table is sent)\n\n");
+    md.push_str("| nodes in view | speaker RSS | speaker CPU | gobgpd RSS | gobgpd CPU | gobgpd RSS / speaker's |\n|---|---|---|---|---|---|\n");
+    let mut dat =
+        String::from("# n speaker_rss_mib gobgpd_rss_mib speaker_cpu_pct gobgpd_cpu_pct\n");
+    for (n, s) in &by_n {
+        let f = |k: &str, f: &str| s.get(k).and_then(|r| r[f].as_f64());
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} | {} | {} |",
+            n_label(*n),
+            f("speaker", "rss_kb").map(mib).unwrap_or("-".into()),
+            f("speaker", "cpu_pct")
+                .map(|c| format!("{c:.2} %"))
+                .unwrap_or("-".into()),
+            f("gobgpd", "rss_kb").map(mib).unwrap_or("-".into()),
+            f("gobgpd", "cpu_pct")
+                .map(|c| format!("{c:.2} %"))
+                .unwrap_or("-".into()),
+            ratio(f("gobgpd", "rss_kb"), f("speaker", "rss_kb")),
+        );
+        let d = |x: Option<f64>| x.map(|x| x.to_string()).unwrap_or("NaN".into());
+        let _ = writeln!(
+            dat,
+            "{} {} {} {} {}",
+            (*n).max(1),
+            d(f("speaker", "rss_kb").map(|k| k / 1024.0)),
+            d(f("gobgpd", "rss_kb").map(|k| k / 1024.0)),
+            d(f("speaker", "cpu_pct")),
+            d(f("gobgpd", "cpu_pct"))
+        );
+    }
+    md.push('\n');
+    std::fs::write(out.join("footprint.dat"), dat).expect("footprint.dat");
+}
+
+fn kube(rows: &[Value], md: &mut String) {
+    let mut by_n: BTreeMap<u64, BTreeMap<String, &Value>> = BTreeMap::new();
+    for r in rows.iter().filter(|r| r["item"] == "kube") {
+        by_n.entry(r["n"].as_u64().unwrap_or(0))
+            .or_default()
+            .insert(r["mode"].as_str().unwrap_or("").to_string(), r);
+    }
+    if by_n.is_empty() {
+        return;
+    }
+    md.push_str("### 6. What each speaker pulls from the API server (mocked API service)\n\n");
+    md.push_str("Per speaker: requests and response octets until its first snapshot, and what its watches receive while 100 other nodes change. The whole cluster runs one speaker per node: multiply by N.\n\n");
+    md.push_str("| nodes | local: requests | local: KiB at start | local: KiB per 100 changes | cluster mode: requests | cluster mode: KiB at start | cluster mode: KiB per 100 changes | whole cluster at start, local / cluster mode |\n|---|---|---|---|---|---|---|---|\n");
+    for (n, m) in &by_n {
+        let f = |mode: &str, k: &str| m.get(mode).and_then(|r| r[k].as_f64());
+        let kib = |x: Option<f64>| {
+            x.map(|x| format!("{:.1}", x / 1024.0))
+                .unwrap_or("-".into())
+        };
+        let whole = |x: Option<f64>| {
+            x.map(|x| match x * *n as f64 / 1048576.0 {
+                m if m >= 1024.0 => format!("{:.1} GiB", m / 1024.0),
+                m => format!("{m:.1} MiB"),
+            })
+            .unwrap_or("-".into())
+        };
+        let _ = writeln!(
+            md,
+            "| {n} | {} | {} | {} | {} | {} | {} | {} / {} |",
+            f("local", "requests")
+                .map(|x| x.to_string())
+                .unwrap_or("-".into()),
+            kib(f("local", "octets")),
+            kib(f("local", "churn_octets")),
+            f("cluster", "requests")
+                .map(|x| x.to_string())
+                .unwrap_or("-".into()),
+            kib(f("cluster", "octets")),
+            kib(f("cluster", "churn_octets")),
+            whole(f("local", "octets")),
+            whole(f("cluster", "octets")),
+        );
+    }
+    md.push('\n');
+}
