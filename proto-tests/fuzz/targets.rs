@@ -152,7 +152,16 @@ pub fn cluster_state(data: &[u8]) {
     let files: Vec<(PathBuf, String)> = text
         .split('\0')
         .enumerate()
-        .map(|(i, t)| (PathBuf::from(format!("state-{i}.yaml")), t.to_owned()))
+        // A piece that looks like JSON goes through the JSON reader (a `.json` file),
+        // which streams a list's items; the rest through the YAML reader.
+        .map(|(i, t)| {
+            let ext = if t.trim_start().starts_with('{') {
+                "json"
+            } else {
+                "yaml"
+            };
+            (PathBuf::from(format!("state-{i}.{ext}")), t.to_owned())
+        })
         .collect();
     let state = match parse::cluster_state(&files) {
         Ok(state) => state,

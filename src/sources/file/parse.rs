@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Node};
+use serde::de::DeserializeSeed;
 use serde::Deserialize;
 
 use crate::sources::error::SourceError;
@@ -31,27 +32,172 @@ pub enum Object {
 /// The objects of one file, in order.
 pub fn parse_objects(path: &Path, text: &str) -> Result<Vec<Object>, SourceError> {
     let mut out = Vec::new();
-    for (i, document) in serde_yaml::Deserializer::from_str(text).enumerate() {
-        let document_no = i + 1;
-        let err = |reason: String| SourceError::Parse {
-            path: path.to_owned(),
-            document: document_no,
-            reason,
-        };
-        let value = serde_json::Value::deserialize(document).map_err(|e| err(e.to_string()))?;
-        if value.is_null() {
-            continue;
-        }
-        collect(value, None, &mut out).map_err(err)?;
-    }
+    for_each_object(path, text, &mut |object| {
+        out.push(object);
+        Ok(())
+    })?;
     Ok(out)
 }
 
-/// Adds the objects of one document (recursing into lists) to `out`.
+/// Hands `each` the objects of one file, in order, as they are read: a file of 50,000
+/// Nodes is never held as 50,000 typed objects at once, only one document's tree.
+///
+/// A `.json` file (`kubectl get -o json`) is read as JSON (one or more values), which
+/// streams; anything else as YAML, one document at a time.
+pub fn for_each_object(
+    path: &Path,
+    text: &str,
+    each: &mut dyn FnMut(Object) -> Result<(), SourceError>,
+) -> Result<(), SourceError> {
+    let err = |document: usize, reason: String| SourceError::Parse {
+        path: path.to_owned(),
+        document,
+        reason,
+    };
+    let mut document = |no: usize, value: serde_json::Value| -> Result<(), SourceError> {
+        if value.is_null() {
+            return Ok(());
+        }
+        let mut failed = None;
+        collect(value, None, &mut |object| {
+            each(object).map_err(|e| failed = Some(e))
+        })
+        .map_err(|reason| failed.take().unwrap_or_else(|| err(no, reason)))
+    };
+    if path.extension().is_some_and(|e| e == "json") {
+        // One document after another; a list's items one at a time (`JsonDocument`).
+        let mut de = serde_json::Deserializer::from_str(text);
+        let mut no = 0;
+        loop {
+            match de.end() {
+                Ok(()) => break,
+                Err(_) => no += 1,
+            }
+            let mut failed = None;
+            let seed = JsonDocument {
+                each: &mut |object| each(object).map_err(|e| failed = Some(e)),
+            };
+            if let Err(e) = seed.deserialize(&mut de) {
+                return Err(failed.unwrap_or_else(|| err(no, e.to_string())));
+            }
+        }
+    } else {
+        for (i, yaml) in serde_yaml::Deserializer::from_str(text).enumerate() {
+            let value =
+                serde_json::Value::deserialize(yaml).map_err(|e| err(i + 1, e.to_string()))?;
+            document(i + 1, value)?;
+        }
+    }
+    Ok(())
+}
+
+/// One JSON document, read without holding a list's items at once: the items of a
+/// `kind: List` are mapped one by one as the parser reaches them (kubectl prints
+/// `items` before `kind`, so an item is taken as soon as it names its own kind; one
+/// that does not waits for the list's kind). Any other document is read whole.
+struct JsonDocument<'a> {
+    each: &'a mut dyn FnMut(Object) -> Result<(), ()>,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for JsonDocument<'_> {
+    type Value = ();
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for JsonDocument<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a Kubernetes object or list")
+    }
+
+    fn visit_unit<E: serde::de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        use serde::de::Error;
+        let mut rest = serde_json::Map::new();
+        let mut waiting: Option<Vec<serde_json::Value>> = None;
+        while let Some(key) = map.next_key::<String>()? {
+            if key == "items" {
+                let items = map.next_value_seed(JsonItems {
+                    each: &mut *self.each,
+                })?;
+                waiting = Some(items);
+            } else {
+                rest.insert(key, map.next_value()?);
+            }
+        }
+        let Some(waiting) = waiting else {
+            return collect(serde_json::Value::Object(rest), None, self.each)
+                .map_err(A::Error::custom);
+        };
+        let kind = rest
+            .get("kind")
+            .and_then(|k| k.as_str())
+            .unwrap_or_default();
+        let Some(list) = kind.strip_suffix("List") else {
+            return Err(A::Error::custom(format!(
+                "{kind:?} has items but is not a List"
+            )));
+        };
+        let item_kind = Some(list).filter(|k| !k.is_empty());
+        for item in waiting {
+            collect(item, item_kind, self.each).map_err(A::Error::custom)?;
+        }
+        Ok(())
+    }
+}
+
+/// A list's `items`: those that name their kind are mapped at once; the others are
+/// returned to wait for the list's kind.
+struct JsonItems<'a> {
+    each: &'a mut dyn FnMut(Object) -> Result<(), ()>,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for JsonItems<'_> {
+    type Value = Vec<serde_json::Value>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for JsonItems<'_> {
+    type Value = Vec<serde_json::Value>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a list of objects")
+    }
+
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+        Ok(Vec::new())
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        use serde::de::Error;
+        let mut waiting = Vec::new();
+        while let Some(item) = seq.next_element::<serde_json::Value>()? {
+            if item.get("kind").and_then(|k| k.as_str()).is_some() {
+                collect(item, None, self.each).map_err(A::Error::custom)?;
+            } else {
+                waiting.push(item);
+            }
+        }
+        Ok(waiting)
+    }
+}
+
+/// Hands `each` the objects of one document (recursing into lists). An error from
+/// `each` stops the walk; its text here is empty (the caller keeps the error itself).
 fn collect(
     value: serde_json::Value,
     implied_kind: Option<&str>,
-    out: &mut Vec<Object>,
+    each: &mut dyn FnMut(Object) -> Result<(), ()>,
 ) -> Result<(), String> {
     let kind = match value.get("kind").and_then(|k| k.as_str()) {
         Some(kind) => kind.to_owned(),
@@ -60,33 +206,36 @@ fn collect(
             .ok_or_else(|| "object without kind".to_owned())?,
     };
     let typed = |e: serde_json::Error| format!("{kind}: {e}");
-    match kind.as_str() {
-        "Node" => out.push(Object::Node(Box::new(
-            serde_json::from_value(value).map_err(typed)?,
-        ))),
-        "CiliumNode" => out.push(Object::CiliumNode(Box::new(
-            serde_json::from_value(value).map_err(typed)?,
-        ))),
+    let object = match kind.as_str() {
+        "Node" => Object::Node(Box::new(serde_json::from_value(value).map_err(typed)?)),
+        "CiliumNode" => Object::CiliumNode(Box::new(serde_json::from_value(value).map_err(typed)?)),
         "ConfigMap" => {
             let config_map: ConfigMap = serde_json::from_value(value).map_err(typed)?;
-            if config_map.metadata.name.as_deref() == Some(CILIUM_CONFIG_NAME) {
-                out.push(Object::CiliumConfig(Box::new(config_map)));
+            if config_map.metadata.name.as_deref() != Some(CILIUM_CONFIG_NAME) {
+                return Ok(());
             }
+            Object::CiliumConfig(Box::new(config_map))
         }
         list if list.ends_with("List") => {
             let item_kind = list.strip_suffix("List").filter(|k| !k.is_empty());
-            let items = match value.get("items") {
+            // Taken, not cloned: the items are the bulk of the document.
+            let items = match value {
+                serde_json::Value::Object(mut map) => map.remove("items"),
+                _ => None,
+            };
+            let items = match items {
                 None | Some(serde_json::Value::Null) => return Ok(()),
-                Some(serde_json::Value::Array(items)) => items.clone(),
+                Some(serde_json::Value::Array(items)) => items,
                 Some(_) => return Err(format!("{list}: items is not a list")),
             };
             for item in items {
-                collect(item, item_kind, out)?;
+                collect(item, item_kind, each)?;
             }
+            return Ok(());
         }
-        _ => {}
-    }
-    Ok(())
+        _ => return Ok(()),
+    };
+    each(object).map_err(|()| String::new())
 }
 
 /// The cluster state of a set of files (path, contents), in the order given.
@@ -101,7 +250,7 @@ pub fn cluster_state(files: &[(PathBuf, String)]) -> Result<ClusterState, Source
             path: path.clone(),
             error: Box::new(error),
         };
-        for object in parse_objects(path, text)? {
+        for_each_object(path, text, &mut |object| {
             let (kind, name) = match object {
                 Object::Node(node) => {
                     let (name, facts) = objects::node_facts(&node).map_err(in_file)?;
@@ -127,7 +276,8 @@ pub fn cluster_state(files: &[(PathBuf, String)]) -> Result<ClusterState, Source
                     second: path.clone(),
                 });
             }
-        }
+            Ok(())
+        })?;
     }
     Ok(state)
 }
@@ -283,5 +433,72 @@ metadata:
         // A Node and a CiliumNode of the same name are not duplicates.
         let cilium = "kind: CiliumNode\nmetadata: {name: a}\n";
         assert!(state(&[("one.yaml", node), ("two.yaml", cilium)]).is_ok());
+    }
+
+    /// `kubectl get nodes,ciliumnodes -o json`: `items` comes before `kind`, and the
+    /// JSON reader maps the items as it reaches them; the result is the YAML reader's.
+    #[test]
+    fn kubectl_json_list_is_read_like_its_yaml() {
+        let yaml: serde_json::Value = serde_yaml::from_str(KUBECTL_LIST).unwrap();
+        let json = serde_json::to_string_pretty(&yaml).unwrap();
+        assert!(json.find("\"items\"") < json.find("\"kind\": \"List\""));
+        assert_eq!(
+            state(&[("list.json", &json)]).unwrap(),
+            state(&[("list.yaml", KUBECTL_LIST)]).unwrap()
+        );
+        // Several JSON documents in one file, and an empty one.
+        let two =
+            format!("{json}\n{{\"kind\": \"Node\", \"metadata\": {{\"name\": \"n9\"}}}}\nnull\n");
+        let state = state(&[("list.json", &two)]).unwrap();
+        assert_eq!(state.nodes.keys().collect::<Vec<_>>(), ["master1", "n9"]);
+    }
+
+    #[test]
+    fn json_items_without_kind_wait_for_the_list_kind() {
+        // `kind` after `items`, items that do not name theirs: a NodeList's.
+        let text = r#"{"items": [{"metadata": {"name": "n1"}, "spec": {"podCIDR": "10.1.0.0/24"}},
+            {"kind": "CiliumNode", "metadata": {"name": "n1"}, "spec": {"ipam": {"podCIDRs": ["10.2.0.0/24"]}}}],
+            "kind": "NodeList", "apiVersion": "v1"}"#;
+        let state = state(&[("nodes.json", text)]).unwrap();
+        assert_eq!(state.nodes["n1"].node_cidrs, vec![net("10.1.0.0/24")]);
+        assert_eq!(state.cilium_nodes["n1"], vec![net("10.2.0.0/24")]);
+    }
+
+    #[test]
+    fn json_errors_name_the_document_and_stop_the_load() {
+        // Malformed JSON in the second document.
+        let text = "{\"kind\": \"Node\", \"metadata\": {\"name\": \"a\"}}\n{\"kind\": \"Node\",";
+        let err = state(&[("bad.json", text)]).unwrap_err();
+        assert!(
+            matches!(&err, SourceError::Parse { path, document: 2, .. } if path == Path::new("bad.json")),
+            "{err:?}"
+        );
+        // An item that does not map: the mapping error, as for YAML.
+        let text = r#"{"items": [{"kind": "Node", "metadata": {"name": "a"}, "spec": {"podCIDRs": ["10.1.0.0/33"]}}], "kind": "List"}"#;
+        let err = state(&[("n.json", text)]).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("n.json: Node a: spec.podCIDRs[0]"),
+            "{err}"
+        );
+        // Items in an object that is not a list, and items without any kind.
+        for text in [
+            r#"{"kind": "Node", "metadata": {"name": "a"}, "items": []}"#,
+            r#"{"items": [{"metadata": {"name": "a"}}]}"#,
+        ] {
+            let err = state(&[("n.json", text)]).unwrap_err();
+            assert!(
+                matches!(err, SourceError::Parse { document: 1, .. }),
+                "{text}: {err:?}"
+            );
+        }
+        // A duplicate across a JSON list and a YAML file.
+        let json = r#"{"items": [{"kind": "Node", "metadata": {"name": "a"}}], "kind": "List"}"#;
+        let err = state(&[
+            ("one.json", json),
+            ("two.yaml", "kind: Node\nmetadata: {name: a}\n"),
+        ])
+        .unwrap_err();
+        assert!(matches!(err, SourceError::Duplicate { .. }), "{err:?}");
     }
 }
