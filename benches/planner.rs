@@ -38,7 +38,7 @@ fn view() -> NodeView {
             let entry = NodeEntry {
                 name: Arc::clone(&name),
                 uid: None,
-                labels: BTreeMap::from([("rack".to_string(), format!("r{}", i % 100))]),
+                labels: BTreeMap::from([("rack".to_string(), format!("r{}", i % 100))]).into(),
                 internal_ipv4: Some(Ipv4Addr::new(172, 16 + (i >> 16) as u8, hi, lo)),
                 internal_ipv6: Some(Ipv6Addr::new(0xfd99, 0, 0, 0, 0, 0, 0, i as u16)),
                 source: None,

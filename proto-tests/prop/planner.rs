@@ -315,7 +315,7 @@ impl Model {
             state.nodes.insert(
                 name.to_string(),
                 NodeFacts {
-                    labels: n.labels.clone(),
+                    labels: n.labels.clone().into(),
                     internal_ipv4: n.v4,
                     internal_ipv6: n.v6,
                     node_cidrs: n.cidrs.clone(),

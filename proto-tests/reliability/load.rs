@@ -9,7 +9,7 @@
 //! the speaker's UPDATEs on a thread of its own. `PODCIDR_SOAK_SECS` (default 20) and
 //! `PODCIDR_SOAK_RATE` (changes per second, default 40) scale the run.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -44,7 +44,7 @@ fn entry(name: &str, i: u32, cidr: Ipv4Net) -> NodeEntry {
     NodeEntry {
         name: Arc::from(name),
         uid: None,
-        labels: BTreeMap::new(),
+        labels: Default::default(),
         internal_ipv4: Some(Ipv4Addr::new(172, 16 + a, b, c)),
         internal_ipv6: None,
         source: None,

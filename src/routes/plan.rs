@@ -648,11 +648,12 @@ mod tests {
                     let entry = NodeEntry {
                         name: Arc::clone(&name),
                         uid: None,
-                        labels: n
-                            .labels
-                            .iter()
-                            .map(|(k, v)| (k.to_string(), v.to_string()))
-                            .collect(),
+                        labels: Arc::new(
+                            n.labels
+                                .iter()
+                                .map(|(k, v)| (k.to_string(), v.to_string()))
+                                .collect(),
+                        ),
                         internal_ipv4: n.v4.map(|a| a.parse::<Ipv4Addr>().unwrap()),
                         internal_ipv6: n.v6.map(|a| a.parse::<Ipv6Addr>().unwrap()),
                         source: None,

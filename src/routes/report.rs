@@ -250,7 +250,7 @@ pub fn table(plan: &Plan, view: &NodeView, config: &Config) -> String {
 
 /// The JSON document: the same facts as [`table`].
 pub fn json_value(plan: &Plan, view: &NodeView, config: &Config) -> Value {
-    let labels = view.nodes.get(&*plan.node).map(|n| &n.labels);
+    let labels = view.nodes.get(&*plan.node).map(|n| &*n.labels);
     let peers: Vec<Value> = plan
         .peers
         .values()
@@ -561,7 +561,7 @@ peers:
         state.nodes.insert(
             "n1".into(),
             NodeFacts {
-                labels: [("rack".to_string(), "a".to_string())].into(),
+                labels: std::sync::Arc::new([("rack".to_string(), "a".to_string())].into()),
                 internal_ipv4: Some("192.168.10.11".parse().unwrap()),
                 node_cidrs: vec!["10.5.112.0/24".parse().unwrap()],
                 ..NodeFacts::default()

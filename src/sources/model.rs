@@ -49,13 +49,18 @@ pub struct ClusterState {
     pub cilium_config: Option<CiliumConfig>,
 }
 
+/// A Node's `metadata.labels`, shared by every copy of its facts and view entry: a
+/// label map is a few hundred octets even with one label, and a 50,000-node view is
+/// copied in a few places.
+pub type Labels = Arc<BTreeMap<String, String>>;
+
 /// What one Node object says about itself.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct NodeFacts {
     /// `metadata.uid`, so Kubernetes Events about the node attach to it.
     pub uid: Option<String>,
     /// `metadata.labels`: the planner matches peers' node selectors against them.
-    pub labels: BTreeMap<String, String>,
+    pub labels: Labels,
     /// First `status.addresses` entry of type InternalIP that is an IPv4 address.
     pub internal_ipv4: Option<Ipv4Addr>,
     /// First `status.addresses` entry of type InternalIP that is an IPv6 address.
@@ -229,7 +234,7 @@ pub struct NodeEntry {
     pub name: Arc<str>,
     /// `metadata.uid` of the Node.
     pub uid: Option<String>,
-    pub labels: BTreeMap<String, String>,
+    pub labels: Labels,
     pub internal_ipv4: Option<Ipv4Addr>,
     pub internal_ipv6: Option<Ipv6Addr>,
     /// Which object the prefixes were read from; `None` when no object lists any.

@@ -12,6 +12,7 @@
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use ipnet::IpNet;
 use k8s_openapi::api::core::v1::{ConfigMap, Node};
@@ -175,7 +176,7 @@ pub fn node_facts(node: &Node) -> Result<(String, NodeFacts), SourceError> {
 
     let mut facts = NodeFacts {
         uid: node.metadata.uid.clone(),
-        labels: node.metadata.labels.clone().unwrap_or_default(),
+        labels: Arc::new(node.metadata.labels.clone().unwrap_or_default()),
         node_cidrs,
         annotation_cidrs,
         ..NodeFacts::default()

@@ -18,6 +18,7 @@
 pub mod parse;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use tracing::{info, warn};
@@ -25,7 +26,8 @@ use tracing::{info, warn};
 use super::error::SourceError;
 use super::model::{CiliumConfigMemory, ClusterState, IpamOverride, CILIUM_CONFIG_KEPT};
 use super::{
-    snapshot_and_report, Closed, NoEvents, ReportTracker, Resource, SourceSender, SourceUpdate,
+    snapshot_and_report, Closed, ClusterSnapshot, NoEvents, ReportTracker, Resource, SourceSender,
+    SourceUpdate,
 };
 
 /// How often the files are checked for changes.
@@ -51,7 +53,9 @@ pub async fn run(config: FileSourceConfig, out: SourceSender) -> Result<(), Clos
     let resource = Resource::ClusterStateFile;
     out.register(resource);
     let mut tracker = ReportTracker::new();
-    let mut last_sent: Option<ClusterState> = None;
+    // The last snapshot sent (its state compared with each load): kept by reference,
+    // not as a copy of a state that may hold 50,000 nodes.
+    let mut last_sent: Option<Arc<ClusterSnapshot>> = None;
     let mut errors = ErrorLog::default();
     let mut memory = CiliumConfigMemory::default();
     let mut kept = false;
@@ -89,9 +93,9 @@ pub async fn run(config: FileSourceConfig, out: SourceSender) -> Result<(), Clos
                         info!(path = %config.path.display(), "cilium-config is back");
                     }
                 }
-                if last_sent.as_ref() != Some(&state) {
-                    last_sent = Some(state.clone());
+                if last_sent.as_ref().is_none_or(|s| s.state != state) {
                     let snapshot = snapshot_and_report(state, config.ipam, &mut tracker, &NoEvents);
+                    last_sent = Some(Arc::clone(&snapshot));
                     out.send(SourceUpdate::Cluster(snapshot)).await?;
                 }
                 out.status(resource, |s| {
