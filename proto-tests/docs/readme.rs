@@ -112,6 +112,21 @@ fn every_readme_command_runs_as_documented() {
                     .map(|l| l.split_whitespace().next().unwrap_or(""))
                     .collect();
                 assert_eq!(table, ["10.244.1.0/24", "10.244.13.0/24"], "{after_delete}");
+                // The demo checks steps 4 and 5 itself (a failed check exits 1, caught
+                // above); each check must have run.
+                assert!(!out.contains("DEMO FAILED"), "{out}");
+                for check in [
+                    "check ok: 10.244.2.0/24 is gone from the switch",
+                    "check ok: every other route is untouched",
+                    "check ok: the switch keeps 10.244.1.0/24, held as stale",
+                    "check ok: speaker back; 10.244.1.0/24 is at the switch and no longer stale",
+                    "check ok: never withdrawn",
+                ] {
+                    assert!(
+                        out.contains(check),
+                        "scripts/demo did not check {check:?}:\n{out}"
+                    );
+                }
             }
             ["podcidr-speaker", args @ ..] => {
                 let (code, out) = run(&bin, args, Duration::from_secs(60));
