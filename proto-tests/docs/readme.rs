@@ -1,11 +1,15 @@
 //! The README's commands, run: every line of every ```sh block in README.md is executed
 //! here (or, for `scripts/test`, shown to be exactly what CI runs), so the docs cannot
 //! rot. A command this test does not know fails it: adding one to the README means
-//! saying here what it must do.
+//! saying here what it must do. The README's CLI reference is checked against the clap
+//! definition: the same flags, defaults and environment variables.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+use clap::CommandFactory;
+use podcidr_speaker::cli::Cli;
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -154,4 +158,144 @@ fn every_readme_command_runs_as_documented() {
         ran += 1;
     }
     assert!(ran >= 5, "only {ran} README commands ran");
+}
+
+/// One row of a flag table in the README's CLI reference.
+#[derive(Debug)]
+struct FlagRow {
+    longs: Vec<String>,
+    default: String,
+    env: String,
+}
+
+/// The README's "## CLI reference": per subcommand (its `### `NAME` heading), the rows
+/// of its flag table.
+fn cli_reference() -> Vec<(String, Vec<FlagRow>)> {
+    let text = std::fs::read_to_string(repo().join("README.md")).expect("README.md");
+    let section = text
+        .split("\n## CLI reference\n")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .expect("README.md has a \"## CLI reference\" section");
+    let mut out: Vec<(String, Vec<FlagRow>)> = Vec::new();
+    for line in section.lines() {
+        if let Some(heading) = line.strip_prefix("### `") {
+            let name = heading.split([' ', '`']).next().unwrap_or_default();
+            out.push((name.to_owned(), Vec::new()));
+            continue;
+        }
+        if !line.starts_with("| `") {
+            continue;
+        }
+        // `\|` is a pipe inside a cell.
+        let cells: Vec<String> = line
+            .replace("\\|", "\u{0}")
+            .split('|')
+            .map(|c| c.trim().replace('\u{0}', "|"))
+            .collect();
+        let [_, flag, default, env, ..] = cells.as_slice() else {
+            panic!("a CLI reference row without flag, default and env cells: {line}");
+        };
+        let longs = flag
+            .split("--")
+            .skip(1)
+            .map(|rest| {
+                rest.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+                    .next()
+                    .unwrap_or_default()
+                    .to_owned()
+            })
+            .collect();
+        let (_, rows) = out
+            .last_mut()
+            .unwrap_or_else(|| panic!("a flag row before any ### heading: {line}"));
+        rows.push(FlagRow {
+            longs,
+            default: default.clone(),
+            env: env.clone(),
+        });
+    }
+    out
+}
+
+#[test]
+fn the_cli_reference_matches_the_clap_definition() {
+    let reference = cli_reference();
+    let cli = Cli::command();
+    let mut problems = Vec::new();
+    let documented: Vec<&str> = reference.iter().map(|(n, _)| n.as_str()).collect();
+    for sub in cli.get_subcommands() {
+        let name = sub.get_name();
+        let Some((_, rows)) = reference.iter().find(|(n, _)| n == name) else {
+            problems.push(format!(
+                "`{name}` has no ### heading (found {documented:?})"
+            ));
+            continue;
+        };
+        let mut seen = Vec::new();
+        for arg in sub.get_arguments() {
+            let Some(long) = arg.get_long() else { continue };
+            if matches!(long, "help" | "version") {
+                continue;
+            }
+            seen.push(long.to_owned());
+            let Some(row) = rows.iter().find(|r| r.longs.iter().any(|l| l == long)) else {
+                problems.push(format!("`{name} --{long}` is not in the README"));
+                continue;
+            };
+            let env = arg.get_env().map(|e| e.to_string_lossy().into_owned());
+            match &env {
+                Some(var) if row.env != format!("`{var}`") => problems.push(format!(
+                    "`{name} --{long}`: env is `{var}`, the README says {:?}",
+                    row.env
+                )),
+                None if row.env != "-" => problems.push(format!(
+                    "`{name} --{long}` has no env var, the README says {:?}",
+                    row.env
+                )),
+                _ => {}
+            }
+            if arg.get_action().takes_values() {
+                for default in arg.get_default_values() {
+                    let want = format!("`{}`", default.to_string_lossy());
+                    if !row.default.contains(&want) {
+                        problems.push(format!(
+                            "`{name} --{long}`: default {want}, the README says {:?}",
+                            row.default
+                        ));
+                    }
+                }
+                if arg.is_required_set() && row.default != "required" {
+                    problems.push(format!(
+                        "`{name} --{long}` is required, the README says {:?}",
+                        row.default
+                    ));
+                }
+            }
+        }
+        for row in rows {
+            for long in &row.longs {
+                if !seen.contains(long) {
+                    problems.push(format!(
+                        "the README documents `{name} --{long}`: no such flag"
+                    ));
+                }
+            }
+        }
+    }
+    for (name, _) in &reference {
+        if cli.find_subcommand(name).is_none() {
+            problems.push(format!("the README documents `{name}`: no such subcommand"));
+        }
+    }
+    // The run flags are the ones operators set: make sure the table was really read.
+    let run = reference
+        .iter()
+        .find(|(n, _)| n == "run")
+        .map(|(_, r)| r.len());
+    assert!(run >= Some(10), "run's table has {run:?} rows");
+    assert!(
+        problems.is_empty(),
+        "README.md's CLI reference: {problems:#?}"
+    );
 }
