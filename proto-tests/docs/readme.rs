@@ -299,3 +299,77 @@ fn the_cli_reference_matches_the_clap_definition() {
         "README.md's CLI reference: {problems:#?}"
     );
 }
+
+/// ARCHITECTURE.md's network rule, checked on the source: the calls that open a socket
+/// or make a Kubernetes API client appear only in the files the rule names.
+#[test]
+fn only_the_modules_architecture_md_names_open_sockets() {
+    const OPENERS: [&str; 8] = [
+        "TcpStream::connect",
+        "TcpListener::bind",
+        "TcpSocket::new",
+        "UdpSocket::bind",
+        "Socket::new(",
+        "Client::try_default",
+        "Client::try_from",
+        "Client::new(",
+    ];
+    // peer: BGP sockets; metrics::server: its listener; status.rs: its one GET; the
+    // kube client, made by daemon (used by sources::kube) and by doctor.rs.
+    let allowed = |path: &str| {
+        path.starts_with("src/peer/")
+            || matches!(
+                path,
+                "src/metrics/server.rs" | "src/status.rs" | "src/daemon/mod.rs" | "src/doctor.rs"
+            )
+    };
+    let architecture = std::fs::read_to_string(repo().join("ARCHITECTURE.md")).unwrap();
+    assert!(
+        architecture.contains("Network access happens in exactly these places"),
+        "ARCHITECTURE.md no longer states the network rule this test checks"
+    );
+    let mut files = vec![repo().join("src")];
+    let mut found = Vec::new();
+    let mut scanned = 0;
+    while let Some(path) = files.pop() {
+        if path.is_dir() {
+            files.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
+            continue;
+        }
+        if path.extension().is_none_or(|e| e != "rs") {
+            continue;
+        }
+        scanned += 1;
+        let relative = path
+            .strip_prefix(repo())
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        let text = std::fs::read_to_string(&path).unwrap();
+        // Unit tests may open sockets of their own.
+        let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+        for (n, line) in code.lines().enumerate() {
+            let line = line.trim_start();
+            if line.starts_with("//") {
+                continue;
+            }
+            for opener in OPENERS {
+                if line.contains(opener) {
+                    found.push((relative.clone(), n + 1, opener));
+                }
+            }
+        }
+    }
+    assert!(scanned > 20, "only {scanned} source files");
+    let outside: Vec<_> = found.iter().filter(|(p, ..)| !allowed(p)).collect();
+    assert!(
+        outside.is_empty(),
+        "sockets opened outside the modules ARCHITECTURE.md names: {outside:?}"
+    );
+    for needed in ["src/status.rs", "src/metrics/server.rs", "src/doctor.rs"] {
+        assert!(
+            found.iter().any(|(p, ..)| p == needed),
+            "{needed} opens no socket any more: update ARCHITECTURE.md and this test ({found:?})"
+        );
+    }
+}
