@@ -36,7 +36,10 @@ pub const EXIT_UNREACHABLE: u8 = 2;
 pub enum StatusError {
     #[error("--addr {addr:?}: {reason}")]
     Address { addr: String, reason: String },
-    #[error("cannot connect to {addr}: {source}")]
+    #[error(
+        "cannot connect to {addr}: {source}; is the speaker running there? On another \
+         machine pass --addr NODE_IP:9477 (the speaker's `run --metrics-addr`)"
+    )]
     Connect {
         addr: SocketAddr,
         #[source]
@@ -48,9 +51,15 @@ pub enum StatusError {
         #[source]
         source: io::Error,
     },
-    #[error("{addr}: no answer within {timeout:?}")]
+    #[error(
+        "{addr}: no answer within {timeout:?}; is this the speaker's `run --metrics-addr` \
+         (default port 9477), and does a firewall drop it?"
+    )]
     Timeout { addr: SocketAddr, timeout: Duration },
-    #[error("{addr}: not an HTTP/1.x answer: {reason}")]
+    #[error(
+        "{addr}: not an HTTP/1.x answer ({reason}); is this the speaker's `run --metrics-addr` \
+         (default port 9477)?"
+    )]
     Http { addr: SocketAddr, reason: String },
     #[error("{addr}: /status answered {code}: {body}")]
     Status {

@@ -1,11 +1,15 @@
 //! The README's commands, run: every line of every ```sh block in README.md is executed
 //! here (or, for `scripts/test`, shown to be exactly what CI runs), so the docs cannot
 //! rot. A command this test does not know fails it: adding one to the README means
-//! saying here what it must do.
+//! saying here what it must do. The README's CLI reference is checked against the clap
+//! definition: the same flags, defaults and environment variables.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+use clap::CommandFactory;
+use podcidr_speaker::cli::Cli;
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -112,6 +116,21 @@ fn every_readme_command_runs_as_documented() {
                     .map(|l| l.split_whitespace().next().unwrap_or(""))
                     .collect();
                 assert_eq!(table, ["10.244.1.0/24", "10.244.13.0/24"], "{after_delete}");
+                // The demo checks steps 4 and 5 itself (a failed check exits 1, caught
+                // above); each check must have run.
+                assert!(!out.contains("DEMO FAILED"), "{out}");
+                for check in [
+                    "check ok: 10.244.2.0/24 is gone from the switch",
+                    "check ok: every other route is untouched",
+                    "check ok: the switch keeps 10.244.1.0/24, held as stale",
+                    "check ok: speaker back; 10.244.1.0/24 is at the switch and no longer stale",
+                    "check ok: never withdrawn",
+                ] {
+                    assert!(
+                        out.contains(check),
+                        "scripts/demo did not check {check:?}:\n{out}"
+                    );
+                }
             }
             ["podcidr-speaker", args @ ..] => {
                 let (code, out) = run(&bin, args, Duration::from_secs(60));
@@ -139,4 +158,218 @@ fn every_readme_command_runs_as_documented() {
         ran += 1;
     }
     assert!(ran >= 5, "only {ran} README commands ran");
+}
+
+/// One row of a flag table in the README's CLI reference.
+#[derive(Debug)]
+struct FlagRow {
+    longs: Vec<String>,
+    default: String,
+    env: String,
+}
+
+/// The README's "## CLI reference": per subcommand (its `### `NAME` heading), the rows
+/// of its flag table.
+fn cli_reference() -> Vec<(String, Vec<FlagRow>)> {
+    let text = std::fs::read_to_string(repo().join("README.md")).expect("README.md");
+    let section = text
+        .split("\n## CLI reference\n")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .expect("README.md has a \"## CLI reference\" section");
+    let mut out: Vec<(String, Vec<FlagRow>)> = Vec::new();
+    for line in section.lines() {
+        if let Some(heading) = line.strip_prefix("### `") {
+            let name = heading.split([' ', '`']).next().unwrap_or_default();
+            out.push((name.to_owned(), Vec::new()));
+            continue;
+        }
+        if !line.starts_with("| `") {
+            continue;
+        }
+        // `\|` is a pipe inside a cell.
+        let cells: Vec<String> = line
+            .replace("\\|", "\u{0}")
+            .split('|')
+            .map(|c| c.trim().replace('\u{0}', "|"))
+            .collect();
+        let [_, flag, default, env, ..] = cells.as_slice() else {
+            panic!("a CLI reference row without flag, default and env cells: {line}");
+        };
+        let longs = flag
+            .split("--")
+            .skip(1)
+            .map(|rest| {
+                rest.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+                    .next()
+                    .unwrap_or_default()
+                    .to_owned()
+            })
+            .collect();
+        let (_, rows) = out
+            .last_mut()
+            .unwrap_or_else(|| panic!("a flag row before any ### heading: {line}"));
+        rows.push(FlagRow {
+            longs,
+            default: default.clone(),
+            env: env.clone(),
+        });
+    }
+    out
+}
+
+#[test]
+fn the_cli_reference_matches_the_clap_definition() {
+    let reference = cli_reference();
+    let cli = Cli::command();
+    let mut problems = Vec::new();
+    let documented: Vec<&str> = reference.iter().map(|(n, _)| n.as_str()).collect();
+    for sub in cli.get_subcommands() {
+        let name = sub.get_name();
+        let Some((_, rows)) = reference.iter().find(|(n, _)| n == name) else {
+            problems.push(format!(
+                "`{name}` has no ### heading (found {documented:?})"
+            ));
+            continue;
+        };
+        let mut seen = Vec::new();
+        for arg in sub.get_arguments() {
+            let Some(long) = arg.get_long() else { continue };
+            if matches!(long, "help" | "version") {
+                continue;
+            }
+            seen.push(long.to_owned());
+            let Some(row) = rows.iter().find(|r| r.longs.iter().any(|l| l == long)) else {
+                problems.push(format!("`{name} --{long}` is not in the README"));
+                continue;
+            };
+            let env = arg.get_env().map(|e| e.to_string_lossy().into_owned());
+            match &env {
+                Some(var) if row.env != format!("`{var}`") => problems.push(format!(
+                    "`{name} --{long}`: env is `{var}`, the README says {:?}",
+                    row.env
+                )),
+                None if row.env != "-" => problems.push(format!(
+                    "`{name} --{long}` has no env var, the README says {:?}",
+                    row.env
+                )),
+                _ => {}
+            }
+            if arg.get_action().takes_values() {
+                for default in arg.get_default_values() {
+                    let want = format!("`{}`", default.to_string_lossy());
+                    if !row.default.contains(&want) {
+                        problems.push(format!(
+                            "`{name} --{long}`: default {want}, the README says {:?}",
+                            row.default
+                        ));
+                    }
+                }
+                if arg.is_required_set() && row.default != "required" {
+                    problems.push(format!(
+                        "`{name} --{long}` is required, the README says {:?}",
+                        row.default
+                    ));
+                }
+            }
+        }
+        for row in rows {
+            for long in &row.longs {
+                if !seen.contains(long) {
+                    problems.push(format!(
+                        "the README documents `{name} --{long}`: no such flag"
+                    ));
+                }
+            }
+        }
+    }
+    for (name, _) in &reference {
+        if cli.find_subcommand(name).is_none() {
+            problems.push(format!("the README documents `{name}`: no such subcommand"));
+        }
+    }
+    // The run flags are the ones operators set: make sure the table was really read.
+    let run = reference
+        .iter()
+        .find(|(n, _)| n == "run")
+        .map(|(_, r)| r.len());
+    assert!(run >= Some(10), "run's table has {run:?} rows");
+    assert!(
+        problems.is_empty(),
+        "README.md's CLI reference: {problems:#?}"
+    );
+}
+
+/// ARCHITECTURE.md's network rule, checked on the source: the calls that open a socket
+/// or make a Kubernetes API client appear only in the files the rule names.
+#[test]
+fn only_the_modules_architecture_md_names_open_sockets() {
+    const OPENERS: [&str; 8] = [
+        "TcpStream::connect",
+        "TcpListener::bind",
+        "TcpSocket::new",
+        "UdpSocket::bind",
+        "Socket::new(",
+        "Client::try_default",
+        "Client::try_from",
+        "Client::new(",
+    ];
+    // peer: BGP sockets; metrics::server: its listener; status.rs: its one GET; the
+    // kube client, made by daemon (used by sources::kube) and by doctor.rs.
+    let allowed = |path: &str| {
+        path.starts_with("src/peer/")
+            || matches!(
+                path,
+                "src/metrics/server.rs" | "src/status.rs" | "src/daemon/mod.rs" | "src/doctor.rs"
+            )
+    };
+    let architecture = std::fs::read_to_string(repo().join("ARCHITECTURE.md")).unwrap();
+    assert!(
+        architecture.contains("Network access happens in exactly these places"),
+        "ARCHITECTURE.md no longer states the network rule this test checks"
+    );
+    let mut files = vec![repo().join("src")];
+    let mut found = Vec::new();
+    let mut scanned = 0;
+    while let Some(path) = files.pop() {
+        if path.is_dir() {
+            files.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
+            continue;
+        }
+        if path.extension().is_none_or(|e| e != "rs") {
+            continue;
+        }
+        scanned += 1;
+        let relative = path
+            .strip_prefix(repo())
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        let text = std::fs::read_to_string(&path).unwrap();
+        // Unit tests may open sockets of their own.
+        let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+        for (n, line) in code.lines().enumerate() {
+            let line = line.trim_start();
+            if line.starts_with("//") {
+                continue;
+            }
+            for opener in OPENERS {
+                if line.contains(opener) {
+                    found.push((relative.clone(), n + 1, opener));
+                }
+            }
+        }
+    }
+    assert!(scanned > 20, "only {scanned} source files");
+    let outside: Vec<_> = found.iter().filter(|(p, ..)| !allowed(p)).collect();
+    assert!(
+        outside.is_empty(),
+        "sockets opened outside the modules ARCHITECTURE.md names: {outside:?}"
+    );
+    for needed in ["src/status.rs", "src/metrics/server.rs", "src/doctor.rs"] {
+        assert!(
+            found.iter().any(|(p, ..)| p == needed),
+            "{needed} opens no socket any more: update ARCHITECTURE.md and this test ({found:?})"
+        );
+    }
 }

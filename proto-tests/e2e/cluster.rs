@@ -1,6 +1,7 @@
 //! `--announce cluster`: one speaker (on node n1, with n1's address) announces every
 //! node's pod CIDRs, each with that node's InternalIP as next hop. BIRD (eBGP) peers with
-//! it always, FRR (iBGP) while n1 carries the label `tor2=yes`.
+//! it always, FRR (iBGP, `pod-cidr-local-pref: 200`) while n1 carries the label
+//! `tor2=yes`.
 //!
 //! Phases: start; delete a node (exactly its prefix is withdrawn, in one withdrawal, the
 //! other routes keep their "last changed" time); change a node's CIDR; take the
@@ -28,6 +29,9 @@ use podcidr_speaker::daemon::SHUTDOWN_MESSAGE;
 
 const BIRD_AS: u32 = 65000;
 const NODE_AS: u32 = 65001;
+/// The iBGP peer's `pod-cidr-local-pref`: not 100, which is BIRD's and FRR's own default,
+/// so FRR's RIB shows the speaker really sent it.
+const FRR_LOCAL_PREF: u32 = 200;
 
 fn bgp_config() -> String {
     format!(
@@ -40,6 +44,7 @@ fn bgp_config() -> String {
     peer-asn: {NODE_AS}
     my-asn: {NODE_AS}
     hold-time: 9s
+    pod-cidr-local-pref: {FRR_LOCAL_PREF}
     node-selectors:
       - match-labels:
           tor2: \"yes\"
@@ -81,9 +86,11 @@ fn bird_route(prefix: &str, node: u8) -> Route {
     }
 }
 
+/// Over iBGP: an empty AS_PATH and the peer's `pod-cidr-local-pref`.
 fn frr_route(prefix: &str, node: u8) -> Route {
     Route {
         as_path: vec![],
+        local_pref: Some(FRR_LOCAL_PREF),
         ..bird_route(prefix, node)
     }
 }

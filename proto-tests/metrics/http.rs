@@ -407,6 +407,9 @@ async fn status_exits_2_when_nothing_listens_or_something_else_answers() {
     assert_eq!(code, status::EXIT_UNREACHABLE);
     assert!(out.is_empty());
     assert!(err.contains("cannot connect to"), "{err}");
+    // What to do next, not only what failed.
+    assert!(err.contains("is the speaker running there?"), "{err}");
+    assert!(err.contains("--addr NODE_IP:9477"), "{err}");
 
     // No port: refused before any name lookup (nothing leaves the machine).
     let (code, _, err) = status_command("127.0.0.1".into(), false).await;

@@ -11,12 +11,18 @@
 //! (reload failed, the last good config still in force). Finally every metric the
 //! dashboard and the alerting rules use must exist in this live scrape, and SIGTERM
 //! exits 0.
+//!
+//! A second scenario fills the families only a troubled cluster sets, in a live scrape:
+//! drift, refused prefixes, a conflict between nodes (`--announce cluster`), routes a
+//! session cannot carry, the file source's events and errors, an undecidable IPAM mode
+//! and a NOTIFICATION the speaker sends.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::process::Command;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use ipnet::IpNet;
 use podcidr_speaker::metrics::Status;
 use serde_json::Value;
 
@@ -24,7 +30,7 @@ use crate::deploy::{check_expr, dashboard_exprs, monitoring, rules};
 use crate::exposition::{parse, Scrape};
 use crate::harness::bird::Bird;
 use crate::harness::frr::Frr;
-use crate::harness::{v4, wait_for, Announce, BgpDaemon, Neighbor, PeerOpts};
+use crate::harness::{v4, wait_for, Afi, Announce, BgpDaemon, Neighbor, PeerOpts};
 use crate::isolated;
 use crate::speaker::{net, node_ip, Inputs, NodeSpec, Speaker};
 
@@ -504,6 +510,349 @@ fn a_running_speakers_metrics_follow_a_session_life_with_real_peers() {
     assert!(
         problems.is_empty(),
         "against the live scrape: {problems:#?}"
+    );
+
+    let exit = speaker.terminate();
+    assert!(
+        exit.success(),
+        "exit {exit} on SIGTERM:\n{}",
+        speaker.log_tail(30)
+    );
+}
+
+/// `node_ip(5)` and an IPv6 InternalIP, with a pod CIDR of each family: the IPv6 one
+/// has a next hop but BIRD negotiates IPv4 only, so the session refuses it.
+fn dual_stack_node(name: &str, v4_cidr: &str, v6_cidr: &str, v6_ip: &str) -> String {
+    format!(
+        "apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: Node
+  metadata:
+    name: {name}
+    labels:
+      kubernetes.io/hostname: {name}
+  spec:
+    podCIDRs: [{v4_cidr}, {v6_cidr}]
+  status:
+    addresses:
+    - type: InternalIP
+      address: {ip}
+    - type: InternalIP
+      address: {v6_ip}
+- apiVersion: cilium.io/v2
+  kind: CiliumNode
+  metadata:
+    name: {name}
+  spec:
+    ipam:
+      podCIDRs: [{v4_cidr}, {v6_cidr}]
+",
+        ip = node_ip(5)
+    )
+}
+
+/// Writes `file` under the cluster-state directory the way `kubectl ... > tmp && mv`
+/// does, so the source never reads half a file.
+fn put_cluster_file(inputs: &Inputs, file: &str, text: &str) {
+    let tmp = inputs.cluster_path().join(format!(".{file}.tmp"));
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, inputs.cluster_path().join(file)).unwrap();
+}
+
+fn cilium_config(ipam: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cilium-config\n  namespace: kube-system\ndata:\n  ipam: {ipam}\n  cluster-pool-ipv4-cidr: 10.244.0.0/16\n"
+    )
+}
+
+fn one_peer_config(hold_time: &str) -> String {
+    format!(
+        "peers:
+  - peer-address: {bird}
+    peer-asn: {BIRD_AS}
+    my-asn: {NODE_AS}
+    hold-time: {hold_time}
+speaker:
+  connect-retry-time: 1s
+",
+        bird = v4(2)
+    )
+}
+
+/// The families that only a troubled cluster fills, from a live scrape of the built
+/// speaker (`--announce cluster`, cluster-pool IPAM) with BIRD as the switch: drift
+/// (n2's Node and CiliumNode disagree), refused prefixes (n3 lists one outside the
+/// pool and a default route), a conflict (n4 claims n3's prefix: n3, whose name sorts
+/// first, owns it), routes the session cannot carry (n5's IPv6 pod CIDR, BIRD
+/// negotiates IPv4 only), the file source's events and errors (an unparsable file),
+/// an undecidable IPAM mode, and a NOTIFICATION the speaker sends (a hold-time change
+/// resets the session with Cease / Administrative Shutdown).
+#[test]
+fn a_live_scrape_shows_drift_refusals_conflicts_source_errors_and_a_sent_notification() {
+    const FILE: &str = "cluster-state-file";
+    let speaker_addr = node_ip(1);
+    let mut addrs = vec![v4(2)];
+    addrs.extend((1..=5).map(node_ip));
+    let Some(ns) = isolated!(&addrs, Duration::from_secs(240)) else {
+        return;
+    };
+    let bird = Bird::start(
+        ns.dir(),
+        PeerOpts::new(v4(2), BIRD_AS).neighbor(Neighbor::new(speaker_addr, NODE_AS)),
+    )
+    .expect("start BIRD");
+
+    let inputs = Inputs::new(ns.dir(), "cluster-pool", "10.244.0.0/16");
+    inputs.write_config(&one_peer_config("9s"));
+    let same = |name: &str, n: u8, cidrs: &[&str]| {
+        NodeSpec::new(name, node_ip(n))
+            .node_cidrs(cidrs)
+            .cilium_cidrs(cidrs)
+    };
+    inputs.write_node(&same("n1", 1, &["10.244.1.0/24"]));
+    inputs.write_node(
+        &NodeSpec::new("n2", node_ip(2))
+            .node_cidrs(&["10.244.20.0/24"])
+            .cilium_cidrs(&["10.244.2.0/24"]),
+    );
+    inputs.write_node(&same(
+        "n3",
+        3,
+        &["10.244.3.0/24", "10.99.0.0/24", "0.0.0.0/0"],
+    ));
+    inputs.write_node(&same("n4", 4, &["10.244.3.0/24"]));
+    put_cluster_file(
+        &inputs,
+        "n5.yaml",
+        &dual_stack_node("n5", "10.244.5.0/24", "fd00:10:244:5::/64", "fd00::5"),
+    );
+    let started = unix_now();
+    let mut args = Speaker::standalone_args(&inputs, "n1", speaker_addr);
+    args.push("--announce=cluster".into());
+    let mut speaker = Speaker::start(ns.dir(), "n1", &args);
+    let endpoint = SocketAddr::new(speaker_addr, 9477);
+    let bird_peer = format!("{}:179", v4(2));
+    let bp = bird_peer.as_str();
+
+    // 1. Four IPv4 routes at the switch, one per owning node; the rest is in the scrape.
+    let s = wait_scrape(endpoint, &speaker, "the session up, four prefixes", |s| {
+        is(s, "podcidr_speaker_session_up", &[("peer", bp)], 1.0)?;
+        is(
+            s,
+            "podcidr_speaker_announced_prefixes",
+            &[("peer", bp), ("afi", "ipv4")],
+            4.0,
+        )?;
+        at_least(
+            s,
+            "podcidr_speaker_routes_not_announced_total",
+            &[
+                ("peer", bp),
+                ("afi", "ipv6"),
+                ("reason", "family_not_negotiated"),
+            ],
+            1.0,
+        )
+    });
+    let want: Vec<(IpNet, IpAddr)> = [
+        ("10.244.1.0/24", 1),
+        ("10.244.2.0/24", 2),
+        ("10.244.3.0/24", 3),
+        ("10.244.5.0/24", 5),
+    ]
+    .into_iter()
+    .map(|(p, n)| (net(p), node_ip(n)))
+    .collect();
+    bird.wait_routes(speaker_addr, Afi::Ipv4, WAIT, &|got| {
+        let mut got: Vec<(IpNet, IpAddr)> = got.iter().map(|r| (r.prefix, r.next_hop)).collect();
+        got.sort();
+        got == want
+    })
+    .unwrap_or_else(|e| panic!("BIRD never held {want:?}: {e}"));
+    is(&s, "podcidr_speaker_podcidr_drift", &[("node", "n2")], 1.0).unwrap();
+    assert_eq!(s.series("podcidr_speaker_podcidr_drift").len(), 1);
+    is(&s, "podcidr_speaker_podcidr_drift_nodes", &[], 1.0).unwrap();
+    // n3 and n4 overlap (the same prefix); nobody else does.
+    is(&s, "podcidr_speaker_podcidr_conflicts", &[], 2.0).unwrap();
+    // n3's 10.99.0.0/24 (outside the pool) and 0.0.0.0/0 (a default route).
+    is(&s, "podcidr_speaker_refused_prefixes", &[], 2.0).unwrap();
+    is(&s, "podcidr_speaker_view_nodes", &[], 5.0).unwrap();
+    // n1, n2 (its CiliumNode's), n3 (what is left), n4, n5 (both families).
+    is(&s, "podcidr_speaker_view_prefixes", &[], 6.0).unwrap();
+    is(
+        &s,
+        "podcidr_speaker_ipam_mode",
+        &[("mode", "cluster-pool")],
+        1.0,
+    )
+    .unwrap();
+    is(&s, "podcidr_speaker_ipam_error", &[], 0.0).unwrap();
+    let first_events = s
+        .value("podcidr_speaker_source_events_total", &[("resource", FILE)])
+        .unwrap();
+    assert!(first_events >= 1.0, "{first_events}");
+    is(
+        &s,
+        "podcidr_speaker_source_errors_total",
+        &[("resource", FILE)],
+        0.0,
+    )
+    .unwrap();
+    let first_event_at = s
+        .value(
+            "podcidr_speaker_source_last_event_timestamp_seconds",
+            &[("resource", FILE)],
+        )
+        .unwrap();
+    assert!(
+        first_event_at >= started - 1.0 && first_event_at <= unix_now() + 1.0,
+        "last event at {first_event_at}, test started at {started}"
+    );
+    let sent: Vec<_> = s
+        .series("podcidr_speaker_notifications_total")
+        .into_iter()
+        .filter(|x| x.labels.get("direction").map(String::as_str) == Some("sent"))
+        .filter(|x| x.value > 0.0)
+        .collect();
+    assert!(
+        sent.is_empty(),
+        "NOTIFICATIONs sent before any reset: {sent:?}"
+    );
+    let view = status(endpoint).view.unwrap();
+    assert_eq!(view.refused.len(), 2, "{:?}", view.refused);
+    assert!(
+        view.refused.iter().all(|r| r.node == "n3"),
+        "{:?}",
+        view.refused
+    );
+    assert!(
+        view.overlaps
+            .iter()
+            .any(|o| o.prefix == "10.244.3.0/24" && o.other_prefix == "10.244.3.0/24"),
+        "{:?}",
+        view.overlaps
+    );
+
+    // 2. An unparsable file: an error counted, the source down, the routes kept; fixed:
+    //    up again, with a later event.
+    put_cluster_file(&inputs, "broken.yaml", "items: [\n  - {kind: Node\n");
+    wait_scrape(endpoint, &speaker, "the broken file counted", |s| {
+        at_least(
+            s,
+            "podcidr_speaker_source_errors_total",
+            &[("resource", FILE)],
+            1.0,
+        )?;
+        is(
+            s,
+            "podcidr_speaker_source_watch_up",
+            &[("resource", FILE)],
+            0.0,
+        )?;
+        is(
+            s,
+            "podcidr_speaker_announced_prefixes",
+            &[("peer", bp), ("afi", "ipv4")],
+            4.0,
+        )
+    });
+    std::fs::remove_file(inputs.cluster_path().join("broken.yaml")).unwrap();
+    let s = wait_scrape(endpoint, &speaker, "the source up again", |s| {
+        is(
+            s,
+            "podcidr_speaker_source_watch_up",
+            &[("resource", FILE)],
+            1.0,
+        )
+    });
+    let events = s
+        .value("podcidr_speaker_source_events_total", &[("resource", FILE)])
+        .unwrap();
+    assert!(
+        events > first_events,
+        "{events} events, {first_events} before"
+    );
+    let event_at = s
+        .value(
+            "podcidr_speaker_source_last_event_timestamp_seconds",
+            &[("resource", FILE)],
+        )
+        .unwrap();
+    assert!(event_at > first_event_at, "{event_at} <= {first_event_at}");
+
+    // 3. An IPAM mode the speaker cannot read: the error gauge, no mode, and the last
+    //    plan stays announced; back to cluster-pool, the error clears.
+    put_cluster_file(&inputs, "cilium-config.yaml", &cilium_config("multi-pool"));
+    wait_scrape(endpoint, &speaker, "the IPAM error", |s| {
+        is(s, "podcidr_speaker_ipam_error", &[], 1.0)?;
+        is(
+            s,
+            "podcidr_speaker_ipam_mode",
+            &[("mode", "cluster-pool")],
+            0.0,
+        )?;
+        is(
+            s,
+            "podcidr_speaker_announced_prefixes",
+            &[("peer", bp), ("afi", "ipv4")],
+            4.0,
+        )
+    });
+    put_cluster_file(
+        &inputs,
+        "cilium-config.yaml",
+        &cilium_config("cluster-pool"),
+    );
+    wait_scrape(endpoint, &speaker, "the IPAM error cleared", |s| {
+        is(s, "podcidr_speaker_ipam_error", &[], 0.0)?;
+        is(
+            s,
+            "podcidr_speaker_ipam_mode",
+            &[("mode", "cluster-pool")],
+            1.0,
+        )
+    });
+
+    // 4. A new hold time resets the session: the speaker sends Cease / Administrative
+    //    Shutdown (6/2), counted as sent, and the session comes back.
+    inputs.write_config(&one_peer_config("12s"));
+    wait_scrape(
+        endpoint,
+        &speaker,
+        "one NOTIFICATION sent, the session back",
+        |s| {
+            is(
+                s,
+                "podcidr_speaker_notifications_total",
+                &[
+                    ("peer", bp),
+                    ("direction", "sent"),
+                    ("code", "6"),
+                    ("subcode", "2"),
+                ],
+                1.0,
+            )?;
+            is(
+                s,
+                "podcidr_speaker_session_flaps_total",
+                &[("peer", bp)],
+                1.0,
+            )?;
+            is(s, "podcidr_speaker_session_up", &[("peer", bp)], 1.0)?;
+            is(
+                s,
+                "podcidr_speaker_announced_prefixes",
+                &[("peer", bp), ("afi", "ipv4")],
+                4.0,
+            )
+        },
+    );
+    let bird_log = bird.log_tail(2000);
+    assert!(
+        bird_log.contains("Received: Administrative shutdown"),
+        "BIRD did not log the NOTIFICATION:\n{bird_log}"
     );
 
     let exit = speaker.terminate();

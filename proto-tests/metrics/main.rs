@@ -1,7 +1,7 @@
 //! The observability suite (issue #7): the metrics registry through its text
 //! exposition, the HTTP endpoint on 127.0.0.1:0, the `status` and `doctor` commands
-//! (library and built binary), and the monitoring files under deploy/monitoring checked
-//! against a scrape.
+//! (library and built binary), the monitoring files under deploy/monitoring checked
+//! against a scrape, and the README's metrics table against the registry.
 //!
 //! `live` runs the built speaker against BIRD and FRR in a network namespace of its
 //! own (the interop harness; `PODCIDR_SKIP_INTEROP=1` skips it) and follows its endpoint
@@ -16,6 +16,7 @@ mod harness;
 mod speaker;
 
 mod deploy;
+mod docs;
 mod doctor;
 mod exposition;
 mod http;
