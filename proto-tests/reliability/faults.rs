@@ -127,6 +127,63 @@ fn big_table(n: u32) -> Arc<DesiredRoutes> {
     Arc::new(routes)
 }
 
+/// A peer that reads everything and says nothing (hold time 0 in its OPEN: no KEEPALIVE
+/// either way, so nothing but the socket wakes the speaker's task) gets the whole table
+/// at once. Found by `benches/peers`: when the socket took a full write buffer, nothing
+/// woke the task to refill it, so a table larger than one buffer went out one buffer per
+/// idle wake (5 s; with no idle wake, never). Here 400,000 routes are about 22 buffers:
+/// over 100 s with that bug, a few seconds without it.
+#[test]
+fn a_peer_that_reads_and_says_nothing_gets_the_whole_table_at_once() {
+    use crate::fixture::{RAW_AS, RAW_ID};
+    use crate::raw_peer::{self, Frame};
+    let Some(_ns) = isolated!(&addrs()) else {
+        return;
+    };
+    let n = 400_000u32;
+    let f = Fixture::start_routes(&[], &SockOpts::default(), big_table(n));
+    let conn = f.listener.accept();
+    let _ = conn.expect_open();
+    let caps = raw_peer::cap_params(&[
+        &raw_peer::CAP_MP_IPV4,
+        &raw_peer::CAP_MP_IPV6,
+        &raw_peer::cap_as4(u32::from(RAW_AS)),
+    ]);
+    conn.send(&raw_peer::open(4, RAW_AS, 0, RAW_ID, &caps));
+    assert_eq!(conn.next_message("KEEPALIVE in OpenConfirm"), keepalive());
+    conn.send(&keepalive());
+    let started = Instant::now();
+    let bound = Duration::from_secs(30);
+    let (mut routes, mut updates, mut eor) = (0usize, 0usize, 0usize);
+    while eor < FAMILIES.len() {
+        let left = bound.saturating_sub(started.elapsed());
+        let m = match conn.recv(left) {
+            Some(Frame::Message(m)) => m,
+            Some(Frame::Closed(why)) => panic!("closed after {routes} routes: {why}"),
+            None => panic!(
+                "{routes} of {n} routes in {updates} UPDATEs after {bound:?}: the table stalled"
+            ),
+        };
+        match podcidr_speaker::bgp::wire::decode_message(&m, &ctx()) {
+            Ok(podcidr_speaker::bgp::wire::Message::Update(u)) => {
+                if u.end_of_rib_family().is_some() {
+                    eor += 1;
+                } else {
+                    updates += 1;
+                    routes += crate::raw_peer::Table::changes(&u).1.len();
+                }
+            }
+            Ok(podcidr_speaker::bgp::wire::Message::Keepalive) => {}
+            other => panic!("expected UPDATEs, got {other:?}"),
+        }
+    }
+    assert_eq!(routes, n as usize);
+    println!(
+        "silent reading peer: {n} routes in {updates} UPDATEs and both End-of-RIBs after {:?}",
+        started.elapsed()
+    );
+}
+
 /// The peer takes the handshake, then neither reads nor sends. The speaker's write
 /// buffer stays under its threshold while the table waits, and the hold timer still
 /// ends the session on time although its NOTIFICATION cannot be written.

@@ -316,15 +316,24 @@ impl Task {
 
     /// Bookkeeping after every event: refill the write buffer, write, and report.
     async fn after_event(&mut self, now: Instant) {
-        self.pump(now).await;
-        for w in [Which::Main, Which::Candidate] {
-            let broken = match self.link_mut(w).and_then(|l| l.conn.as_mut()) {
-                Some(c) => c.try_flush().err(),
-                None => None,
-            };
-            if let Some(e) = broken {
-                debug!(error = %e, connection = w.as_str(), "write failed");
-                self.input(w, now, Input::TcpClosed).await;
+        loop {
+            self.pump(now).await;
+            let filled = self.main.conn.as_ref().map_or(0, |c| c.wbuf.len());
+            for w in [Which::Main, Which::Candidate] {
+                let broken = match self.link_mut(w).and_then(|l| l.conn.as_mut()) {
+                    Some(c) => c.try_flush().err(),
+                    None => None,
+                };
+                if let Some(e) = broken {
+                    debug!(error = %e, connection = w.as_str(), "write failed");
+                    self.input(w, now, Input::TcpClosed).await;
+                }
+            }
+            // The socket took the whole buffer: no writable event will come to refill it,
+            // so refill now while the Adj-RIB-Out has more to send.
+            let drained = self.main.conn.as_ref().is_some_and(|c| c.wbuf.is_empty());
+            if filled == 0 || !drained || !self.rib.has_work() {
+                break;
             }
         }
         self.report(now);
