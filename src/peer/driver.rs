@@ -178,6 +178,9 @@ pub(crate) struct Task {
     last_io_error: Option<String>,
     /// Stamped on every turn of the loop, for the daemon's liveness check.
     beat: Arc<Beat>,
+    /// The socket took the whole write buffer and routes remain: refill on the next
+    /// turn without waiting for an event (none would come).
+    refill: bool,
 }
 
 impl Task {
@@ -206,6 +209,7 @@ impl Task {
             reported_received: BTreeMap::new(),
             last_io_error: None,
             beat,
+            refill: false,
         })
     }
 
@@ -283,6 +287,7 @@ impl Task {
         let main = self.main.conn.as_ref();
         let cand = self.candidate.as_ref().and_then(|c| c.conn.as_ref());
         let dial = self.dial.as_mut();
+        let refill = self.refill;
         tokio::select! {
             biased;
             r = shutdown.changed() => match r {
@@ -308,6 +313,8 @@ impl Task {
                 Ok(()) => Event::Desired,
                 Err(_) => Event::DesiredClosed,
             },
+            // Last of the ready ones: more of the table, once nothing else is pending.
+            () = std::future::ready(()), if refill => Event::Nothing,
             // Nothing else for a while (an Idle session has no timer): turn anyway, so
             // the beat shows the loop is alive.
             () = tokio::time::sleep(IDLE_WAKE) => Event::Nothing,
@@ -316,26 +323,23 @@ impl Task {
 
     /// Bookkeeping after every event: refill the write buffer, write, and report.
     async fn after_event(&mut self, now: Instant) {
-        loop {
-            self.pump(now).await;
-            let filled = self.main.conn.as_ref().map_or(0, |c| c.wbuf.len());
-            for w in [Which::Main, Which::Candidate] {
-                let broken = match self.link_mut(w).and_then(|l| l.conn.as_mut()) {
-                    Some(c) => c.try_flush().err(),
-                    None => None,
-                };
-                if let Some(e) = broken {
-                    debug!(error = %e, connection = w.as_str(), "write failed");
-                    self.input(w, now, Input::TcpClosed).await;
-                }
-            }
-            // The socket took the whole buffer: no writable event will come to refill it,
-            // so refill now while the Adj-RIB-Out has more to send.
-            let drained = self.main.conn.as_ref().is_some_and(|c| c.wbuf.is_empty());
-            if filled == 0 || !drained || !self.rib.has_work() {
-                break;
+        self.pump(now).await;
+        let filled = self.main.conn.as_ref().map_or(0, |c| c.wbuf.len());
+        for w in [Which::Main, Which::Candidate] {
+            let broken = match self.link_mut(w).and_then(|l| l.conn.as_mut()) {
+                Some(c) => c.try_flush().err(),
+                None => None,
+            };
+            if let Some(e) = broken {
+                debug!(error = %e, connection = w.as_str(), "write failed");
+                self.input(w, now, Input::TcpClosed).await;
             }
         }
+        // The socket took the whole buffer: no writable event will come to refill it.
+        // The next turn refills it (`next_event`), after anything more urgent (a
+        // shutdown, a timer, the peer's messages), one buffer per turn.
+        let drained = self.main.conn.as_ref().is_some_and(|c| c.wbuf.is_empty());
+        self.refill = filled > 0 && drained && self.rib.has_work();
         self.report(now);
     }
 
