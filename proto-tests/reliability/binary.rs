@@ -198,7 +198,7 @@ fn sigterm_during_the_initial_table_loses_no_route_at_bird() {
     let Some(ns) = isolated!(&[v4(2), n1], Duration::from_secs(150)) else {
         return;
     };
-    let n = 300_000u32;
+    let n = 1_000_000u32;
     let bird = Bird::start(
         ns.dir(),
         PeerOpts::new(v4(2), 65000).neighbor(Neighbor::new(n1, 65001).graceful_restart(60)),

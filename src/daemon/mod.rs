@@ -169,7 +169,6 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
                     daemon.apply(more);
                 }
                 daemon.replan(event).await;
-                release_freed_memory();
             }
             changed = rx.status.changed(), if status_open => {
                 if changed.is_ok() {
@@ -255,19 +254,6 @@ async fn start_sources(
 }
 
 /// What the main loop knows and decides from.
-/// Hands the memory freed since the last call back to the kernel. Loading a large
-/// cluster state (a 50,000-node list) needs a few hundred MB for a moment, which glibc
-/// would otherwise keep as this process's RSS for good; what stays in use is a fraction
-/// of it. Called after each plan, once the peer tasks have their routes.
-fn release_freed_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only walks glibc's own free lists; it takes no pointer and
-    // is safe to call from any thread at any time.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}
-
 struct Daemon {
     settings: Settings,
     metrics: Arc<Metrics>,

@@ -4,7 +4,7 @@
 //! time. Everything here is set before the handshake, so that the SYN already carries
 //! the signature and the TTL.
 //!
-//! Besides `daemon`'s one `malloc_trim` call, the only module with `unsafe`: the
+//! Besides `sources::file`'s one `malloc_trim` call, the only module with `unsafe`: the
 //! setsockopt and getsockopt calls socket2 does not offer, each with the reason it is
 //! sound.
 
