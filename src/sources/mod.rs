@@ -16,10 +16,11 @@
 //! Wiring (the daemon's side):
 //!
 //! ```no_run
-//! # async fn wire(client: kube::Client) {
+//! # async fn wire() -> Result<(), String> {
 //! use std::sync::Arc;
 //! use podcidr_speaker::sources::{self, kube::*, IpamOverride, SourceUpdate};
 //!
+//! let client = client(API_READ_TIMEOUT).await?; // no request waits for ever
 //! let (tx, mut rx) = sources::channel(16);
 //! let (events, _publisher) = events::KubeEvents::spawn(client.clone(), Some("node-a".into()));
 //! let config = KubeSourceConfig {
@@ -37,6 +38,7 @@
 //!     }
 //!     let _ready = rx.status.borrow().ready(); // for /readyz
 //! }
+//! # Ok(())
 //! # }
 //! ```
 //!
