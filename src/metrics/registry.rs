@@ -9,7 +9,6 @@
 //! a wrong number of values, which the unit tests exercise for every family).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -28,7 +27,7 @@ use crate::bgp::wire::{Afi, ErrorKind, MessageType};
 use crate::config::state::{ConfigStatus, Update};
 use crate::config::PeerKey;
 use crate::doctor::overlaps;
-use crate::peer::{PeerStatus, Refusal};
+use crate::peer::{Beat, PeerStatus, Refusal};
 use crate::sources::model::{IpamError, IpamMode, NodeView};
 use crate::sources::{Resource, SourceStatus};
 
@@ -66,10 +65,9 @@ pub struct Metrics {
     registry: Registry,
     families: Families,
     inner: Mutex<Inner>,
-    started: Instant,
     liveness: Duration,
-    /// Milliseconds since `started` of the last heartbeat.
-    last_beat: AtomicU64,
+    /// The main loop's last heartbeat.
+    beat: Beat,
 }
 
 /// The metric families, registered once in [`Metrics::new`].
@@ -158,9 +156,8 @@ impl Metrics {
             registry,
             families,
             inner: Mutex::new(Inner::default()),
-            started: Instant::now(),
             liveness,
-            last_beat: AtomicU64::new(0),
+            beat: Beat::new(Instant::now()),
         })
     }
 
@@ -184,16 +181,13 @@ impl Metrics {
 
     /// [`Metrics::heartbeat`] at a given instant (tests).
     pub fn beat_at(&self, now: Instant) {
-        let ms = now.saturating_duration_since(self.started).as_millis();
-        self.last_beat
-            .store(u64::try_from(ms).unwrap_or(u64::MAX), Ordering::Relaxed);
+        self.beat.beat(now);
     }
 
     /// The main loop beat within the liveness window before `now`. A fresh process
     /// counts as having beaten at creation.
     pub fn alive_at(&self, now: Instant) -> bool {
-        let last = self.started + Duration::from_millis(self.last_beat.load(Ordering::Relaxed));
-        now.saturating_duration_since(last) <= self.liveness
+        self.beat.silent_for(now) <= self.liveness
     }
 
     /// A config is in force and every followed resource completed its first sync.
