@@ -4,9 +4,8 @@
 //! time. Everything here is set before the handshake, so that the SYN already carries
 //! the signature and the TTL.
 //!
-//! Besides `sources::file`'s one `malloc_trim` call, the only module with `unsafe`: the
-//! setsockopt and getsockopt calls socket2 does not offer, each with the reason it is
-//! sound.
+//! The only module with `unsafe`: the setsockopt and getsockopt calls socket2 does not
+//! offer, each with the reason it is sound.
 
 use super::spec::{Transport, TtlPolicy};
 use super::PeerError;

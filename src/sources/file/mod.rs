@@ -30,24 +30,6 @@ use super::{
     SourceUpdate,
 };
 
-/// A load of at least this many objects is followed by [`release_freed_memory`]; below
-/// it the parse leaves a few MB behind, not worth a trim.
-const TRIM_AFTER_OBJECTS: usize = 10_000;
-
-/// Hands the memory freed by a load back to the kernel. Loading a large cluster state
-/// (a 50,000-node list) needs a few hundred MB for a moment, which glibc would
-/// otherwise keep as this process's RSS for good; what stays in use is a fraction of
-/// it. It walks every arena and can take seconds after a huge load, so it runs on a
-/// blocking thread, never on the runtime's.
-fn release_freed_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only walks glibc's own free lists; it takes no pointer and
-    // is safe to call from any thread at any time.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}
-
 /// How often the files are checked for changes.
 pub const DEFAULT_POLL: Duration = Duration::from_millis(250);
 
@@ -111,16 +93,12 @@ pub async fn run(config: FileSourceConfig, out: SourceSender) -> Result<(), Clos
                         info!(path = %config.path.display(), "cilium-config is back");
                     }
                 }
-                let objects = state.nodes.len() + state.cilium_nodes.len();
                 if last_sent.as_ref().is_none_or(|s| s.state != state) {
                     let snapshot = snapshot_and_report(state, config.ipam, &mut tracker, &NoEvents);
                     last_sent = Some(Arc::clone(&snapshot));
                     out.send(SourceUpdate::Cluster(snapshot)).await?;
                 }
-                if objects >= TRIM_AFTER_OBJECTS {
-                    // Off the runtime's threads: it takes seconds after a huge load.
-                    tokio::task::spawn_blocking(release_freed_memory);
-                }
+
                 out.status(resource, |s| {
                     s.up = true;
                     s.synced = true;
