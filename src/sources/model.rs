@@ -108,19 +108,44 @@ pub const CILIUM_CONFIG_KEPT: &str =
 #[derive(Clone, Debug, Default)]
 pub struct CiliumConfigMemory {
     last: Option<CiliumConfig>,
+    /// The config in force is the remembered copy of one that is gone.
+    kept: bool,
+}
+
+/// How [`CiliumConfigMemory::in_force`] changed what is kept, for the sources to say so
+/// once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeptChange {
+    Unchanged,
+    /// The cilium-config just went away: its last copy is kept.
+    NowKept,
+    /// It is back.
+    Back,
 }
 
 impl CiliumConfigMemory {
-    /// The cilium-config in force when the source sees `seen`, and whether it is the
-    /// remembered copy of one that is gone.
-    pub fn in_force(&mut self, seen: Option<CiliumConfig>) -> (Option<CiliumConfig>, bool) {
-        match seen {
+    /// The cilium-config in force when the source sees `seen`, and how that changed
+    /// whether a gone one is kept.
+    pub fn in_force(&mut self, seen: Option<CiliumConfig>) -> (Option<CiliumConfig>, KeptChange) {
+        let (config, kept) = match seen {
             Some(config) => {
                 self.last = Some(config.clone());
                 (Some(config), false)
             }
             None => (self.last.clone(), self.last.is_some()),
-        }
+        };
+        let change = match (self.kept, kept) {
+            (false, true) => KeptChange::NowKept,
+            (true, false) => KeptChange::Back,
+            _ => KeptChange::Unchanged,
+        };
+        self.kept = kept;
+        (config, change)
+    }
+
+    /// The config in force is the remembered copy of one that is gone.
+    pub fn kept(&self) -> bool {
+        self.kept
     }
 }
 
@@ -861,18 +886,20 @@ mod tests {
         let mut memory = CiliumConfigMemory::default();
         assert_eq!(
             memory.in_force(None),
-            (None, false),
+            (None, KeptChange::Unchanged),
             "never seen: nothing to keep"
         );
         let kubernetes = config("kubernetes", &[]);
         assert_eq!(
             memory.in_force(Some(kubernetes.clone())),
-            (Some(kubernetes.clone()), false)
+            (Some(kubernetes.clone()), KeptChange::Unchanged)
         );
-        // Deleted: the mode stays kubernetes, so the Node CIDRs stay announced.
-        let (kept, deleted) = memory.in_force(None);
-        assert!(deleted);
+        // Deleted: the mode stays kubernetes, so the Node CIDRs stay announced; said once.
+        let (kept, change) = memory.in_force(None);
+        assert_eq!(change, KeptChange::NowKept);
+        assert!(memory.kept());
         assert_eq!(kept, Some(kubernetes.clone()));
+        assert_eq!(memory.in_force(None).1, KeptChange::Unchanged);
         let mut state = outage_state("kubernetes");
         state.cilium_config = kept;
         let view = node_view(&state, IpamOverride::Auto).unwrap();
@@ -880,6 +907,10 @@ mod tests {
         assert_eq!(prefixes(&view, "master1"), nets(&["10.5.112.0/24"]));
         // Back with another mode: that one is in force.
         let pool = config("cluster-pool", &["10.5.112.0/20"]);
-        assert_eq!(memory.in_force(Some(pool.clone())), (Some(pool), false));
+        assert_eq!(
+            memory.in_force(Some(pool.clone())),
+            (Some(pool), KeptChange::Back)
+        );
+        assert!(!memory.kept());
     }
 }

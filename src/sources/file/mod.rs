@@ -24,7 +24,9 @@ use std::time::{Duration, SystemTime};
 use tracing::{info, warn};
 
 use super::error::SourceError;
-use super::model::{CiliumConfigMemory, ClusterState, IpamOverride, CILIUM_CONFIG_KEPT};
+use super::model::{
+    CiliumConfigMemory, ClusterState, IpamOverride, KeptChange, CILIUM_CONFIG_KEPT,
+};
 use super::{
     snapshot_and_report, Closed, ClusterSnapshot, NoEvents, ReportTracker, Resource, SourceSender,
     SourceUpdate,
@@ -58,7 +60,6 @@ pub async fn run(config: FileSourceConfig, out: SourceSender) -> Result<(), Clos
     let mut last_sent: Option<Arc<ClusterSnapshot>> = None;
     let mut errors = ErrorLog::default();
     let mut memory = CiliumConfigMemory::default();
-    let mut kept = false;
     let mut poller = Poller::new(config.path.clone());
     let mut tick = tokio::time::interval(config.poll);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -82,16 +83,15 @@ pub async fn run(config: FileSourceConfig, out: SourceSender) -> Result<(), Clos
         match loaded {
             Ok(mut state) => {
                 errors.clear(&config.path);
-                let (cilium_config, now_kept) = memory.in_force(state.cilium_config.take());
+                let (cilium_config, change) = memory.in_force(state.cilium_config.take());
                 state.cilium_config = cilium_config;
-                if now_kept != kept {
-                    kept = now_kept;
-                    if kept {
-                        warn!(path = %config.path.display(),
-                            "cilium-config removed from the cluster state: keeping the last one seen, nothing changes until it is back");
-                    } else {
-                        info!(path = %config.path.display(), "cilium-config is back");
+                match change {
+                    KeptChange::NowKept => warn!(path = %config.path.display(),
+                        "cilium-config removed from the cluster state: keeping the last one seen, nothing changes until it is back"),
+                    KeptChange::Back => {
+                        info!(path = %config.path.display(), "cilium-config is back")
                     }
+                    KeptChange::Unchanged => {}
                 }
                 if last_sent.as_ref().is_none_or(|s| s.state != state) {
                     let snapshot = snapshot_and_report(state, config.ipam, &mut tracker, &NoEvents);
@@ -105,7 +105,7 @@ pub async fn run(config: FileSourceConfig, out: SourceSender) -> Result<(), Clos
                     s.events += 1;
                     s.relists += 1;
                     s.last_event = Some(SystemTime::now());
-                    s.last_error = kept.then(|| CILIUM_CONFIG_KEPT.to_string());
+                    s.last_error = memory.kept().then(|| CILIUM_CONFIG_KEPT.to_string());
                 });
             }
             Err(e) => {

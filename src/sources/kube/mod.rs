@@ -42,7 +42,8 @@ use tracing::{debug, info, warn};
 
 use super::error::SourceError;
 use super::model::{
-    CiliumConfig, CiliumConfigMemory, ClusterState, IpamOverride, NodeFacts, CILIUM_CONFIG_KEPT,
+    CiliumConfig, CiliumConfigMemory, ClusterState, IpamOverride, KeptChange, NodeFacts,
+    CILIUM_CONFIG_KEPT,
 };
 use super::objects::{self, CiliumNode};
 use super::{
@@ -278,8 +279,6 @@ struct Fold {
     cilium_config: Store<CiliumConfig>,
     /// The last cilium-config seen: its deletion changes nothing.
     cilium_config_memory: CiliumConfigMemory,
-    /// The cilium-config in force is the remembered copy of a deleted one.
-    cilium_config_kept: bool,
     bgp_text: Store<Option<String>>,
     status: BTreeMap<Resource, ResourceStatus>,
     cluster_dirty: bool,
@@ -299,7 +298,6 @@ impl Fold {
             cilium_nodes: Store::new(),
             cilium_config: Store::new(),
             cilium_config_memory: CiliumConfigMemory::default(),
-            cilium_config_kept: false,
             bgp_text: Store::new(),
             status: BTreeMap::new(),
             cluster_dirty: false,
@@ -397,19 +395,20 @@ impl Fold {
             .live()
             .get(&self.cilium_config_name)
             .cloned();
-        let (cilium_config, kept) = self.cilium_config_memory.in_force(seen);
-        if kept != self.cilium_config_kept {
-            self.cilium_config_kept = kept;
-            let status = self.status.entry(Resource::CiliumConfig).or_default();
-            if kept {
+        let (cilium_config, change) = self.cilium_config_memory.in_force(seen);
+        let status = self.status.entry(Resource::CiliumConfig).or_default();
+        match change {
+            KeptChange::NowKept => {
                 let ipam = cilium_config.as_ref().and_then(|c| c.ipam.clone());
                 warn!(config_map = %self.cilium_config_name, ipam = ?ipam,
                     "cilium-config deleted: keeping the last one seen, nothing changes until it is back");
                 status.last_error = Some(CILIUM_CONFIG_KEPT.into());
-            } else {
+            }
+            KeptChange::Back => {
                 info!(config_map = %self.cilium_config_name, "cilium-config is back");
                 status.last_error = None;
             }
+            KeptChange::Unchanged => {}
         }
         let state = ClusterState {
             nodes: self.nodes.live().clone(),
