@@ -23,7 +23,7 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use podcidr_speaker::config::{self, Config};
 use podcidr_speaker::routes::{plan, AnnounceMode, LocalNode, Overrides};
-use podcidr_speaker::sources::model::{IpamMode, NodeEntry, NodeView};
+use podcidr_speaker::sources::model::{CidrSource, IpamMode, NodeEntry, NodeView};
 
 const NODES: u32 = 50_000;
 const PEERS: u32 = 16;
@@ -36,25 +36,19 @@ fn view() -> NodeView {
             let v4 = Ipv4Net::new(Ipv4Addr::new(10, hi, lo, 0), 24).unwrap();
             let v6 = Ipv6Net::new(Ipv6Addr::new(0xfd00, 0, 0, i as u16, 0, 0, 0, 0), 64).unwrap();
             let entry = NodeEntry {
-                name: Arc::clone(&name),
-                uid: None,
                 labels: BTreeMap::from([("rack".to_string(), format!("r{}", i % 100))]).into(),
                 internal_ipv4: Some(Ipv4Addr::new(172, 16 + (i >> 16) as u8, hi, lo)),
                 internal_ipv6: Some(Ipv6Addr::new(0xfd99, 0, 0, 0, 0, 0, 0, i as u16)),
-                source: None,
+                node_cidrs: vec![IpNet::V4(v4), IpNet::V6(v6)],
+                node_source: Some(CidrSource::NodeSpec),
+                source: Some(CidrSource::NodeSpec),
                 prefixes: vec![IpNet::V4(v4), IpNet::V6(v6)],
-                refused: Vec::new(),
-                drift: None,
+                ..NodeEntry::new(Arc::clone(&name))
             };
             (name, entry)
         })
         .collect();
-    NodeView {
-        ipam: IpamMode::Kubernetes,
-        announce_pod_cidr: true,
-        nodes,
-        warnings: Vec::new(),
-    }
+    NodeView::new(IpamMode::Kubernetes, true, nodes, Vec::new())
 }
 
 /// 16 peers; with `distinct`, each carries its own community so no two share routes.

@@ -3,10 +3,10 @@
 //! the two, overlaps with other nodes and CIDRs outside the cluster pool; exit status 1
 //! when anything is wrong.
 //!
-//! Owns: the diagnosis of a [`ClusterState`] ([`diagnose`]), its rendering, the overlap
-//! sweep ([`overlaps`], also used by the metrics), and the one-shot in-cluster read
-//! ([`load_in_cluster`]). Must not: decide which object is in force or which CIDRs are
-//! refused; that is [`node_view`]'s alone, and this module only reads its answer.
+//! Owns: the diagnosis of a [`ClusterState`] ([`diagnose`]), its rendering and the
+//! one-shot in-cluster read ([`load_in_cluster`]). Must not: decide which object is in
+//! force, which CIDRs are refused or which overlap; that is [`node_view`]'s alone, and
+//! this module only reads its answer.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -36,47 +36,6 @@ const PAGE_SIZE: u32 = 500;
 
 /// The longest `doctor` waits for a byte of one page: an operator is waiting.
 const READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
-
-/// Two nodes whose pod CIDRs overlap (equal, or one inside the other).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Overlap {
-    pub node: Arc<str>,
-    pub prefix: IpNet,
-    pub other_node: Arc<str>,
-    pub other_prefix: IpNet,
-}
-
-/// Every pair of CIDRs of different nodes that overlap, each pair once, the shorter (or
-/// first listed) prefix as `prefix`. Sorting and one sweep with a stack of enclosing
-/// prefixes: O(n log n) plus the overlaps found, so a 5,000-node cluster is instant.
-pub fn overlaps<'a>(cidrs: impl IntoIterator<Item = (&'a Arc<str>, IpNet)>) -> Vec<Overlap> {
-    let mut items: Vec<(IpNet, &'a Arc<str>)> = cidrs.into_iter().map(|(n, p)| (p, n)).collect();
-    // IPv4 before IPv6, then by network address, then shortest prefix first: a prefix
-    // comes after every prefix that contains it.
-    items.sort_by(|(a, an), (b, bn)| {
-        (a.network(), a.prefix_len(), an).cmp(&(b.network(), b.prefix_len(), bn))
-    });
-    let mut found = Vec::new();
-    let mut stack: Vec<(IpNet, &Arc<str>)> = Vec::new();
-    for (net, node) in items {
-        while stack.last().is_some_and(|(open, _)| !open.contains(&net)) {
-            stack.pop();
-        }
-        for (open, open_node) in &stack {
-            if *open_node != node {
-                found.push(Overlap {
-                    node: Arc::clone(open_node),
-                    prefix: *open,
-                    other_node: Arc::clone(node),
-                    other_prefix: net,
-                });
-            }
-        }
-        stack.push((net, node));
-    }
-    found.sort();
-    found
-}
 
 /// An overlap seen from one node: (its CIDR, the other node, the other node's CIDR).
 pub type OverlapWith = (IpNet, Arc<str>, IpNet);
@@ -242,24 +201,26 @@ pub fn diagnose(state: &ClusterState, ipam: IpamOverride) -> Diagnosis {
     };
     let mut nodes = Vec::new();
     if let Some(view) = &view {
+        // Overlaps are the view's, seen from each of the two nodes.
+        let mut by_node: BTreeMap<&str, Vec<OverlapWith>> = BTreeMap::new();
+        for o in view.overlaps.iter().filter(|_| in_force_known) {
+            by_node.entry(&o.node).or_default().push((
+                o.prefix,
+                Arc::clone(&o.other_node),
+                o.other_prefix,
+            ));
+            by_node.entry(&o.other_node).or_default().push((
+                o.other_prefix,
+                Arc::clone(&o.node),
+                o.prefix,
+            ));
+        }
         for (name, entry) in &view.nodes {
-            let facts = state.nodes.get(name.as_ref());
-            let (node_cidrs, node_cidrs_from) = match facts {
-                Some(f) if !f.node_cidrs.is_empty() => {
-                    (f.node_cidrs.clone(), Some(CidrSource::NodeSpec))
-                }
-                Some(f) if !f.annotation_cidrs.is_empty() => (
-                    f.annotation_cidrs.clone(),
-                    Some(CidrSource::NodeAnnotations),
-                ),
-                _ => (Vec::new(), None),
-            };
-            let cilium_cidrs = state.cilium_nodes.get(name.as_ref()).cloned();
             let in_force = entry.source.filter(|_| in_force_known);
-            let mut in_force_cidrs = match in_force {
-                Some(CidrSource::NodeSpec | CidrSource::NodeAnnotations) => node_cidrs.clone(),
-                Some(CidrSource::CiliumNode) => cilium_cidrs.clone().unwrap_or_default(),
-                None => Vec::new(),
+            let mut in_force_cidrs = if in_force_known {
+                entry.in_force_cidrs().to_vec()
+            } else {
+                Vec::new()
             };
             in_force_cidrs.dedup();
             let refused = |want: fn(&Refusal) -> bool| -> Vec<IpNet> {
@@ -273,11 +234,13 @@ pub fn diagnose(state: &ClusterState, ipam: IpamOverride) -> Diagnosis {
                     .map(|(p, _)| *p)
                     .collect()
             };
+            let mut overlaps = by_node.remove(name.as_ref()).unwrap_or_default();
+            overlaps.sort();
             nodes.push(NodeDiagnosis {
                 name: Arc::clone(name),
-                node_cidrs,
-                node_cidrs_from,
-                cilium_cidrs,
+                node_cidrs: entry.node_cidrs.clone(),
+                node_cidrs_from: entry.node_source,
+                cilium_cidrs: entry.cilium_cidrs.clone(),
                 in_force,
                 announced: if in_force_known {
                     entry.prefixes.clone()
@@ -285,38 +248,11 @@ pub fn diagnose(state: &ClusterState, ipam: IpamOverride) -> Diagnosis {
                     Vec::new()
                 },
                 drift: entry.drift.is_some(),
-                overlaps: Vec::new(),
+                overlaps,
                 outside_pool: refused(|r| matches!(r, Refusal::OutsideClusterPool { .. })),
                 default_routes: refused(|r| matches!(r, Refusal::DefaultRoute)),
                 in_force_cidrs,
             });
-        }
-    }
-    // Overlaps among what Cilium really uses on each node, announced or not: a default
-    // route is already its own finding and would overlap everything.
-    let found = overlaps(nodes.iter().flat_map(|n| {
-        n.in_force_cidrs
-            .iter()
-            .filter(|p| p.prefix_len() > 0)
-            .map(move |p| (&n.name, *p))
-    }));
-    let mut by_node: BTreeMap<Arc<str>, Vec<OverlapWith>> = BTreeMap::new();
-    for o in found {
-        by_node.entry(Arc::clone(&o.node)).or_default().push((
-            o.prefix,
-            Arc::clone(&o.other_node),
-            o.other_prefix,
-        ));
-        by_node.entry(Arc::clone(&o.other_node)).or_default().push((
-            o.other_prefix,
-            o.node,
-            o.prefix,
-        ));
-    }
-    for n in &mut nodes {
-        if let Some(mut list) = by_node.remove(&n.name) {
-            list.sort();
-            n.overlaps = list;
         }
     }
 
@@ -697,94 +633,6 @@ mod tests {
 
     fn name(s: &str) -> Arc<str> {
         Arc::from(s)
-    }
-
-    #[test]
-    fn overlaps_finds_equal_and_nested_prefixes_of_different_nodes_only() {
-        let (a, b, c) = (name("a"), name("b"), name("c"));
-        let found = overlaps([
-            (&a, net("10.0.0.0/16")),
-            (&b, net("10.0.5.0/24")),
-            (&c, net("10.0.5.0/24")),
-            (&a, net("10.0.7.0/24")),
-            (&c, net("10.1.0.0/24")),
-            (&b, net("fd00::/64")),
-            (&c, net("fd00::/48")),
-        ]);
-        assert_eq!(
-            found,
-            vec![
-                Overlap {
-                    node: a.clone(),
-                    prefix: net("10.0.0.0/16"),
-                    other_node: b.clone(),
-                    other_prefix: net("10.0.5.0/24"),
-                },
-                Overlap {
-                    node: a.clone(),
-                    prefix: net("10.0.0.0/16"),
-                    other_node: c.clone(),
-                    other_prefix: net("10.0.5.0/24"),
-                },
-                Overlap {
-                    node: b.clone(),
-                    prefix: net("10.0.5.0/24"),
-                    other_node: c.clone(),
-                    other_prefix: net("10.0.5.0/24"),
-                },
-                Overlap {
-                    node: c.clone(),
-                    prefix: net("fd00::/48"),
-                    other_node: b.clone(),
-                    other_prefix: net("fd00::/64"),
-                },
-            ]
-        );
-    }
-
-    #[test]
-    fn overlaps_of_disjoint_and_same_node_prefixes_are_none() {
-        let (a, b) = (name("a"), name("b"));
-        assert!(overlaps([
-            (&a, net("10.0.0.0/24")),
-            (&a, net("10.0.0.0/25")),
-            (&b, net("10.0.1.0/24")),
-            (&b, net("10.0.2.0/23")),
-        ])
-        .is_empty());
-    }
-
-    #[test]
-    fn overlaps_match_a_brute_force_check() {
-        // A deterministic pseudo-random set of prefixes over a small space, so that
-        // nesting and equality are frequent.
-        let names: Vec<Arc<str>> = (0..6).map(|i| name(&format!("n{i}"))).collect();
-        let mut seed: u32 = 0x1234_5678;
-        let mut items = Vec::new();
-        for _ in 0..200 {
-            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-            let len = 20 + (seed >> 28) as u8 % 9;
-            let addr = std::net::Ipv4Addr::from(0x0a00_0000 | ((seed >> 4) & 0x000f_ff00));
-            let prefix = IpNet::new(addr.into(), len).unwrap().trunc();
-            items.push((&names[(seed % 6) as usize], prefix));
-        }
-        let fast = overlaps(items.iter().map(|(n, p)| (*n, *p)));
-        let mut slow = Vec::new();
-        for (i, (an, a)) in items.iter().enumerate() {
-            for (bn, b) in &items[i + 1..] {
-                if an != bn && (a.contains(b) || b.contains(a)) {
-                    slow.push((a.min(b).to_owned(), a.max(b).to_owned()));
-                }
-            }
-        }
-        let mut fast_pairs: Vec<_> = fast
-            .iter()
-            .map(|o| (o.prefix.min(o.other_prefix), o.prefix.max(o.other_prefix)))
-            .collect();
-        fast_pairs.sort();
-        slow.sort();
-        assert!(!slow.is_empty());
-        assert_eq!(fast_pairs, slow);
     }
 
     #[test]

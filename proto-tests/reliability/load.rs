@@ -20,7 +20,7 @@ use podcidr_speaker::config::{self, Config, PeerKey};
 use podcidr_speaker::routes::{
     plan, AnnounceMode, DesiredRoutes, LocalNode, NextHop, Overrides, Plan,
 };
-use podcidr_speaker::sources::model::{IpamMode, NodeEntry, NodeView};
+use podcidr_speaker::sources::model::{CidrSource, IpamMode, NodeEntry, NodeView};
 
 use crate::fixture::ctx;
 use crate::harness::{v4, v6};
@@ -42,15 +42,12 @@ fn env_u64(name: &str, default: u64) -> u64 {
 fn entry(name: &str, i: u32, cidr: Ipv4Net) -> NodeEntry {
     let [_, a, b, c] = i.to_be_bytes();
     NodeEntry {
-        name: Arc::from(name),
-        uid: None,
-        labels: Default::default(),
         internal_ipv4: Some(Ipv4Addr::new(172, 16 + a, b, c)),
-        internal_ipv6: None,
-        source: None,
+        node_cidrs: vec![IpNet::V4(cidr)],
+        node_source: Some(CidrSource::NodeSpec),
+        source: Some(CidrSource::NodeSpec),
         prefixes: vec![IpNet::V4(cidr)],
-        refused: Vec::new(),
-        drift: None,
+        ..NodeEntry::new(Arc::from(name))
     }
 }
 
@@ -60,17 +57,17 @@ fn cidr(n: u32) -> Ipv4Net {
 }
 
 fn initial_view() -> NodeView {
-    NodeView {
-        ipam: IpamMode::Kubernetes,
-        announce_pod_cidr: true,
-        nodes: (0..NODES)
+    NodeView::new(
+        IpamMode::Kubernetes,
+        true,
+        (0..NODES)
             .map(|i| {
                 let name = format!("node-{i:05}");
                 (Arc::from(name.as_str()), entry(&name, i, cidr(i)))
             })
             .collect(),
-        warnings: Vec::new(),
-    }
+        Vec::new(),
+    )
 }
 
 fn config() -> Config {
@@ -248,7 +245,9 @@ fn fifty_thousand_nodes_sixteen_peers_churning_end_exactly_as_planned() {
                         deleted += 1;
                     } else {
                         let e = view.nodes.get_mut(&name).expect("node");
+                        // A fresh CIDR: the view's overlaps (none) stay true.
                         e.prefixes = vec![IpNet::V4(cidr(next_cidr))];
+                        e.node_cidrs = e.prefixes.clone();
                         next_cidr += 1;
                         moved += 1;
                     }

@@ -26,7 +26,6 @@ use crate::bgp::session::State;
 use crate::bgp::wire::{Afi, ErrorKind, MessageType};
 use crate::config::state::{ConfigStatus, Update};
 use crate::config::PeerKey;
-use crate::doctor::overlaps;
 use crate::peer::{Beat, PeerStatus, Refusal};
 use crate::sources::model::{IpamError, IpamMode, NodeView};
 use crate::sources::{Resource, SourceStatus};
@@ -614,11 +613,7 @@ impl Metrics {
         f.drift_nodes.set(saturating_i64(drifting.len() as u64));
         inner.drift_nodes = drifting;
 
-        let found = overlaps(
-            view.nodes
-                .values()
-                .flat_map(|n| n.prefixes.iter().map(move |p| (&n.name, *p))),
-        );
+        let found: Vec<_> = view.announced_overlaps().collect();
         let conflicting: BTreeSet<&str> = found
             .iter()
             .flat_map(|o| [o.node.as_ref(), o.other_node.as_ref()])

@@ -499,7 +499,7 @@ impl<'v> Ownership<'v> {
                 _ => claims.push(claim),
             }
         }
-        conflicts.extend(overlaps(&claims));
+        conflicts.extend(overlaps(view, &conflicts));
         conflicts.sort_unstable_by(|a, b| conflict_order(a).cmp(&conflict_order(b)));
         Ownership { claims, conflicts }
     }
@@ -514,34 +514,30 @@ fn conflict_order(c: &Conflict) -> (IpNet, &Conflict) {
     }
 }
 
-/// Every pair of owned prefixes of different nodes where one contains the other.
-///
-/// CIDR prefixes are either nested or disjoint, and sorted by (network, length) a
-/// prefix comes after everything that contains it: a stack of the prefixes containing
-/// the current one finds each pair once, in O(claims x nesting depth).
-fn overlaps(claims: &[Claim<'_>]) -> Vec<Conflict> {
-    let mut out = Vec::new();
-    let mut stack: Vec<&Claim<'_>> = Vec::new();
-    for claim in claims {
-        while stack
-            .last()
-            .is_some_and(|outer| !outer.prefix.contains(&claim.prefix))
-        {
-            stack.pop();
-        }
-        for outer in &stack {
-            if outer.name != claim.name {
-                out.push(Conflict::Overlap {
-                    covering: outer.prefix,
-                    covering_node: Arc::clone(outer.name),
-                    covered: claim.prefix,
-                    covered_node: Arc::clone(claim.name),
-                });
+/// Every pair of owned prefixes of different nodes where one contains the other: the
+/// view's overlaps (worked out once, by `node_view`) between announced prefixes that
+/// differ, each announced by its owner (`same` lists the prefixes with other claimants).
+fn overlaps(view: &NodeView, same: &[Conflict]) -> Vec<Conflict> {
+    let not_owners: HashSet<(IpNet, &str)> = same
+        .iter()
+        .flat_map(|c| match c {
+            Conflict::SamePrefix { prefix, others, .. } => {
+                others.iter().map(|o| (*prefix, &**o)).collect::<Vec<_>>()
             }
-        }
-        stack.push(claim);
-    }
-    out
+            Conflict::Overlap { .. } => Vec::new(),
+        })
+        .collect();
+    let not_owner = |node: &str, prefix: IpNet| not_owners.contains(&(prefix, node));
+    view.announced_overlaps()
+        .filter(|o| o.prefix != o.other_prefix)
+        .filter(|o| !not_owner(&o.node, o.prefix) && !not_owner(&o.other_node, o.other_prefix))
+        .map(|o| Conflict::Overlap {
+            covering: o.prefix,
+            covering_node: Arc::clone(&o.node),
+            covered: o.other_prefix,
+            covered_node: Arc::clone(&o.other_node),
+        })
+        .collect()
 }
 
 fn internal_ip(node: &NodeEntry, prefix: IpNet) -> Option<IpAddr> {
@@ -622,7 +618,7 @@ impl FindingTracker {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sources::model::IpamMode;
+    use crate::sources::model::{CidrSource, IpamMode};
     use std::net::{Ipv4Addr, Ipv6Addr};
 
     fn net(s: &str) -> IpNet {
@@ -638,16 +634,14 @@ mod tests {
     }
 
     fn view(nodes: &[N]) -> NodeView {
-        NodeView {
-            ipam: IpamMode::Kubernetes,
-            announce_pod_cidr: true,
-            nodes: nodes
+        NodeView::new(
+            IpamMode::Kubernetes,
+            true,
+            nodes
                 .iter()
                 .map(|n| {
                     let name: Arc<str> = Arc::from(n.name);
                     let entry = NodeEntry {
-                        name: Arc::clone(&name),
-                        uid: None,
                         labels: Arc::new(
                             n.labels
                                 .iter()
@@ -656,16 +650,17 @@ mod tests {
                         ),
                         internal_ipv4: n.v4.map(|a| a.parse::<Ipv4Addr>().unwrap()),
                         internal_ipv6: n.v6.map(|a| a.parse::<Ipv6Addr>().unwrap()),
-                        source: None,
+                        node_cidrs: n.prefixes.iter().map(|p| net(p)).collect(),
+                        node_source: Some(CidrSource::NodeSpec),
+                        source: Some(CidrSource::NodeSpec),
                         prefixes: n.prefixes.iter().map(|p| net(p)).collect(),
-                        refused: Vec::new(),
-                        drift: None,
+                        ..NodeEntry::new(Arc::clone(&name))
                     };
                     (name, entry)
                 })
                 .collect(),
-            warnings: Vec::new(),
-        }
+            Vec::new(),
+        )
     }
 
     fn node(name: &'static str, prefixes: &'static [&'static str]) -> N {

@@ -226,7 +226,8 @@ pub enum IpamError {
     UnknownOverride { value: String },
 }
 
-/// The pod CIDRs in force per node, decided by [`node_view`]. What the planner reads.
+/// The pod CIDRs in force per node, decided by [`node_view`]. What the planner, the
+/// metrics and `doctor` read: each fact is computed here once.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NodeView {
     /// The IPAM mode that decided which object is announced.
@@ -238,9 +239,55 @@ pub struct NodeView {
     pub nodes: BTreeMap<Arc<str>, NodeEntry>,
     /// Facts about the whole view worth showing to an operator.
     pub warnings: Vec<ViewWarning>,
+    /// Every pair of in-force CIDRs of different nodes that overlap (see [`overlaps`]),
+    /// announced or not, default routes left out (they are a finding of their own).
+    pub overlaps: Vec<Overlap>,
 }
 
 impl NodeView {
+    /// A view of `nodes`, with the overlaps between their in-force CIDRs worked out.
+    /// [`node_view`] builds every view through here; tests and benches may too.
+    pub fn new(
+        ipam: IpamMode,
+        announce_pod_cidr: bool,
+        nodes: BTreeMap<Arc<str>, NodeEntry>,
+        warnings: Vec<ViewWarning>,
+    ) -> NodeView {
+        let overlaps = overlaps(nodes.values().flat_map(|n| {
+            // Host bits cleared and each CIDR once, as the planner claims them.
+            let mut own: Vec<IpNet> = n
+                .in_force_cidrs()
+                .iter()
+                .filter(|p| p.prefix_len() > 0)
+                .map(IpNet::trunc)
+                .collect();
+            own.sort_unstable();
+            own.dedup();
+            own.into_iter().map(move |p| (&n.name, p))
+        }));
+        NodeView {
+            ipam,
+            announce_pod_cidr,
+            nodes,
+            warnings,
+            overlaps,
+        }
+    }
+
+    /// Whether `node` announces `prefix` (host bits ignored).
+    pub fn announces(&self, node: &str, prefix: IpNet) -> bool {
+        self.nodes
+            .get(node)
+            .is_some_and(|n| n.prefixes.iter().any(|p| p.trunc() == prefix))
+    }
+
+    /// The overlaps between announced prefixes only.
+    pub fn announced_overlaps(&self) -> impl Iterator<Item = &Overlap> {
+        self.overlaps.iter().filter(|o| {
+            self.announces(&o.node, o.prefix) && self.announces(&o.other_node, o.other_prefix)
+        })
+    }
+
     /// Nodes whose Node and CiliumNode disagree (for a gauge).
     pub fn drift_count(&self) -> usize {
         self.nodes.values().filter(|n| n.drift.is_some()).count()
@@ -262,7 +309,15 @@ pub struct NodeEntry {
     pub labels: Labels,
     pub internal_ipv4: Option<Ipv4Addr>,
     pub internal_ipv6: Option<Ipv6Addr>,
-    /// Which object the prefixes were read from; `None` when no object lists any.
+    /// The Node's pod CIDRs: its spec, or the Cilium annotations when the spec lists
+    /// none (see `node_source`).
+    pub node_cidrs: Vec<IpNet>,
+    /// Where `node_cidrs` come from; `None` when the Node lists none.
+    pub node_source: Option<CidrSource>,
+    /// The CiliumNode's `spec.ipam.podCIDRs`; `None` when there is no CiliumNode.
+    pub cilium_cidrs: Option<Vec<IpNet>>,
+    /// Which object the prefixes were read from (the one in force); `None` when no
+    /// object lists any.
     pub source: Option<CidrSource>,
     /// The pod CIDRs to announce, in the object's order, without duplicates.
     pub prefixes: Vec<IpNet>,
@@ -270,6 +325,80 @@ pub struct NodeEntry {
     pub refused: Vec<(IpNet, Refusal)>,
     /// Set when the Node and the CiliumNode list different CIDRs.
     pub drift: Option<Drift>,
+}
+
+impl NodeEntry {
+    /// An entry for `name` with no facts: what a Node that lists nothing gives.
+    pub fn new(name: Arc<str>) -> NodeEntry {
+        NodeEntry {
+            name,
+            uid: None,
+            labels: Labels::default(),
+            internal_ipv4: None,
+            internal_ipv6: None,
+            node_cidrs: Vec::new(),
+            node_source: None,
+            cilium_cidrs: None,
+            source: None,
+            prefixes: Vec::new(),
+            refused: Vec::new(),
+            drift: None,
+        }
+    }
+
+    /// The CIDRs the object in force lists, as listed (what Cilium uses for the node's
+    /// pods, announced or refused).
+    pub fn in_force_cidrs(&self) -> &[IpNet] {
+        match self.source {
+            Some(CidrSource::NodeSpec | CidrSource::NodeAnnotations) => &self.node_cidrs,
+            Some(CidrSource::CiliumNode) => self.cilium_cidrs.as_deref().unwrap_or_default(),
+            None => &[],
+        }
+    }
+}
+
+/// Two nodes whose pod CIDRs overlap (equal, or one inside the other); `prefix` is the
+/// shorter (or, when equal, the one of the node whose name sorts first).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Overlap {
+    pub node: Arc<str>,
+    pub prefix: IpNet,
+    pub other_node: Arc<str>,
+    pub other_prefix: IpNet,
+}
+
+/// Every pair of CIDRs of different nodes that overlap, each pair once, sorted.
+///
+/// CIDR prefixes are either nested or disjoint, and sorted by (network, length) a prefix
+/// comes after everything that contains it: one sweep with a stack of the prefixes
+/// containing the current one finds each pair once, O(n log n) plus the pairs found, so
+/// a 50,000-node view is instant.
+pub fn overlaps<'a>(cidrs: impl IntoIterator<Item = (&'a Arc<str>, IpNet)>) -> Vec<Overlap> {
+    let mut items: Vec<(IpNet, &'a Arc<str>)> = cidrs.into_iter().map(|(n, p)| (p, n)).collect();
+    // IPv4 before IPv6, then by network address, then shortest prefix first.
+    items.sort_by(|(a, an), (b, bn)| {
+        (a.network(), a.prefix_len(), an).cmp(&(b.network(), b.prefix_len(), bn))
+    });
+    let mut found = Vec::new();
+    let mut stack: Vec<(IpNet, &Arc<str>)> = Vec::new();
+    for (net, node) in items {
+        while stack.last().is_some_and(|(open, _)| !open.contains(&net)) {
+            stack.pop();
+        }
+        for (open, open_node) in &stack {
+            if *open_node != node {
+                found.push(Overlap {
+                    node: Arc::clone(open_node),
+                    prefix: *open,
+                    other_node: Arc::clone(node),
+                    other_prefix: net,
+                });
+            }
+        }
+        stack.push((net, node));
+    }
+    found.sort();
+    found
 }
 
 /// The object (and field) a node's prefixes were read from.
@@ -490,6 +619,9 @@ pub fn node_view(state: &ClusterState, ipam: IpamOverride) -> Result<NodeView, I
                 labels: facts.labels.clone(),
                 internal_ipv4: facts.internal_ipv4,
                 internal_ipv6: facts.internal_ipv6,
+                node_cidrs: node_side.to_vec(),
+                node_source,
+                cilium_cidrs: cilium.cloned(),
                 source,
                 prefixes,
                 refused,
@@ -507,12 +639,7 @@ pub fn node_view(state: &ClusterState, ipam: IpamOverride) -> Result<NodeView, I
             family: Family::Ipv6,
         });
     }
-    Ok(NodeView {
-        ipam: mode,
-        announce_pod_cidr,
-        nodes,
-        warnings,
-    })
+    Ok(NodeView::new(mode, announce_pod_cidr, nodes, warnings))
 }
 
 /// Cilium's `ipam` option: an absent or empty key means its default, cluster-pool.
@@ -912,5 +1039,97 @@ mod tests {
             (Some(pool), KeptChange::Back)
         );
         assert!(!memory.kept());
+    }
+
+    fn name(s: &str) -> Arc<str> {
+        Arc::from(s)
+    }
+
+    #[test]
+    fn overlaps_finds_equal_and_nested_prefixes_of_different_nodes_only() {
+        let (a, b, c) = (name("a"), name("b"), name("c"));
+        let found = overlaps([
+            (&a, net("10.0.0.0/16")),
+            (&b, net("10.0.5.0/24")),
+            (&c, net("10.0.5.0/24")),
+            (&a, net("10.0.7.0/24")),
+            (&c, net("10.1.0.0/24")),
+            (&b, net("fd00::/64")),
+            (&c, net("fd00::/48")),
+        ]);
+        assert_eq!(
+            found,
+            vec![
+                Overlap {
+                    node: a.clone(),
+                    prefix: net("10.0.0.0/16"),
+                    other_node: b.clone(),
+                    other_prefix: net("10.0.5.0/24"),
+                },
+                Overlap {
+                    node: a.clone(),
+                    prefix: net("10.0.0.0/16"),
+                    other_node: c.clone(),
+                    other_prefix: net("10.0.5.0/24"),
+                },
+                Overlap {
+                    node: b.clone(),
+                    prefix: net("10.0.5.0/24"),
+                    other_node: c.clone(),
+                    other_prefix: net("10.0.5.0/24"),
+                },
+                Overlap {
+                    node: c.clone(),
+                    prefix: net("fd00::/48"),
+                    other_node: b.clone(),
+                    other_prefix: net("fd00::/64"),
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn overlaps_of_disjoint_and_same_node_prefixes_are_none() {
+        let (a, b) = (name("a"), name("b"));
+        assert!(overlaps([
+            (&a, net("10.0.0.0/24")),
+            (&a, net("10.0.0.0/25")),
+            (&b, net("10.0.1.0/24")),
+            (&b, net("10.0.2.0/23")),
+        ])
+        .is_empty());
+    }
+
+    #[test]
+    fn overlaps_match_a_brute_force_check() {
+        // A deterministic pseudo-random set of prefixes over a small space, so that
+        // nesting and equality are frequent.
+        let names: Vec<Arc<str>> = (0..6).map(|i| name(&format!("n{i}"))).collect();
+        let mut seed: u32 = 0x1234_5678;
+        let mut items = Vec::new();
+        for _ in 0..200 {
+            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            let len = 20 + (seed >> 28) as u8 % 9;
+            let addr = std::net::Ipv4Addr::from(0x0a00_0000 | ((seed >> 4) & 0x000f_ff00));
+            let prefix = IpNet::new(addr.into(), len).unwrap().trunc();
+            items.push((&names[(seed % 6) as usize], prefix));
+        }
+        let fast = overlaps(items.iter().map(|(n, p)| (*n, *p)));
+        let mut slow = Vec::new();
+        for (i, (an, a)) in items.iter().enumerate() {
+            for (bn, b) in &items[i + 1..] {
+                if an != bn && (a.contains(b) || b.contains(a)) {
+                    slow.push((a.min(b).to_owned(), a.max(b).to_owned()));
+                }
+            }
+        }
+        let mut fast_pairs: Vec<_> = fast
+            .iter()
+            .map(|o| (o.prefix.min(o.other_prefix), o.prefix.max(o.other_prefix)))
+            .collect();
+        fast_pairs.sort();
+        slow.sort();
+        assert!(!slow.is_empty());
+        assert_eq!(fast_pairs, slow);
     }
 }
