@@ -1,12 +1,106 @@
-//! Reload plans: for an old and a new (config, node labels), which sessions are kept,
-//! retuned, re-advertised, reset, opened or closed.
+//! Reloads: for an old and a new (config, node labels), which sessions are kept,
+//! retuned (live settings), re-advertised (new routes on the running session), reset,
+//! opened or closed. The session part is `peer::session_changes` on the specs the
+//! daemon builds; the routes part is the planner's, as the daemon runs them.
 
 use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+use std::sync::Arc;
 
-use podcidr_speaker::config::reload::{ReloadPlan, SessionAction};
-use podcidr_speaker::config::PeerKey;
+use podcidr_speaker::config::{Config, PeerKey};
+use podcidr_speaker::peer::{session_changes, PeerSpec, RunOverrides, SessionChange};
+use podcidr_speaker::routes::{self, AnnounceMode, DesiredRoutes, LocalNode, Overrides, Plan};
+use podcidr_speaker::sources::model::{CidrSource, IpamMode, NodeEntry, NodeView};
 
 use crate::{labels, ok};
+
+/// What a reload does to one session, as an operator sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum SessionAction {
+    Keep,
+    Retune,
+    Readvertise,
+    Reset,
+    Open,
+    Close,
+}
+
+/// The plan of node `n1` (one pod CIDR) labelled `labels` under `config`.
+fn plan(config: &Config, labels: &BTreeMap<String, String>) -> Plan {
+    let name: Arc<str> = Arc::from("n1");
+    let prefix = "10.5.112.0/24".parse().unwrap();
+    let entry = NodeEntry {
+        labels: Arc::new(labels.clone()),
+        internal_ipv4: Some(Ipv4Addr::new(10, 5, 1, 10)),
+        node_cidrs: vec![prefix],
+        node_source: Some(CidrSource::NodeSpec),
+        source: Some(CidrSource::NodeSpec),
+        prefixes: vec![prefix],
+        ..NodeEntry::new(Arc::clone(&name))
+    };
+    let view = NodeView::new(
+        IpamMode::Kubernetes,
+        true,
+        BTreeMap::from([(name, entry)]),
+        Vec::new(),
+    );
+    routes::plan(
+        &view,
+        config,
+        &LocalNode::new("n1"),
+        AnnounceMode::Local,
+        &Overrides::default(),
+    )
+}
+
+/// The specs and routes of every session of `plan`, as the daemon builds them.
+fn sessions(
+    plan: &Plan,
+) -> (
+    BTreeMap<PeerKey, PeerSpec>,
+    BTreeMap<PeerKey, Arc<DesiredRoutes>>,
+) {
+    let run = RunOverrides {
+        node_ipv4: Some(Ipv4Addr::new(10, 5, 1, 10)),
+        ..RunOverrides::default()
+    };
+    plan.peers
+        .iter()
+        .map(|(k, p)| {
+            let spec = PeerSpec::from_config(&p.peer, &run).unwrap();
+            ((*k, spec), (*k, Arc::clone(&p.routes)))
+        })
+        .unzip()
+}
+
+/// Every session's action from (old config, old labels) to (new config, new labels).
+fn actions(
+    old: &Config,
+    old_labels: &BTreeMap<String, String>,
+    new: &Config,
+    new_labels: &BTreeMap<String, String>,
+) -> Vec<(PeerKey, SessionAction)> {
+    let (old_specs, old_routes) = sessions(&plan(old, old_labels));
+    let (new_specs, new_routes) = sessions(&plan(new, new_labels));
+    session_changes(&old_specs, &new_specs)
+        .0
+        .into_iter()
+        .map(|(k, change)| {
+            let readvertised = old_routes.get(&k) != new_routes.get(&k);
+            let action = match change {
+                SessionChange::Keep | SessionChange::UpdateLive if readvertised => {
+                    SessionAction::Readvertise
+                }
+                SessionChange::Keep => SessionAction::Keep,
+                SessionChange::UpdateLive => SessionAction::Retune,
+                SessionChange::Reset => SessionAction::Reset,
+                SessionChange::Open => SessionAction::Open,
+                SessionChange::Close => SessionAction::Close,
+            };
+            (k, action)
+        })
+        .collect()
+}
 
 /// Two eBGP routers for every node and one iBGP router for rack 83.
 const BASE: &str = "peers:
@@ -110,7 +204,9 @@ fn reload_table() {
         case("origin default", base(), format!("speaker:\n  origin: igp\n{BASE}"), vec![(A, Readvertise), (B, Readvertise), (IBGP, Readvertise)]),
         // A speaker-wide local-pref reaches the iBGP session only.
         case("local-pref default", base(), format!("speaker:\n  pod-cidr-local-pref: 200\n{BASE}"), vec![(A, Keep), (B, Keep), (IBGP, Readvertise)]),
-        case("pool advertisement", base(), BASE.replace("  addresses: [10.5.112.0/21]\n", "  addresses: [10.5.112.0/21]\n  bgp-advertisements: [{communities: [65083:9]}]\n"), vec![(A, Readvertise), (B, Readvertise), (IBGP, Readvertise)]),
+        // Address pools are LoadBalancer addresses: pod CIDR routes do not carry their
+        // advertisements, so nothing is re-sent.
+        case("pool advertisement", base(), BASE.replace("  addresses: [10.5.112.0/21]\n", "  addresses: [10.5.112.0/21]\n  bgp-advertisements: [{communities: [65083:9]}]\n"), vec![(A, Keep), (B, Keep), (IBGP, Keep)]),
         case("max-prefix", base(), peer0("  max-prefix: {limit: 100}\n"), vec![(A, Retune), (B, Keep), (IBGP, Keep)]),
         case("connect retry", base(), peer0("  connect-retry-time: 5s\n"), vec![(A, Retune), (B, Keep), (IBGP, Keep)]),
         case("reset wins over readvertise", base(), peer0("  hold-time: 30s\n  origin: igp\n"), vec![(A, Reset), (B, Keep), (IBGP, Keep)]),
@@ -161,48 +257,44 @@ fn reload_table() {
     all.append(&mut label_cases);
     for c in &all {
         let (old, new) = (ok(&c.old), ok(&c.new));
-        let plan = ReloadPlan::between(&old, &c.old_labels, &new, &c.new_labels);
-        let mut got: Vec<(String, SessionAction)> = Vec::new();
-        for (list, action) in [
-            (&plan.keep, SessionAction::Keep),
-            (&plan.retune, SessionAction::Retune),
-            (&plan.readvertise, SessionAction::Readvertise),
-            (&plan.reset, SessionAction::Reset),
-            (&plan.open, SessionAction::Open),
-            (&plan.close, SessionAction::Close),
-        ] {
-            got.extend(list.iter().map(|k| (k.to_string(), action)));
-        }
-        got.sort();
+        let got: Vec<(String, SessionAction)> = actions(&old, &c.old_labels, &new, &c.new_labels)
+            .into_iter()
+            .map(|(k, a)| (k.to_string(), a))
+            .collect();
+        let mut got_sorted = got.clone();
+        got_sorted.sort();
         let mut want: Vec<(String, SessionAction)> =
             c.want.iter().map(|(k, a)| (k.to_string(), *a)).collect();
         want.sort();
-        assert_eq!(got, want, "case {:?}", c.name);
+        assert_eq!(got_sorted, want, "case {:?}", c.name);
         for (k, a) in &c.want {
+            let found = got.iter().find(|(g, _)| g == &key(k).to_string());
             assert_eq!(
-                plan.action(&key(k)),
+                found.map(|(_, a)| *a),
                 Some(*a),
                 "case {:?} action({k})",
                 c.name
             );
         }
-        let only_keep = c.want.iter().all(|(_, a)| *a == SessionAction::Keep);
-        assert_eq!(plan.is_noop(), only_keep, "case {:?}", c.name);
     }
 }
 
 #[test]
 fn initial_plan_opens_the_selected_sessions() {
     let c = ok(BASE);
-    let plan = ReloadPlan::initial(&c, &plain());
-    assert_eq!(plan.open, vec![key(A), key(B)]);
-    assert!(plan.keep.is_empty() && plan.close.is_empty() && plan.reset.is_empty());
-    assert_eq!(plan.to_string(), "open 10.5.0.1:179, 10.5.0.2:179");
-    let plan = ReloadPlan::between(&c, &plain(), &c, &plain());
-    assert_eq!(plan.to_string(), "keep 10.5.0.1:179, 10.5.0.2:179");
-    let empty = ok("");
+    let (specs, _) = sessions(&plan(&c, &plain()));
+    let changes = session_changes(&BTreeMap::new(), &specs);
+    assert_eq!(changes.with(SessionChange::Open), vec![key(A), key(B)]);
+    assert!(changes.with(SessionChange::Keep).is_empty());
+    assert!(changes.with(SessionChange::Close).is_empty());
+    assert!(changes.with(SessionChange::Reset).is_empty());
+    assert_eq!(changes.to_string(), "open 10.5.0.1:179, 10.5.0.2:179");
+    let changes = session_changes(&specs, &specs);
+    assert_eq!(changes.to_string(), "keep 10.5.0.1:179, 10.5.0.2:179");
+    assert!(changes.is_noop());
+    let (none, _) = sessions(&plan(&ok(""), &plain()));
     assert_eq!(
-        ReloadPlan::initial(&empty, &plain()).to_string(),
+        session_changes(&BTreeMap::new(), &none).to_string(),
         "no sessions"
     );
 }
@@ -213,8 +305,10 @@ fn plan_reports_conflicts_of_the_new_config() {
         - {peer-address: 10.0.0.1, peer-asn: 65001, my-asn: 65101, node-selectors: [{match-labels: {rack: r1}}]}\n\
         - {peer-address: 10.0.0.1, peer-asn: 65002, my-asn: 65102}\n";
     let c = ok(text);
-    let plan = ReloadPlan::initial(&c, &labels(&[("rack", "r1")]));
-    assert_eq!(plan.open, vec![key("10.0.0.1:179")]);
-    assert_eq!(plan.conflicts.len(), 1);
-    assert_eq!(plan.conflicts[0].indexes, [0, 1]);
+    let plan = plan(&c, &labels(&[("rack", "r1")]));
+    let (specs, _) = sessions(&plan);
+    let changes = session_changes(&BTreeMap::new(), &specs);
+    assert_eq!(changes.with(SessionChange::Open), vec![key("10.0.0.1:179")]);
+    assert_eq!(plan.peer_conflicts.len(), 1);
+    assert_eq!(plan.peer_conflicts[0].indexes, [0, 1]);
 }

@@ -82,7 +82,7 @@ const GOOD_CONFIG: &str = "peers:\n- peer-address: 192.0.2.1\n  peer-asn: 64512\
 /// one reason, the `check` report renders, an accepted config plans its sessions, and
 /// a refused config never displaces the last good one (`ConfigState`).
 pub fn config_parse(data: &[u8]) {
-    use podcidr_speaker::config::{self, check, reload::ReloadPlan, state};
+    use podcidr_speaker::config::{self, check, state};
     use std::collections::BTreeMap;
 
     let text = text(data);
@@ -103,11 +103,11 @@ pub fn config_parse(data: &[u8]) {
                 .filter_map(|r| Some((r.key().to_owned(), r.values().first()?.clone())))
                 .collect();
             for labels in [BTreeMap::new(), labels] {
-                let plan = ReloadPlan::initial(config, &labels);
-                for key in &plan.open {
-                    assert_eq!(plan.action(key), Some(config::reload::SessionAction::Open));
+                let selected = config.peers_for_node(&labels);
+                for (key, peer) in &selected.peers {
+                    assert_eq!(*key, peer.key());
+                    assert!(peer.selects(&labels), "{key} selected but not matching");
                 }
-                let _ = plan.to_string();
             }
         }
         Err(errors) => {

@@ -221,8 +221,8 @@ impl Speaker {
         let run = RunOverrides {
             source_address: Some(IpAddr::V4(SPEAKER)),
             router_id: Some(Ipv4Addr::new(10, 0, 0, 5)),
-            next_hop_v4: None,
-            next_hop_v6: Some(Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 2)),
+            node_ipv4: None,
+            node_ipv6: Some(Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 2)),
         };
         PeerSpec::from_config(&cfg.peers[0], &run).unwrap()
     }

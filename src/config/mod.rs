@@ -4,9 +4,8 @@
 //!
 //! Pipeline: text -> [`yaml`] nodes (positions, YAML 1.1 scalars as yaml.v2 read
 //! them) -> [`raw`] fields (unknown keys, shapes, types) -> [`validate`] -> [`Config`].
-//! Every problem of a file is collected into one [`ConfigErrors`]. [`reload`] plans
-//! what a new config changes for one node's sessions; [`state`] keeps the last good
-//! config in force when a new one is bad or deleted; [`check`] is the `check` command.
+//! Every problem of a file is collected into one [`ConfigErrors`]. [`state`] keeps the
+//! last good config in force when a new one is bad or deleted; [`check`] is the `check` command.
 //!
 //! Must not: do I/O beyond reading a file named by the caller, talk to the API server,
 //! or touch sockets. `config/README.md` is the reference of every key.
@@ -16,7 +15,6 @@ pub mod duration;
 mod error;
 mod model;
 mod raw;
-pub mod reload;
 pub mod selector;
 pub mod state;
 mod validate;

@@ -46,9 +46,8 @@ pub struct Config {
 ///
 /// A node can hold only one session to a given address and port (the router would
 /// resolve two as a collision, RFC 4271 section 6.8), so this is what a session is
-/// keyed by across reloads. Everything else about a peer is either a session parameter
-/// (changing it resets the session), an advertisement attribute (changing it re-sends
-/// the routes) or a live setting (applied in place); see [`Peer::session_params`].
+/// keyed by across reloads. What a change of anything else does to the session is
+/// decided by `peer::session_change` on the session's specs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct PeerKey {
     pub address: IpAddr,
@@ -116,42 +115,6 @@ pub struct Peer {
     pub ttl_security: bool,
 }
 
-/// What must be equal for an established session to be kept across a reload: the
-/// parameters of the TCP connection and of the OPEN message.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SessionParams<'a> {
-    pub peer_asn: u32,
-    pub my_asn: u32,
-    pub hold_time: Duration,
-    pub keepalive_time: Duration,
-    pub router_id: Option<Ipv4Addr>,
-    pub source_address: Option<IpAddr>,
-    pub password: Option<&'a Secret>,
-    pub ebgp_multihop: bool,
-    pub ttl_security: bool,
-    pub passive: bool,
-    pub graceful_restart: bool,
-    pub graceful_restart_time: Duration,
-}
-
-/// The path attributes this peer's pod CIDR routes carry: a change re-sends the routes
-/// on the running session.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AdvertisementParams<'a> {
-    pub origin: Origin,
-    pub communities: &'a [Community],
-    pub large_communities: &'a [LargeCommunity],
-    pub local_pref: Option<u32>,
-}
-
-/// Settings a running session applies in place, without a reset or a re-send.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LiveParams<'a> {
-    pub connect_retry_time: Duration,
-    pub max_prefix: Option<MaxPrefix>,
-    pub bfd_profile: Option<&'a str>,
-}
-
 impl Peer {
     pub fn key(&self) -> PeerKey {
         PeerKey {
@@ -168,40 +131,6 @@ impl Peer {
     /// Whether the node with these labels peers with this router.
     pub fn selects(&self, labels: &BTreeMap<String, String>) -> bool {
         any_matches(&self.node_selectors, labels)
-    }
-
-    pub fn session_params(&self) -> SessionParams<'_> {
-        SessionParams {
-            peer_asn: self.peer_asn,
-            my_asn: self.my_asn,
-            hold_time: self.hold_time,
-            keepalive_time: self.keepalive_time,
-            router_id: self.router_id,
-            source_address: self.source_address,
-            password: self.password.as_ref(),
-            ebgp_multihop: self.ebgp_multihop,
-            ttl_security: self.ttl_security,
-            passive: self.passive,
-            graceful_restart: self.graceful_restart,
-            graceful_restart_time: self.graceful_restart_time,
-        }
-    }
-
-    pub fn advertisement_params(&self) -> AdvertisementParams<'_> {
-        AdvertisementParams {
-            origin: self.origin,
-            communities: &self.pod_cidr_communities,
-            large_communities: &self.pod_cidr_large_communities,
-            local_pref: self.pod_cidr_local_pref,
-        }
-    }
-
-    pub fn live_params(&self) -> LiveParams<'_> {
-        LiveParams {
-            connect_retry_time: self.connect_retry_time,
-            max_prefix: self.max_prefix,
-            bfd_profile: self.bfd_profile.as_deref(),
-        }
     }
 }
 

@@ -7,8 +7,8 @@
 //! for metrics and `status`.
 //!
 //! Owns: that policy and its bookkeeping. Must not: watch anything (the source module
-//! feeds it) or act on sessions (the caller turns an [`Update::Applied`] into a
-//! [`super::reload::ReloadPlan`]).
+//! feeds it) or act on sessions (the daemon plans from an [`Update::Applied`] and
+//! `peer::session_changes` decides what that does to each session).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;

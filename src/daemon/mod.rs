@@ -24,8 +24,7 @@ mod observer;
 mod peers;
 pub mod settings;
 
-use std::collections::BTreeMap;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -37,7 +36,6 @@ use tracing::{debug, info, warn};
 pub use peers::{SHUTDOWN_MESSAGE, STOP_TIMEOUT};
 pub use settings::{dry_run, ClusterSource, ConfigSource, DryRun, Settings};
 
-use crate::config::reload::ReloadPlan;
 use crate::config::state::ConfigState;
 use crate::config::{Config, ConfigErrors, PeerKey};
 use crate::metrics::{server as metrics_server, Metrics};
@@ -361,22 +359,13 @@ impl Daemon {
             warn!(node = %name, "this node is not in the cluster: no peer is selected");
         }
         self.log_findings(&plan);
-        self.log_reload(&config, &labels);
+        self.log_peer_conflicts(&config, &labels, &plan);
 
-        let node_v4 = entry.and_then(|e| e.internal_ipv4);
-        let node_v6 = entry.and_then(|e| e.internal_ipv6);
-        let source_v4 = match self.settings.source_address {
-            Some(IpAddr::V4(a)) => Some(a),
-            _ => None,
-        };
         let run = RunOverrides {
             source_address: self.settings.source_address,
-            router_id: self.settings.router_id.or(node_v4).or(source_v4),
-            next_hop_v4: node_v4.or(source_v4),
-            next_hop_v6: node_v6.or(match self.settings.source_address {
-                Some(IpAddr::V6(a)) => Some(a),
-                _ => None,
-            }),
+            router_id: self.settings.router_id,
+            node_ipv4: entry.and_then(|e| e.internal_ipv4),
+            node_ipv6: entry.and_then(|e| e.internal_ipv6),
         };
         self.peers.reconcile(&plan, &run, event).await;
         debug!(
@@ -402,23 +391,21 @@ impl Daemon {
         }
     }
 
-    /// What a config or label change does to this node's sessions, as the config
-    /// module plans it: logged when anything is to be done.
-    fn log_reload(&self, config: &Arc<Config>, labels: &BTreeMap<String, String>) {
-        let reload = match &self.planned {
-            Some((old, old_labels)) => {
-                if Arc::ptr_eq(old, config) && **old_labels == *labels {
-                    return;
-                }
-                ReloadPlan::between(old, old_labels, config, labels)
+    /// Clashes of `peers` entries for one router on this node, when the config or the
+    /// node's labels changed (what each session does is logged by the peers).
+    fn log_peer_conflicts(
+        &self,
+        config: &Arc<Config>,
+        labels: &crate::sources::model::Labels,
+        plan: &Plan,
+    ) {
+        if let Some((old, old_labels)) = &self.planned {
+            if Arc::ptr_eq(old, config) && **old_labels == **labels {
+                return;
             }
-            None => ReloadPlan::initial(config, labels),
-        };
-        for conflict in &reload.conflicts {
-            warn!(conflict = %conflict, "several peers entries select this node for one router");
         }
-        if !reload.is_noop() {
-            info!(sessions = %reload, "bgp config or node labels changed");
+        for conflict in &plan.peer_conflicts {
+            warn!(conflict = %conflict, "several peers entries select this node for one router");
         }
     }
 }

@@ -1,9 +1,11 @@
 //! The running peer tasks, keyed by [`PeerKey`], and how a new [`Plan`] changes them:
-//! spawn the new, stop the removed (Cease / Peer De-configured, RFC 4486 subcode 3),
-//! restart those whose session parameters changed, and hand every other one its new
-//! desired routes through its `watch` channel (an `Arc`: nothing is copied).
+//! what [`crate::peer::session_changes`] decides, carried out and logged as it is: spawn
+//! the opened, stop the closed (Cease / Peer De-configured, RFC 4486 subcode 3), restart
+//! the reset, and hand every other one its new desired routes through its `watch`
+//! channel (an `Arc`: nothing is copied).
 //!
-//! Must not: decide routes (the planner did) or speak BGP (the tasks do). Stopping is
+//! Must not: decide routes (the planner did), decide what a change does to a session
+//! (`peer::change` does) or speak BGP (the tasks do). Stopping is
 //! bounded: a task gets its NOTIFICATION out within `peer::CLOSE_TIMEOUT` twice, and is
 //! aborted if it is still running after [`STOP_TIMEOUT`].
 
@@ -16,9 +18,11 @@ use tokio::task::{JoinHandle, JoinSet};
 use tracing::{error, info, warn};
 
 use super::observer::{Latency, PeerMetrics};
-use crate::config::{Peer, PeerKey};
+use crate::config::PeerKey;
 use crate::metrics::Metrics;
-use crate::peer::{self, Listener, PeerHandle, PeerSpec, RunOverrides, Shutdown};
+use crate::peer::{
+    self, session_changes, Listener, PeerHandle, PeerSpec, RunOverrides, SessionChange, Shutdown,
+};
 use crate::routes::{DesiredRoutes, Plan};
 
 /// How long a stopping task may take before it is aborted: twice the driver's own
@@ -34,7 +38,6 @@ pub const RESET_MESSAGE: &str = "podcidr-speaker: session parameters changed";
 
 /// One running peer task and what it was started with.
 struct Running {
-    peer: Peer,
     spec: PeerSpec,
     routes: Arc<DesiredRoutes>,
     desired: watch::Sender<Arc<DesiredRoutes>>,
@@ -76,47 +79,57 @@ impl Peers {
         }
     }
 
-    /// Moves the tasks to `plan`. `event` is when the source change that led to this
-    /// plan arrived, for the event-to-update latency.
+    /// Moves the tasks to `plan`: builds each planned peer's spec, asks
+    /// [`session_changes`] what that does to each session, logs that answer and carries
+    /// it out. `event` is when the source change that led to this plan arrived, for the
+    /// event-to-update latency.
     pub async fn reconcile(&mut self, plan: &Plan, overrides: &RunOverrides, event: Instant) {
-        let gone: Vec<PeerKey> = self
-            .running
-            .keys()
-            .filter(|k| !plan.peers.contains_key(k))
-            .copied()
-            .collect();
-        for key in gone {
-            info!(peer = %key, "peer no longer selected for this node, closing its session");
-            self.retire(key, Shutdown::Deconfigured);
+        let mut specs = BTreeMap::new();
+        for (key, peer_plan) in &plan.peers {
+            match PeerSpec::from_config(&peer_plan.peer, overrides) {
+                Ok(spec) => {
+                    specs.insert(*key, spec);
+                }
+                Err(e) => self.refuse(*key, &e.to_string()),
+            }
         }
         self.refused.retain(|k, _| plan.peers.contains_key(k));
+        let running: BTreeMap<PeerKey, PeerSpec> = self
+            .running
+            .iter()
+            .map(|(k, r)| (*k, r.spec.clone()))
+            .collect();
+        let changes = session_changes(&running, &specs);
+        if !changes.is_noop() {
+            info!(sessions = %changes, "bgp sessions of this node change");
+        }
 
         let mut restart = Vec::new();
         let mut start = Vec::new();
-        for (key, peer_plan) in &plan.peers {
-            let spec = match PeerSpec::from_config(&peer_plan.peer, overrides) {
-                Ok(spec) => spec,
-                Err(e) => {
-                    self.refuse(*key, &e.to_string());
-                    if self.running.contains_key(key) {
-                        self.retire(*key, Shutdown::Deconfigured);
-                    }
-                    continue;
+        for (key, change) in &changes.0 {
+            let (Some(peer_plan), Some(spec)) = (plan.peers.get(key), specs.remove(key)) else {
+                if *change == SessionChange::Close {
+                    let why = if plan.peers.contains_key(key) {
+                        "its spec is refused"
+                    } else {
+                        "no longer selected for this node"
+                    };
+                    info!(peer = %key, why, "closing the session");
+                    self.retire(*key, Shutdown::Deconfigured);
                 }
+                continue;
             };
-            match self.running.get_mut(key) {
-                Some(r) if needs_reset(&r.peer, &r.spec, &peer_plan.peer, &spec) => {
-                    info!(peer = %key, "session parameters changed, opening the session again");
-                    restart.push((*key, peer_plan.peer.clone(), spec, &peer_plan.routes));
-                }
-                Some(r) => {
-                    if r.spec != spec {
-                        // Live settings (connect-retry-time, max-prefix): the driver
-                        // has no way to apply them in place.
-                        info!(peer = %key, "live settings changed, in force from the session's next reconnect");
-                        r.spec = spec;
-                    }
-                    r.peer = peer_plan.peer.clone();
+            match change {
+                SessionChange::Open => start.push((*key, spec, &peer_plan.routes)),
+                SessionChange::Reset => restart.push((*key, spec, &peer_plan.routes)),
+                SessionChange::Keep | SessionChange::UpdateLive | SessionChange::Close => {
+                    let Some(r) = self.running.get_mut(key) else {
+                        continue;
+                    };
+                    // update-live: the running task keeps the values it started with
+                    // (the driver cannot change them in place); the new spec is in
+                    // force when the task next starts.
+                    r.spec = spec;
                     if !Arc::ptr_eq(&r.routes, &peer_plan.routes) && *r.routes != *peer_plan.routes
                     {
                         r.latency.set(event.elapsed());
@@ -127,7 +140,6 @@ impl Peers {
                         r.routes = Arc::clone(&peer_plan.routes);
                     }
                 }
-                None => start.push((*key, peer_plan.peer.clone(), spec, &peer_plan.routes)),
             }
         }
 
@@ -140,12 +152,12 @@ impl Peers {
             }
         }
         while waiting.join_next().await.is_some() {}
-        for (key, peer, spec, routes) in restart.into_iter().chain(start) {
+        for (key, spec, routes) in restart.into_iter().chain(start) {
             if let Some(old) = self.stopping.remove(&key) {
                 // Bounded: the stopping task aborts its peer task after STOP_TIMEOUT.
                 let _ = old.await;
             }
-            self.start(key, peer, spec, Arc::clone(routes), event);
+            self.start(key, spec, Arc::clone(routes), event);
         }
     }
 
@@ -220,14 +232,7 @@ impl Peers {
         while waiting.join_next().await.is_some() {}
     }
 
-    fn start(
-        &mut self,
-        key: PeerKey,
-        peer: Peer,
-        spec: PeerSpec,
-        routes: Arc<DesiredRoutes>,
-        event: Instant,
-    ) {
+    fn start(&mut self, key: PeerKey, spec: PeerSpec, routes: Arc<DesiredRoutes>, event: Instant) {
         // With a listener every configured peer may also connect to us; without one a
         // passive peer cannot run, and peer::spawn says so.
         let inbound = match &self.listener {
@@ -259,7 +264,6 @@ impl Peers {
                 self.running.insert(
                     key,
                     Running {
-                        peer,
                         spec,
                         routes,
                         desired,
@@ -305,22 +309,10 @@ async fn join_bounded(handle: PeerHandle) {
     }
 }
 
-/// Whether a running session must be closed and opened again: a change of what goes
-/// into the TCP connection or the OPEN message. The config's side is
-/// [`Peer::session_params`] (the rule `config::reload` plans with); the rest is what the
-/// daemon fills in at run time (router id, source address, next hops of the other
-/// family).
-fn needs_reset(old: &Peer, old_spec: &PeerSpec, new: &Peer, new_spec: &PeerSpec) -> bool {
-    old.session_params() != new.session_params()
-        || old_spec.session.router_id != new_spec.session.router_id
-        || old_spec.transport != new_spec.transport
-        || old_spec.next_hop_v4 != new_spec.next_hop_v4
-        || old_spec.next_hop_v6 != new_spec.next_hop_v6
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Peer;
     use std::net::Ipv4Addr;
 
     fn peer(extra: &str) -> Peer {
@@ -340,58 +332,6 @@ mod tests {
         PeerSpec::from_config(peer, &run).unwrap()
     }
 
-    fn reset(old: &Peer, new: &Peer) -> bool {
-        let id = [192, 0, 2, 10];
-        needs_reset(old, &spec(old, id, None), new, &spec(new, id, None))
-    }
-
-    #[test]
-    fn session_parameters_reset_and_route_attributes_do_not() {
-        let base = peer("");
-        assert!(!reset(&base, &base));
-        assert!(reset(&base, &peer("    hold-time: 30s\n")));
-        assert!(reset(&base, &peer("    password: secret\n")));
-        assert!(reset(&base, &peer("    graceful-restart: true\n")));
-        // Attributes are re-sent on the running session.
-        assert!(!reset(
-            &base,
-            &peer("    pod-cidr-communities: [\"65001:7\"]\n")
-        ));
-        assert!(!reset(&base, &peer("    origin: igp\n")));
-        // Live settings wait for the next reconnect rather than cut the session.
-        assert!(!reset(&base, &peer("    connect-retry-time: 5s\n")));
-        assert!(!reset(
-            &base,
-            &peer("    max-prefix: {limit: 10, action: warn}\n")
-        ));
-    }
-
-    #[test]
-    fn run_time_identity_changes_reset() {
-        let p = peer("");
-        let old = spec(&p, [192, 0, 2, 10], Some("192.0.2.10"));
-        // The node's address (the default router id) changed.
-        assert!(needs_reset(
-            &p,
-            &old,
-            &p,
-            &spec(&p, [192, 0, 2, 11], Some("192.0.2.10"))
-        ));
-        // The source address changed.
-        assert!(needs_reset(
-            &p,
-            &old,
-            &p,
-            &spec(&p, [192, 0, 2, 10], Some("192.0.2.12"))
-        ));
-        assert!(!needs_reset(
-            &p,
-            &old,
-            &p,
-            &spec(&p, [192, 0, 2, 10], Some("192.0.2.10"))
-        ));
-    }
-
     fn running(peer: Peer, beat: Arc<peer::Beat>, join: JoinHandle<()>) -> Running {
         let spec = spec(&peer, [192, 0, 2, 10], None);
         let routes = Arc::new(DesiredRoutes::new());
@@ -399,7 +339,6 @@ mod tests {
         let (shutdown, _) = watch::channel(None);
         let (_, status) = watch::channel(peer::PeerStatus::new(spec.key));
         Running {
-            peer,
             handle: PeerHandle {
                 key: spec.key,
                 join,

@@ -28,7 +28,7 @@ use bytes::{Buf, BytesMut};
 use std::collections::BTreeMap;
 use std::future::{pending, Future};
 use std::io;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -468,11 +468,7 @@ impl Task {
                     local = %local,
                     "session established"
                 );
-                let (mut v4, mut v6) = (self.spec.next_hop_v4, self.spec.next_hop_v6);
-                match local.ip().to_canonical() {
-                    IpAddr::V4(a) => v4 = Some(a),
-                    IpAddr::V6(a) => v6 = Some(a),
-                }
+                let (v4, v6) = self.spec.next_hops(local.ip());
                 self.rib.established(RibSession {
                     ctx: n.context(),
                     families: n.families.clone(),

@@ -6,7 +6,9 @@
 //! and sends only the difference, packed into the fewest UPDATEs, never more than a
 //! bounded write buffer ahead of what the peer has read.
 //!
-//! Layout: `spec` (config -> [`PeerSpec`]), `adj_rib_out` (sans-IO diff draining,
+//! Layout: `spec` (config -> [`PeerSpec`], the one place run-time fallbacks such as the
+//! router-id and the next hops are decided), `change` (old and new spec -> keep, reset,
+//! open, close or update-live: the one decision about a running session), `adj_rib_out` (sans-IO diff draining,
 //! [`AdjRibOut`]), `socket` (socket options and the dial), `listener` (inbound
 //! connections), `driver` (the task loop), `observer` ([`PeerObserver`], what metrics
 //! implement).
@@ -29,6 +31,7 @@
 //! ```
 
 mod adj_rib_out;
+pub mod change;
 mod driver;
 mod error;
 mod listener;
@@ -37,6 +40,7 @@ mod socket;
 mod spec;
 
 pub use adj_rib_out::{AdjRibOut, Refusal, Refusals, RibSession};
+pub use change::{session_change, session_changes, SessionChange, SessionChanges};
 pub use driver::{CLOSE_TIMEOUT, WRITE_THRESHOLD};
 pub use error::PeerError;
 pub use listener::{Inbound, Listener};

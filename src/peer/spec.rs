@@ -22,20 +22,42 @@ pub const DIRECT_TTL: u32 = 1;
 /// The TTL of multihop, iBGP and GTSM sessions (RFC 5082 section 3: GTSM sends 255).
 pub const MAX_TTL: u32 = 255;
 
-/// Values the daemon knows at run time, used where the peer's configuration leaves the
-/// field unset.
+/// What the daemon knows at run time, as it knows it: the flags and the local node's
+/// addresses. [`PeerSpec::from_config`] is the one place that turns them into the
+/// fallbacks of fields the peer's configuration leaves unset.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RunOverrides {
-    /// The source address of sessions whose `source-address` is unset (the node's
-    /// address of that family); ignored for peers of the other family.
+    /// `--source-address`: the source address of sessions whose `source-address` is
+    /// unset; ignored for peers of the other family.
     pub source_address: Option<IpAddr>,
-    /// The BGP Identifier of peers whose `router-id` is unset (the node's IPv4 address).
+    /// `--router-id`: the BGP Identifier of peers whose `router-id` is unset.
     pub router_id: Option<Ipv4Addr>,
-    /// The next hop of routes announced with `NextHop::SessionLocal` in the family the
-    /// session's own address does not have: IPv4 routes on an IPv6 session...
-    pub next_hop_v4: Option<Ipv4Addr>,
-    /// ... and IPv6 routes on an IPv4 session (the node's InternalIP of that family).
-    pub next_hop_v6: Option<Ipv6Addr>,
+    /// The local node's IPv4 InternalIP.
+    pub node_ipv4: Option<Ipv4Addr>,
+    /// The local node's IPv6 InternalIP.
+    pub node_ipv6: Option<Ipv6Addr>,
+}
+
+impl RunOverrides {
+    /// The BGP Identifier of a peer without `router-id`: `--router-id`, else the node's
+    /// IPv4 InternalIP, else an IPv4 `--source-address`.
+    fn router_id(&self) -> Option<Ipv4Addr> {
+        self.router_id.or(self.node_ipv4).or(self.source_v4())
+    }
+
+    fn source_v4(&self) -> Option<Ipv4Addr> {
+        match self.source_address {
+            Some(IpAddr::V4(a)) => Some(a),
+            _ => None,
+        }
+    }
+
+    fn source_v6(&self) -> Option<Ipv6Addr> {
+        match self.source_address {
+            Some(IpAddr::V6(a)) => Some(a),
+            _ => None,
+        }
+    }
 }
 
 /// The TTL policy of a session's socket.
@@ -87,7 +109,8 @@ pub struct PeerSpec {
     pub session: SessionConfig,
     pub transport: Transport,
     /// Next hops of `NextHop::SessionLocal` routes in the family the session's local
-    /// address does not have (see [`RunOverrides`]).
+    /// address does not have: the node's InternalIP of that family, else a
+    /// `--source-address` of that family (see [`PeerSpec::next_hops`]).
     pub next_hop_v4: Option<Ipv4Addr>,
     pub next_hop_v6: Option<Ipv6Addr>,
 }
@@ -102,7 +125,7 @@ impl PeerSpec {
     pub fn from_config(peer: &config::Peer, run: &RunOverrides) -> Result<PeerSpec, PeerError> {
         let router_id = peer
             .router_id
-            .or(run.router_id)
+            .or(run.router_id())
             .ok_or(PeerError::InvalidSpec {
                 field: "router-id",
                 reason: "not configured and the node has no IPv4 address to use".into(),
@@ -182,9 +205,18 @@ impl PeerSpec {
                 ttl,
                 connect_timeout: CONNECT_TIMEOUT,
             },
-            next_hop_v4: run.next_hop_v4,
-            next_hop_v6: run.next_hop_v6,
+            next_hop_v4: run.node_ipv4.or(run.source_v4()),
+            next_hop_v6: run.node_ipv6.or(run.source_v6()),
         })
+    }
+
+    /// The next hops of `NextHop::SessionLocal` routes on a connection whose local
+    /// address is `local`: that address for its own family, the spec's for the other.
+    pub fn next_hops(&self, local: IpAddr) -> (Option<Ipv4Addr>, Option<Ipv6Addr>) {
+        match local.to_canonical() {
+            IpAddr::V4(a) => (Some(a), self.next_hop_v6),
+            IpAddr::V6(a) => (self.next_hop_v4, Some(a)),
+        }
     }
 }
 
@@ -218,8 +250,8 @@ mod tests {
         RunOverrides {
             source_address: Some("192.0.2.10".parse().unwrap()),
             router_id: Some(Ipv4Addr::new(192, 0, 2, 10)),
-            next_hop_v4: Some(Ipv4Addr::new(192, 0, 2, 10)),
-            next_hop_v6: Some("2001:db8::10".parse().unwrap()),
+            node_ipv4: Some(Ipv4Addr::new(192, 0, 2, 10)),
+            node_ipv6: Some("2001:db8::10".parse().unwrap()),
         }
     }
 
@@ -306,10 +338,53 @@ mod tests {
     }
 
     #[test]
+    fn router_id_and_next_hops_fall_back_from_the_flag_to_the_node_to_the_source() {
+        let p = peer("  - peer-address: 192.0.2.1\n    peer-asn: 65000\n    my-asn: 65001\n");
+        let id = |run: &RunOverrides| PeerSpec::from_config(&p, run).unwrap().session.router_id;
+        let flag = Ipv4Addr::new(192, 0, 2, 99);
+        let node = Ipv4Addr::new(192, 0, 2, 10);
+        let source = Ipv4Addr::new(192, 0, 2, 20);
+        let run = RunOverrides {
+            source_address: Some(IpAddr::V4(source)),
+            router_id: Some(flag),
+            node_ipv4: Some(node),
+            node_ipv6: None,
+        };
+        assert_eq!(id(&run), flag);
+        let run = RunOverrides {
+            router_id: None,
+            ..run
+        };
+        assert_eq!(id(&run), node);
+        let spec = PeerSpec::from_config(&p, &run).unwrap();
+        assert_eq!(spec.next_hop_v4, Some(node));
+        assert_eq!(spec.next_hop_v6, None);
+        let run = RunOverrides {
+            node_ipv4: None,
+            ..run
+        };
+        assert_eq!(id(&run), source);
+        assert_eq!(
+            PeerSpec::from_config(&p, &run).unwrap().next_hop_v4,
+            Some(source)
+        );
+        // On a connection, the local address stands for its own family.
+        let spec = PeerSpec::from_config(&p, &run).unwrap();
+        let local: IpAddr = "::ffff:192.0.2.30".parse().unwrap();
+        assert_eq!(
+            spec.next_hops(local),
+            (Some(Ipv4Addr::new(192, 0, 2, 30)), None)
+        );
+    }
+
+    #[test]
     fn refuses_what_it_cannot_run_naming_the_field() {
         let p = peer("  - peer-address: 192.0.2.1\n    peer-asn: 65000\n    my-asn: 65001\n");
+        // No --router-id, no IPv4 InternalIP, no IPv4 --source-address.
         let no_id = RunOverrides {
             router_id: None,
+            node_ipv4: None,
+            source_address: Some("2001:db8::10".parse().unwrap()),
             ..run()
         };
         match PeerSpec::from_config(&p, &no_id) {

@@ -106,8 +106,8 @@ pub fn spec(n: u8, peer: &config::Peer) -> PeerSpec {
     let run = RunOverrides {
         source_address: Some(v4(n)),
         router_id: Some(v4_of(n)),
-        next_hop_v4: None,
-        next_hop_v6: match v6(n) {
+        node_ipv4: None,
+        node_ipv6: match v6(n) {
             IpAddr::V6(a) => Some(a),
             IpAddr::V4(_) => None,
         },

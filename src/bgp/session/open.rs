@@ -6,10 +6,10 @@
 
 use super::SessionConfig;
 use crate::bgp::wire::{
-    AfiSafi, Capability, Context, DecodeError, GracefulRestart, GracefulRestartFamily,
-    Notification, Open, AS_TRANS, BGP_VERSION,
+    unsupported_capabilities, AfiSafi, Capability, Context, DecodeError, GracefulRestart,
+    GracefulRestartFamily, Notification, Open, AS_TRANS, BGP_VERSION,
 };
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::Bytes;
 use std::net::Ipv4Addr;
 
 /// What both sides agreed on, from our configuration and the peer's accepted OPEN.
@@ -163,10 +163,17 @@ pub(crate) fn negotiate(cfg: &SessionConfig, peer: &Open) -> Result<Negotiated, 
         })
         .collect();
     if families.is_empty() {
-        return Err(DecodeError::UnsupportedCapability {
-            capabilities: multiprotocol_capabilities(&cfg.families),
-        }
-        .notification());
+        let ours: Vec<Capability> = cfg
+            .families
+            .iter()
+            .map(|f| Capability::Multiprotocol(*f))
+            .collect();
+        // Multiprotocol TLVs are 6 octets each: encoding them cannot fail, and an empty
+        // data field would still be a valid NOTIFICATION (RFC 5492 section 5).
+        let error = unsupported_capabilities(&ours).unwrap_or(DecodeError::UnsupportedCapability {
+            capabilities: Bytes::new(),
+        });
+        return Err(error.notification());
     }
 
     let has = |want: fn(&Capability) -> bool| peer.capabilities.iter().any(want);
@@ -197,20 +204,6 @@ pub(crate) fn negotiate(cfg: &SessionConfig, peer: &Open) -> Result<Negotiated, 
         peer_graceful_restart: peer_gr,
         peer_hold_time: peer.hold_time,
     })
-}
-
-/// The Multiprotocol capability TLVs (RFC 4760 section 8: code 1, length 4, AFI, reserved,
-/// SAFI) that Unsupported Capability carries as its data (RFC 5492 section 5).
-fn multiprotocol_capabilities(families: &[AfiSafi]) -> Bytes {
-    let mut data = BytesMut::with_capacity(families.len() * 6);
-    for f in families {
-        data.put_u8(0x01);
-        data.put_u8(0x04);
-        data.put_u16(f.afi.0);
-        data.put_u8(0x00);
-        data.put_u8(f.safi.0);
-    }
-    data.freeze()
 }
 
 #[cfg(test)]
