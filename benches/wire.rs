@@ -23,6 +23,10 @@
 //! The data directory comes from `PODCIDR_BGP_DATA` (default `../shared/data/bgp`);
 //! without it the bench prints why and measures nothing.
 
+// A bench crate: a failed unwrap aborts the measurement, not a speaker; its harness
+// may call libc. The rules of Cargo.toml's [lints] are for src/.
+#![allow(clippy::unwrap_used, clippy::expect_used, unsafe_code)]
+
 use bytes::{Bytes, BytesMut};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use podcidr_speaker::bgp::wire::{self, Context, Message, Nlri, PathAttribute, UpdateBuilder};

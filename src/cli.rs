@@ -1,5 +1,6 @@
-//! The command line: clap structs for each subcommand. Parsing only; `main.rs`
-//! dispatches and the library does the work.
+//! The command line: clap structs for each subcommand, and each one's request for the
+//! library (`commands::*` for the one-shot commands, [`Settings`] for `run`). Parsing
+//! only; `main.rs` dispatches and the library does the work.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
@@ -7,8 +8,12 @@ use std::sync::LazyLock;
 
 use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 
+use crate::commands::check::CheckRequest;
+use crate::commands::doctor::DoctorRequest;
+use crate::commands::plan::{Format, PlanRequest};
+use crate::commands::status::StatusRequest;
 use crate::daemon::{ClusterSource, ConfigSource, Settings};
-use crate::routes::report::Format;
+use crate::decode;
 use crate::routes::AnnounceMode;
 use crate::sources::kube::BgpConfigMapRef;
 use crate::sources::IpamOverride;
@@ -279,7 +284,7 @@ pub struct PlanArgs {
 #[derive(Debug, Args)]
 pub struct StatusArgs {
     /// The speaker's endpoint (its `run --metrics-addr`).
-    #[arg(long, value_name = "HOST:PORT", default_value = crate::status::DEFAULT_ADDR)]
+    #[arg(long, value_name = "HOST:PORT", default_value = crate::commands::status::DEFAULT_ADDR)]
     pub addr: String,
     /// Print the /status JSON document instead of the tables.
     #[arg(long)]
@@ -358,6 +363,72 @@ pub enum AsWidth {
     Two,
     #[value(name = "4")]
     Four,
+}
+
+impl CheckArgs {
+    pub fn request(&self) -> CheckRequest {
+        CheckRequest {
+            files: self.files.clone(),
+        }
+    }
+}
+
+impl PlanArgs {
+    pub fn request(&self) -> PlanRequest {
+        PlanRequest {
+            bgp_config: self.bgp_config.clone(),
+            cluster_state: self.cluster_state.clone(),
+            node: self.node.clone(),
+            announce: self.announce,
+            ipam: self.ipam,
+            source_address: self.source_address,
+            format: self.output,
+        }
+    }
+}
+
+impl StatusArgs {
+    pub fn request(&self) -> StatusRequest {
+        StatusRequest {
+            addr: self.addr.clone(),
+            json: self.json,
+        }
+    }
+}
+
+impl DoctorArgs {
+    pub fn request(&self) -> DoctorRequest {
+        DoctorRequest {
+            cluster_state: self.cluster_state.clone(),
+            cilium_config: self.cilium_config.clone(),
+            ipam: self.ipam,
+        }
+    }
+}
+
+impl DecodeArgs {
+    /// clap requires exactly one source; `-` (or nothing else) is standard input.
+    pub fn request(&self) -> decode::Request {
+        let input = if let Some(hex) = &self.hex {
+            decode::Input::Hex(hex.clone())
+        } else if let Some(path) = &self.mrt {
+            decode::Input::Mrt(path.clone())
+        } else if let Some(path) = &self.pcap {
+            decode::Input::Pcap(path.clone())
+        } else {
+            decode::Input::Stdin
+        };
+        decode::Request {
+            input,
+            four_octet_as: match self.as_width {
+                AsWidth::Auto => None,
+                AsWidth::Two => Some(false),
+                AsWidth::Four => Some(true),
+            },
+            extended_message: self.extended_message,
+            add_path: self.add_path,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -7,13 +7,11 @@
 
 pub mod bgp;
 pub mod cli;
+pub mod commands;
 pub mod config;
 pub mod daemon;
 pub mod decode;
-pub mod doctor;
 pub mod metrics;
 pub mod peer;
-pub mod plan;
 pub mod routes;
 pub mod sources;
-pub mod status;

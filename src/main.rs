@@ -8,7 +8,7 @@ use clap::Parser;
 use tracing_subscriber::EnvFilter;
 
 use podcidr_speaker::cli::{Cli, Command, LogFormat};
-use podcidr_speaker::decode;
+use podcidr_speaker::commands::{self, check, doctor, plan, status};
 
 fn main() -> ExitCode {
     match run(Cli::parse()) {
@@ -26,6 +26,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         // The one-shot commands print their results; the log is for trouble only.
         _ => init_tracing(LogFormat::Text, "warn"),
     }
+    let out = &mut std::io::stdout();
+    let err = &mut std::io::stderr();
     match cli.command {
         Command::Run(args) => {
             let settings = args.settings();
@@ -48,80 +50,16 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 }
             }
         }
-        Command::Check(args) => {
-            let report = podcidr_speaker::config::check::check_files(&args.files);
-            print!("{report}");
-            Ok(if report.ok() {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
-            })
-        }
-        // Exit status: 0 clean, 1 something malformed, 2 usage or I/O error (clap
-        // exits 2 on usage errors itself).
-        Command::Decode(args) => Ok(match decode::run(&args, std::io::stdout().lock()) {
-            Ok(outcome) => {
-                if outcome.malformed > 0 {
-                    eprintln!(
-                        "podcidr-speaker decode: {} of {} objects report a malformed message or damaged input",
-                        outcome.malformed, outcome.events
-                    );
-                }
-                ExitCode::from(outcome.exit_code())
-            }
-            Err(e) => {
-                eprintln!("podcidr-speaker decode: {e}");
-                ExitCode::from(2)
-            }
-        }),
-        Command::Plan(args) => {
-            let request = podcidr_speaker::plan::PlanRequest {
-                bgp_config: args.bgp_config,
-                cluster_state: args.cluster_state,
-                node: args.node,
-                announce: args.announce,
-                ipam: args.ipam,
-                source_address: args.source_address,
-                format: args.output,
-            };
-            match podcidr_speaker::plan::run(&request) {
-                Ok(output) => {
-                    print!("{output}");
-                    Ok(ExitCode::SUCCESS)
-                }
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    Ok(ExitCode::FAILURE)
-                }
-            }
-        }
-        Command::Status(args) => Ok(ExitCode::from(podcidr_speaker::status::command(
-            &args.addr,
-            args.json,
-            &mut std::io::stdout(),
-            &mut std::io::stderr(),
-        ))),
-        Command::Doctor(args) => {
-            let code = match &args.cluster_state {
-                Some(path) => podcidr_speaker::doctor::command_file(
-                    path,
-                    args.ipam,
-                    &mut std::io::stdout(),
-                    &mut std::io::stderr(),
-                ),
-                None => tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()?
-                    .block_on(podcidr_speaker::doctor::command_in_cluster(
-                        &args.cilium_config,
-                        args.ipam,
-                        &mut std::io::stdout(),
-                        &mut std::io::stderr(),
-                    )),
-            };
-            Ok(ExitCode::from(code))
-        }
+        Command::Check(args) => Ok(exit(check::run(&args.request(), out, err))),
+        Command::Decode(args) => Ok(exit(commands::decode::run(&args.request(), out, err))),
+        Command::Plan(args) => Ok(exit(plan::run(&args.request(), out, err))),
+        Command::Status(args) => Ok(exit(status::run(&args.request(), out, err))),
+        Command::Doctor(args) => Ok(exit(doctor::run(&args.request(), out, err))),
     }
+}
+
+fn exit(code: u8) -> ExitCode {
+    ExitCode::from(code)
 }
 
 /// Logs go to stderr, filtered by RUST_LOG (else `default`); an unreadable RUST_LOG

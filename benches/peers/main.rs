@@ -19,6 +19,10 @@
 //! Reuses the interop harness (BIRD, FRR, GoBGP, ExaBGP), the reliability tests' raw
 //! peer and the kube tests' mocked API server's JSON objects through `#[path]`.
 
+// A bench crate: a failed unwrap aborts the measurement, not a speaker; its harness
+// may call libc. The rules of Cargo.toml's [lints] are for src/.
+#![allow(clippy::unwrap_used, clippy::expect_used, unsafe_code)]
+
 // Mounted as they are; a bench target compiles their `mod tests` without running them.
 #[allow(unused_imports)]
 #[path = "../../proto-tests/interop/harness/mod.rs"]

@@ -5,7 +5,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
 use podcidr_speaker::config::{
-    Community, LargeCommunity, MaxPrefix, MaxPrefixAction, Origin, Peer, BGP_PORT,
+    Community, LargeCommunity, Origin, Peer, PrefixLimit, PrefixLimitAction, BGP_PORT,
 };
 
 use crate::{errors, ok, peer};
@@ -166,16 +166,16 @@ fn valid_peer_values() {
         ),
         (&[("max-prefix", "{limit: 100}")], |p| {
             p.max_prefix
-                == Some(MaxPrefix {
+                == Some(PrefixLimit {
                     limit: 100,
-                    action: MaxPrefixAction::Cease,
+                    action: PrefixLimitAction::Cease,
                 })
         }),
         (&[("max-prefix", "{limit: 5, action: warn}")], |p| {
             p.max_prefix
-                == Some(MaxPrefix {
+                == Some(PrefixLimit {
                     limit: 5,
-                    action: MaxPrefixAction::Warn,
+                    action: PrefixLimitAction::Warn,
                 })
         }),
         (&[("passive", "true")], |p| p.passive),
@@ -481,9 +481,9 @@ fn speaker_defaults_fold_into_peers() {
         assert_eq!(p.pod_cidr_communities, vec![Community::new(1, 1)]);
         assert_eq!(
             p.max_prefix,
-            Some(MaxPrefix {
+            Some(PrefixLimit {
                 limit: 10,
-                action: MaxPrefixAction::Cease
+                action: PrefixLimitAction::Cease
             })
         );
         assert!(p.ttl_security);

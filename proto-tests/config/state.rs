@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use podcidr_speaker::config::state::{ConfigState, Fingerprint, Update};
+use podcidr_speaker::config::state::{ConfigState, ConfigUpdate, Fingerprint};
 
 const GOOD: &str = "peers:\n- {peer-address: 10.0.0.1, peer-asn: 65000, my-asn: 65001}\n";
 const GOOD2: &str = "peers:\n- {peer-address: 10.0.0.2, peer-asn: 65000, my-asn: 65001}\n";
@@ -22,7 +22,7 @@ fn last_good_config_stays_in_force() {
 
     // Nothing good yet: rejected, nothing kept.
     match s.update_text(BAD1) {
-        Update::Rejected {
+        ConfigUpdate::Rejected {
             first_seen: true,
             kept: None,
             rejection,
@@ -37,7 +37,7 @@ fn last_good_config_stays_in_force() {
     assert!(s.config().is_none());
 
     let good = match s.update_text(GOOD) {
-        Update::Applied {
+        ConfigUpdate::Applied {
             previous: None,
             current,
             fingerprint,
@@ -52,7 +52,7 @@ fn last_good_config_stays_in_force() {
     // A bad edit: rejected, the good config stays, the error is visible in status.
     assert!(matches!(
         s.update_text(BAD2),
-        Update::Rejected {
+        ConfigUpdate::Rejected {
             first_seen: true,
             kept: Some(_),
             ..
@@ -70,14 +70,14 @@ fn last_good_config_stays_in_force() {
     // there was a good config: not new either.
     assert!(matches!(
         s.update_text(BAD2),
-        Update::Rejected {
+        ConfigUpdate::Rejected {
             first_seen: false,
             ..
         }
     ));
     assert!(matches!(
         s.update_text(BAD1),
-        Update::Rejected {
+        ConfigUpdate::Rejected {
             first_seen: false,
             kept: Some(_),
             ..
@@ -90,24 +90,30 @@ fn last_good_config_stays_in_force() {
     assert_eq!(address_in_force(&s).as_deref(), Some("10.0.0.1"));
 
     // Back to the good text: unchanged, and the rejection is cleared.
-    assert!(matches!(s.update_text(GOOD), Update::Unchanged { .. }));
+    assert!(matches!(
+        s.update_text(GOOD),
+        ConfigUpdate::Unchanged { .. }
+    ));
     assert!(s.status().rejected.is_none());
     // Same meaning, other text: unchanged too.
     let reformatted =
         "# comment\npeers:\n- peer-asn: 65000\n  peer-address: 10.0.0.1\n  my-asn: 65001\n";
     assert!(matches!(
         s.update_text(reformatted),
-        Update::Unchanged { .. }
+        ConfigUpdate::Unchanged { .. }
     ));
 
     // Deleted: kept, and said so.
-    assert!(matches!(s.deleted(), Update::Deleted { kept: Some(_) }));
+    assert!(matches!(
+        s.deleted(),
+        ConfigUpdate::Deleted { kept: Some(_) }
+    ));
     assert!(s.status().source_deleted);
     assert_eq!(address_in_force(&s).as_deref(), Some("10.0.0.1"));
 
     // A new good config after the deletion replaces it and reports the previous one.
     match s.update_text(GOOD2) {
-        Update::Applied {
+        ConfigUpdate::Applied {
             previous: Some(prev),
             current,
             ..
@@ -126,15 +132,15 @@ fn configmap_updates() {
     let data = |k: &str, v: &str| BTreeMap::from([(k.to_string(), v.to_string())]);
     assert!(matches!(
         s.update_configmap(&data("config.yaml", GOOD)),
-        Update::Applied { .. }
+        ConfigUpdate::Applied { .. }
     ));
     // The same config moved to MetalLB's key: another source content, same meaning.
     assert!(matches!(
         s.update_configmap(&data("config", GOOD)),
-        Update::Unchanged { .. }
+        ConfigUpdate::Unchanged { .. }
     ));
     match s.update_configmap(&data("other", GOOD2)) {
-        Update::Rejected {
+        ConfigUpdate::Rejected {
             rejection,
             first_seen: true,
             kept: Some(_),
@@ -145,9 +151,15 @@ fn configmap_updates() {
         other => panic!("{other:?}"),
     }
     assert_eq!(address_in_force(&s).as_deref(), Some("10.0.0.1"));
-    assert!(matches!(s.deleted(), Update::Deleted { kept: Some(_) }));
+    assert!(matches!(
+        s.deleted(),
+        ConfigUpdate::Deleted { kept: Some(_) }
+    ));
     let mut fresh = ConfigState::new();
-    assert!(matches!(fresh.deleted(), Update::Deleted { kept: None }));
+    assert!(matches!(
+        fresh.deleted(),
+        ConfigUpdate::Deleted { kept: None }
+    ));
 }
 
 #[test]

@@ -1,5 +1,5 @@
-//! Shared by the data-driven tests: where the real BGP data is, and a tally of the
-//! events a decode source reports.
+//! Shared by the data-driven tests: where the real BGP data is (the one helper of
+//! `proto-tests/common/data.rs`), and a tally of the events a decode source reports.
 
 #![allow(dead_code)]
 
@@ -7,26 +7,10 @@ use podcidr_speaker::bgp::wire::{Message, PathAttribute};
 use podcidr_speaker::decode::event::{Event, Origin};
 use podcidr_speaker::decode::mrt::RibPrefix;
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
 
-/// `PODCIDR_BGP_DATA`, else `../shared/data/bgp` beside the crate; `None` (with the
-/// reason printed) when absent, so that the data tests skip rather than fail.
-pub fn data_dir() -> Option<PathBuf> {
-    let dir = std::env::var_os("PODCIDR_BGP_DATA")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data/bgp"))
-        });
-    if dir.join("SOURCES.md").is_file() {
-        Some(dir)
-    } else {
-        println!(
-            "skipped: no BGP data at {} (set PODCIDR_BGP_DATA)",
-            dir.display()
-        );
-        None
-    }
-}
+#[path = "../common/data.rs"]
+mod data;
+pub use data::data_dir;
 
 /// What a source reported for one file.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]

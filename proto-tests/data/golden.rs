@@ -4,6 +4,11 @@
 //! one-line format and the two line multisets must be equal: same prefixes, AS paths,
 //! origins, next hops, LOCAL_PREF, MED, communities, ATOMIC_AGGREGATE and AGGREGATOR.
 
+// A test crate: a failed unwrap is a failed test (clippy.toml covers #[test] fns only),
+// and its harness may call libc (signals, process groups, raw sockets): the rules of
+// Cargo.toml's [lints] are for src/.
+#![allow(clippy::unwrap_used, clippy::expect_used, unsafe_code)]
+
 mod common;
 
 use podcidr_speaker::bgp::wire::{

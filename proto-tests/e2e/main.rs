@@ -14,6 +14,11 @@
 //! its own `--source-address` on lo, all following one standalone cluster state that
 //! the test edits. `PODCIDR_SKIP_INTEROP=1` skips them.
 
+// A test crate: a failed unwrap is a failed test (clippy.toml covers #[test] fns only),
+// and its harness may call libc (signals, process groups, raw sockets): the rules of
+// Cargo.toml's [lints] are for src/.
+#![allow(clippy::unwrap_used, clippy::expect_used, unsafe_code)]
+
 #[path = "../interop/harness/mod.rs"]
 mod harness;
 

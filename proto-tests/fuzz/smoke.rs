@@ -9,9 +9,17 @@
 //! the repository's `config/` and need no data directory; their mutations also work on
 //! lines and YAML tokens, since byte flips alone rarely keep a document parseable.
 
+// A test crate: a failed unwrap is a failed test (clippy.toml covers #[test] fns only),
+// and its harness may call libc (signals, process groups, raw sockets): the rules of
+// Cargo.toml's [lints] are for src/.
+#![allow(clippy::unwrap_used, clippy::expect_used, unsafe_code)]
+
 #[path = "targets.rs"]
 mod targets;
 
+#[path = "../common/data.rs"]
+mod data;
+use data::data_dir;
 use podcidr_speaker::decode::input;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -19,23 +27,6 @@ use std::time::{Duration, Instant};
 
 /// Wall-clock budget of each corpus (the test stops mutating, not failing, when spent).
 const BUDGET: Duration = Duration::from_secs(40);
-
-fn data_dir() -> Option<PathBuf> {
-    let dir = std::env::var_os("PODCIDR_BGP_DATA")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data/bgp"))
-        });
-    if dir.join("SOURCES.md").is_file() {
-        Some(dir)
-    } else {
-        println!(
-            "skipped: no BGP data at {} (set PODCIDR_BGP_DATA)",
-            dir.display()
-        );
-        None
-    }
-}
 
 fn files(dir: &Path) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = std::fs::read_dir(dir)

@@ -79,10 +79,10 @@ const GOOD_CONFIG: &str = "peers:\n- peer-address: 192.0.2.1\n  peer-asn: 64512\
 
 /// One input as a bgp-config file (`check`, `--bgp-config` and the ConfigMap watcher
 /// all end in `config::parse`): parsing is deterministic, a refusal carries at least
-/// one reason, the `check` report renders, an accepted config plans its sessions, and
+/// one reason, the `check` report renders, an accepted config selects its peers, and
 /// a refused config never displaces the last good one (`ConfigState`).
 pub fn config_parse(data: &[u8]) {
-    use podcidr_speaker::config::{self, check, state};
+    use podcidr_speaker::config::{self, state};
     use std::collections::BTreeMap;
 
     let text = text(data);
@@ -92,7 +92,7 @@ pub fn config_parse(data: &[u8]) {
         config::parse(&text),
         "config::parse is not deterministic"
     );
-    let _ = check::check_text("fuzz.yaml", &text).to_string();
+    let _ = podcidr_speaker::commands::check::check_text("fuzz.yaml", &text).to_string();
     match &parsed {
         Ok(config) => {
             let labels: BTreeMap<String, String> = config
@@ -118,12 +118,15 @@ pub fn config_parse(data: &[u8]) {
 
     let mut st = state::ConfigState::new();
     let good = st.update_text(GOOD_CONFIG);
-    assert!(matches!(good, state::Update::Applied { .. }), "{good:?}");
+    assert!(
+        matches!(good, state::ConfigUpdate::Applied { .. }),
+        "{good:?}"
+    );
     let good = st.config().cloned();
     let update = st.update_text(&text);
     match (&parsed, &update) {
-        (Ok(_), state::Update::Applied { .. } | state::Update::Unchanged { .. }) => {}
-        (Err(_), state::Update::Rejected { kept, .. }) => {
+        (Ok(_), state::ConfigUpdate::Applied { .. } | state::ConfigUpdate::Unchanged { .. }) => {}
+        (Err(_), state::ConfigUpdate::Rejected { kept, .. }) => {
             assert!(kept.is_some(), "the last good config was not kept");
             assert_eq!(
                 st.config().cloned(),

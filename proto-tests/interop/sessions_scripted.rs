@@ -9,6 +9,11 @@
 //! Everything runs on loopback (127.0.0.2 for the speaker, 127.0.0.3 for the peer,
 //! ephemeral ports), bounded in time; no namespace and no daemon is needed.
 
+// A test crate: a failed unwrap is a failed test (clippy.toml covers #[test] fns only),
+// and its harness may call libc (signals, process groups, raw sockets): the rules of
+// Cargo.toml's [lints] are for src/.
+#![allow(clippy::unwrap_used, clippy::expect_used, unsafe_code)]
+
 use std::collections::HashSet;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
@@ -28,7 +33,7 @@ use podcidr_speaker::bgp::wire::{
 };
 use podcidr_speaker::config::{self, PeerKey};
 use podcidr_speaker::peer::{
-    self, Direction, Listener, PeerHandle, PeerObserver, PeerSpec, PeerStatus, Refusal,
+    self, Direction, Listener, PeerHandle, PeerObserver, PeerSpec, PeerStatus, RouteRefusal,
     RunOverrides, Shutdown, WRITE_THRESHOLD,
 };
 use podcidr_speaker::routes::{DesiredRoutes, NextHop, PlannedRoute, RouteAttrs};
@@ -168,7 +173,7 @@ struct Recorder {
     announced: Mutex<Vec<(AfiSafi, u64)>>,
     written: Mutex<Vec<Duration>>,
     sent_updates: Mutex<u64>,
-    refused: Mutex<Vec<(AfiSafi, Refusal, u64)>>,
+    refused: Mutex<Vec<(AfiSafi, RouteRefusal, u64)>>,
 }
 
 impl PeerObserver for Recorder {
@@ -192,7 +197,7 @@ impl PeerObserver for Recorder {
     fn update_written(&self, _: &PeerKey, since: Duration) {
         self.written.lock().unwrap().push(since);
     }
-    fn not_announced(&self, _: &PeerKey, afi: AfiSafi, reason: Refusal, count: u64) {
+    fn not_announced(&self, _: &PeerKey, afi: AfiSafi, reason: RouteRefusal, count: u64) {
         self.refused.lock().unwrap().push((afi, reason, count));
     }
 }
@@ -864,7 +869,7 @@ async fn a_new_route_set_sends_exactly_the_difference() {
     assert_eq!(st.advertised.get(&AfiSafi::IPV4_UNICAST), Some(&8));
     assert_eq!(
         rec.refused.lock().unwrap().as_slice(),
-        &[(AfiSafi::IPV4_UNICAST, Refusal::NextHopFamily, 1)]
+        &[(AfiSafi::IPV4_UNICAST, RouteRefusal::NextHopFamily, 1)]
     );
     assert_eq!(rec.written.lock().unwrap().len(), 2);
     s.stop(Shutdown::Admin(String::new())).await;

@@ -15,7 +15,7 @@ use podcidr_speaker::bgp::wire::{Afi, MessageType};
 use podcidr_speaker::config::state::ConfigState;
 use podcidr_speaker::metrics::labels::DIRECTIONS;
 use podcidr_speaker::metrics::Metrics;
-use podcidr_speaker::peer::Refusal;
+use podcidr_speaker::peer::{PeerStatus, RouteRefusal};
 use podcidr_speaker::sources::file;
 use podcidr_speaker::sources::model::{node_view, IpamOverride};
 use podcidr_speaker::sources::{Resource, ResourceStatus, SourceStatus};
@@ -50,9 +50,9 @@ pub fn full_scrape() -> Scrape {
         m.record_notification(a, dir, 6, 2, None, t(3));
     }
     m.set_announced(a, Afi::IPV4, 1);
-    m.set_pending(a, 0);
+    m.record_peer_status(&PeerStatus::new(a), t(3));
     m.set_received(a, Afi::IPV4, 0);
-    m.record_not_announced(a, Afi::IPV6, Refusal::FamilyNotNegotiated, 1);
+    m.record_not_announced(a, Afi::IPV6, RouteRefusal::FamilyNotNegotiated, 1);
     m.record_session_state(a, State::Established, State::Idle, t(4));
     let mut config = ConfigState::new();
     let u =

@@ -7,7 +7,7 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use ipnet::IpNet;
-use podcidr_speaker::doctor::{self, diagnose, Diagnosis, ModeOrigin};
+use podcidr_speaker::commands::doctor::{self, diagnose, Diagnosis, ModeOrigin};
 use podcidr_speaker::sources::file;
 use podcidr_speaker::sources::kube::ConfigMapRef;
 use podcidr_speaker::sources::model::{CidrSource, IpamMode, IpamOverride};
@@ -45,13 +45,13 @@ fn the_outage_flags_all_four_nodes_with_the_ciliumnode_in_force() {
     assert_eq!(d.pool_v4, vec![net("10.5.112.0/20")]);
     assert_eq!(d.nodes.len(), 4);
     for (n, (name, node_cidr, cilium_cidr)) in d.nodes.iter().zip(OUTAGE) {
-        assert_eq!(&*n.name, name);
-        assert_eq!(n.node_cidrs, vec![net(node_cidr)], "{name}");
-        assert_eq!(n.node_cidrs_from, Some(CidrSource::NodeSpec), "{name}");
-        assert_eq!(n.cilium_cidrs, Some(vec![net(cilium_cidr)]), "{name}");
+        assert_eq!(&*n.node.name, name);
+        assert_eq!(n.node.node_cidrs, vec![net(node_cidr)], "{name}");
+        assert_eq!(n.node.node_source, Some(CidrSource::NodeSpec), "{name}");
+        assert_eq!(n.node.cilium_cidrs, Some(vec![net(cilium_cidr)]), "{name}");
         assert_eq!(n.in_force, Some(CidrSource::CiliumNode), "{name}");
         assert_eq!(n.announced, vec![net(cilium_cidr)], "{name}");
-        assert!(n.drift, "{name} must be flagged");
+        assert!(n.node.drift.is_some(), "{name} must be flagged");
         assert!(!n.ok(), "{name}");
         assert!(n.overlaps.is_empty() && n.outside_pool.is_empty(), "{name}");
     }
@@ -74,7 +74,7 @@ fn the_outage_under_kubernetes_ipam_puts_the_node_in_force_and_still_flags_all_f
     for (n, (name, node_cidr, _)) in d.nodes.iter().zip(OUTAGE) {
         assert_eq!(n.in_force, Some(CidrSource::NodeSpec), "{name}");
         assert_eq!(n.announced, vec![net(node_cidr)], "{name}");
-        assert!(n.drift, "{name}");
+        assert!(n.node.drift.is_some(), "{name}");
     }
     assert_eq!(d.exit_code(), 1);
 }
@@ -144,7 +144,7 @@ fn a_healthy_node_is_ok() {
         n.announced,
         vec![net("10.244.3.0/24"), net("fd00:10:244:3::/64")]
     );
-    assert_eq!(n.cilium_cidrs, None);
+    assert_eq!(n.node.cilium_cidrs, None);
     let text = d.to_string();
     assert!(text.contains("no CiliumNode"), "{text}");
     assert!(text.ends_with(": ok\n"), "{text}");

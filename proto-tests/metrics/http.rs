@@ -9,12 +9,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use podcidr_speaker::bgp::session::State;
+use podcidr_speaker::commands::status;
 use podcidr_speaker::config::state::ConfigState;
 use podcidr_speaker::metrics::{server, Metrics, Status};
 use podcidr_speaker::sources::file;
 use podcidr_speaker::sources::model::{node_view, IpamOverride};
 use podcidr_speaker::sources::{Resource, ResourceStatus, SourceStatus};
-use podcidr_speaker::status;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -306,7 +306,7 @@ async fn shutdown_stops_accepting() {
 async fn status_command(addr: String, json: bool) -> (u8, String, String) {
     tokio::task::spawn_blocking(move || {
         let (mut out, mut err) = (Vec::new(), Vec::new());
-        let code = status::command(&addr, json, &mut out, &mut err);
+        let code = status::run(&status::StatusRequest { addr, json }, &mut out, &mut err);
         (
             code,
             String::from_utf8(out).unwrap(),

@@ -8,8 +8,8 @@ use podcidr_speaker::bgp::session::{SessionError, State, Stats};
 use podcidr_speaker::bgp::wire::{Afi, AfiSafi, MessageType};
 use podcidr_speaker::config::state::ConfigState;
 use podcidr_speaker::config::PeerKey;
-use podcidr_speaker::metrics::{Direction, Metrics};
-use podcidr_speaker::peer::{PeerError, PeerObserver, PeerStatus, Refusal};
+use podcidr_speaker::metrics::{Direction, Metrics, PeerMetrics};
+use podcidr_speaker::peer::{PeerError, PeerObserver, PeerStatus, RouteRefusal};
 use podcidr_speaker::sources::file;
 use podcidr_speaker::sources::model::{node_view, IpamOverride};
 use podcidr_speaker::sources::{Resource, ResourceStatus, SourceStatus};
@@ -352,7 +352,7 @@ fn prefix_gauges_follow_the_latest_counts_per_family() {
     m.set_announced(a, Afi::IPV4, 10);
     m.set_announced(a, Afi::IPV4, 12);
     m.set_announced(a, Afi::IPV6, 2);
-    m.set_pending(a, 5);
+    m.record_peer_status(&peer_status(a, 5, None), SystemTime::now());
     m.set_received(a, Afi::IPV6, 1);
     m.set_received(a, Afi(25), 3);
     let s = scrape(&m);
@@ -365,7 +365,7 @@ fn prefix_gauges_follow_the_latest_counts_per_family() {
         v(&s, "podcidr_speaker_pending_prefixes", &[("peer", p)]),
         5.0
     );
-    m.set_pending(a, 0);
+    m.record_peer_status(&peer_status(a, 0, None), SystemTime::now());
     assert_eq!(
         v(
             &scrape(&m),
@@ -394,7 +394,7 @@ fn removing_a_peer_deletes_every_series_it_had_and_only_those() {
         m.set_announced(k, Afi::IPV4, 1);
         m.set_announced(k, Afi::IPV6, 1);
         m.set_received(k, Afi::IPV4, 1);
-        m.set_pending(k, 2);
+        m.record_peer_status(&peer_status(k, 2, None), SystemTime::now());
         m.record_session_state(k, State::Established, State::Idle, t(3));
     }
     let before = scrape(&m);
@@ -420,7 +420,7 @@ fn removing_a_peer_deletes_every_series_it_had_and_only_those() {
     m.record_session_state(a, State::Established, State::Idle, t(5));
     m.record_notification(a, Direction::Sent, 6, 3, None, t(5));
     m.record_message(a, Direction::Sent, MessageType::Notification);
-    m.set_pending(a, 0);
+    m.record_peer_status(&peer_status(a, 0, None), SystemTime::now());
     assert!(scrape(&m).with_label("peer", "192.0.2.1:179").is_empty());
     // ...but adding it again does, from zero.
     m.add_peer(a, 65002, t(6));
@@ -923,9 +923,9 @@ fn routes_not_announced_are_counted_by_reason_and_removed_with_the_peer() {
     let m = Metrics::new();
     let a = peer("192.0.2.1", 179);
     let p = "192.0.2.1:179";
-    m.record_not_announced(a, Afi::IPV6, Refusal::FamilyNotNegotiated, 3);
-    m.record_not_announced(a, Afi::IPV6, Refusal::FamilyNotNegotiated, 2);
-    m.record_not_announced(a, Afi::IPV4, Refusal::NoNextHop, 1);
+    m.record_not_announced(a, Afi::IPV6, RouteRefusal::FamilyNotNegotiated, 3);
+    m.record_not_announced(a, Afi::IPV6, RouteRefusal::FamilyNotNegotiated, 2);
+    m.record_not_announced(a, Afi::IPV4, RouteRefusal::NoNextHop, 1);
     let s = scrape(&m);
     let n = |afi: &str, reason: &str| {
         v(
@@ -947,14 +947,15 @@ fn the_peer_observer_reports_land_in_the_same_series() {
     let m = Metrics::new();
     let a = peer("192.0.2.1", 179);
     let p = "192.0.2.1:179";
-    let observer: &dyn PeerObserver = m.as_ref();
+    let observer = PeerMetrics::new(Arc::clone(&m));
+    let observer: &dyn PeerObserver = &observer;
     observer.state_changed(&a, State::OpenConfirm, State::Established);
     observer.message(&a, Direction::Sent, MessageType::Update);
     observer.message(&a, Direction::Received, MessageType::Keepalive);
     observer.announced(&a, AfiSafi::IPV6_UNICAST, 4);
     observer.received(&a, AfiSafi::IPV4_UNICAST, 2);
     observer.update_written(&a, Duration::from_millis(7));
-    observer.not_announced(&a, AfiSafi::IPV6_UNICAST, Refusal::NoNextHop, 1);
+    observer.not_announced(&a, AfiSafi::IPV6_UNICAST, RouteRefusal::NoNextHop, 1);
     observer.notification(
         &a,
         Direction::Received,

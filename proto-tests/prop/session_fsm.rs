@@ -15,6 +15,11 @@
 //!   always has a hold timer (unless the negotiated hold time is 0), and the message
 //!   counters equal the messages actually asked for.
 
+// A test crate: a failed unwrap is a failed test (clippy.toml covers #[test] fns only),
+// and its harness may call libc (signals, process groups, raw sockets): the rules of
+// Cargo.toml's [lints] are for src/.
+#![allow(clippy::unwrap_used, clippy::expect_used, unsafe_code)]
+
 use bytes::Bytes;
 use podcidr_speaker::bgp::session::{
     Action, GrConfig, Input, MaxPrefix, MaxPrefixAction, Session, SessionConfig, State, StopReason,

@@ -3,6 +3,11 @@
 //! the UPDATE builder's output decodes to exactly its input, within the size limit, in
 //! the fewest messages greedy packing allows.
 
+// A test crate: a failed unwrap is a failed test (clippy.toml covers #[test] fns only),
+// and its harness may call libc (signals, process groups, raw sockets): the rules of
+// Cargo.toml's [lints] are for src/.
+#![allow(clippy::unwrap_used, clippy::expect_used, unsafe_code)]
+
 use bytes::{Bytes, BytesMut};
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use podcidr_speaker::bgp::wire::*;

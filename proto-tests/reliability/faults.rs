@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use ipnet::{IpNet, Ipv6Net};
 use podcidr_speaker::bgp::session::{SessionError, State};
-use podcidr_speaker::config::state::{ConfigState, Update};
+use podcidr_speaker::config::state::{ConfigState, ConfigUpdate};
 use podcidr_speaker::peer::{PeerStatus, WRITE_THRESHOLD};
 use podcidr_speaker::routes::{DesiredRoutes, PlannedRoute};
 use podcidr_speaker::sources::{self, SourceUpdate};
@@ -377,7 +377,7 @@ async fn a_config_replaced_by_garbage_or_a_dangerous_one_keeps_the_last_good() {
     let task = tokio::spawn(sources::file::watch_text_file(path.clone(), poll, tx));
     let mut state = ConfigState::new();
     let good = match state.update_text(&next_text(&mut rx).await) {
-        Update::Applied { current, .. } => current,
+        ConfigUpdate::Applied { current, .. } => current,
         other => panic!("{other:?}"),
     };
     let in_force = |state: &ConfigState| state.config().cloned();
@@ -413,7 +413,7 @@ async fn a_config_replaced_by_garbage_or_a_dangerous_one_keeps_the_last_good() {
         let got = next_text(&mut rx).await;
         assert_eq!(&got, text, "{what}");
         match state.update_text(&got) {
-            Update::Rejected {
+            ConfigUpdate::Rejected {
                 rejection, kept, ..
             } => {
                 assert!(kept.is_some(), "{what}");
@@ -428,7 +428,7 @@ async fn a_config_replaced_by_garbage_or_a_dangerous_one_keeps_the_last_good() {
         std::fs::write(&path, text).unwrap();
         let got = next_text(&mut rx).await;
         match state.update_text(&got) {
-            Update::Rejected {
+            ConfigUpdate::Rejected {
                 rejection, kept, ..
             } => {
                 assert!(kept.is_some(), "{what}");
@@ -460,7 +460,7 @@ async fn a_config_replaced_by_garbage_or_a_dangerous_one_keeps_the_last_good() {
     // And a good config after all that is applied.
     std::fs::write(&path, GOOD.replace("192.0.2.1", "192.0.2.9")).unwrap();
     match state.update_text(&next_text(&mut rx).await) {
-        Update::Applied { current, .. } => {
+        ConfigUpdate::Applied { current, .. } => {
             assert_eq!(current.peers[0].address.to_string(), "192.0.2.9")
         }
         other => panic!("{other:?}"),

@@ -5,31 +5,25 @@
 //! re-encoded byte for byte where the capture's encoding is the canonical one.
 //!
 //! The data files are read at test time from `PODCIDR_BGP_DATA` (default
-//! `../shared/data/bgp` beside the crate); without them each test prints why and skips.
+//! `../shared/data/bgp` beside the crate); without them each test fails, unless
+//! `PODCIDR_SKIP_DATA=1` (then it prints why and skips). `rfc.rs` holds vectors written
+//! from the RFCs' layouts that need no data.
 
+// A test crate: a failed unwrap is a failed test (clippy.toml covers #[test] fns only),
+// and its harness may call libc (signals, process groups, raw sockets): the rules of
+// Cargo.toml's [lints] are for src/.
+#![allow(clippy::unwrap_used, clippy::expect_used, unsafe_code)]
+
+#[path = "../common/data.rs"]
+mod data;
 use bytes::{Bytes, BytesMut};
+use data::data_dir;
 use podcidr_speaker::bgp::wire::*;
 use podcidr_speaker::decode::event::{Event, Origin as At};
 use podcidr_speaker::decode::{flows, input, source};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr};
-use std::path::PathBuf;
-
-fn data_dir() -> Option<PathBuf> {
-    let dir = std::env::var_os("PODCIDR_BGP_DATA")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data/bgp"));
-    if dir.is_dir() {
-        Some(dir)
-    } else {
-        eprintln!(
-            "skipping: bgp test data not found at {} (set PODCIDR_BGP_DATA)",
-            dir.display()
-        );
-        None
-    }
-}
 
 fn read(rel: &str) -> Option<Bytes> {
     let path = data_dir()?.join(rel);

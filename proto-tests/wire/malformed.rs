@@ -4,29 +4,22 @@
 //! must answer each input with a message or a typed error, never a panic.
 //!
 //! Hand-built vectors are written inline; captures are read at test time from
-//! `PODCIDR_BGP_DATA` (default `../shared/data/bgp`), or the sweep prints why it skips.
+//! `PODCIDR_BGP_DATA` (default `../shared/data/bgp`); without them the sweep fails, unless
+//! `PODCIDR_SKIP_DATA=1` (then it prints why and skips).
 
+// A test crate: a failed unwrap is a failed test (clippy.toml covers #[test] fns only),
+// and its harness may call libc (signals, process groups, raw sockets): the rules of
+// Cargo.toml's [lints] are for src/.
+#![allow(clippy::unwrap_used, clippy::expect_used, unsafe_code)]
+
+#[path = "../common/data.rs"]
+mod data;
 use bytes::{Bytes, BytesMut};
+use data::data_dir;
 use podcidr_speaker::bgp::wire::*;
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::net::Ipv4Addr;
-use std::path::PathBuf;
-
-fn data_dir() -> Option<PathBuf> {
-    let dir = std::env::var_os("PODCIDR_BGP_DATA")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data/bgp"));
-    if dir.is_dir() {
-        Some(dir)
-    } else {
-        eprintln!(
-            "skipping: bgp test data not found at {} (set PODCIDR_BGP_DATA)",
-            dir.display()
-        );
-        None
-    }
-}
 
 fn message(msg_type: u8, body: &[u8]) -> Vec<u8> {
     let mut m = vec![0xff; 16];

@@ -43,10 +43,6 @@ const NANOS_PER_UNIT: &[(&str, u64)] = &[
 pub struct GoDuration(pub i64);
 
 impl GoDuration {
-    pub fn is_negative(self) -> bool {
-        self.0 < 0
-    }
-
     /// The whole seconds, truncated toward zero as Go's `int(d.Seconds())` does (which
     /// is how MetalLB rounded the hold time). Negative durations give None.
     pub fn whole_seconds(self) -> Option<Duration> {

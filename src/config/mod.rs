@@ -5,12 +5,12 @@
 //! Pipeline: text -> [`yaml`] nodes (positions, YAML 1.1 scalars as yaml.v2 read
 //! them) -> [`raw`] fields (unknown keys, shapes, types) -> [`validate`] -> [`Config`].
 //! Every problem of a file is collected into one [`ConfigErrors`]. [`state`] keeps the
-//! last good config in force when a new one is bad or deleted; [`check`] is the `check` command.
+//! last good config in force when a new one is bad or deleted. The `check` command
+//! that reports on files is `commands::check`.
 //!
 //! Must not: do I/O beyond reading a file named by the caller, talk to the API server,
 //! or touch sockets. `config/README.md` is the reference of every key.
 
-pub mod check;
 pub mod duration;
 mod error;
 mod model;

@@ -108,7 +108,7 @@ pub struct Peer {
     /// section 5.1.5).
     pub pod_cidr_local_pref: Option<u32>,
     /// `max-prefix`: what to do when the peer sends more prefixes than this.
-    pub max_prefix: Option<MaxPrefix>,
+    pub max_prefix: Option<PrefixLimit>,
     /// `passive`: never connect, only accept the peer's connection.
     pub passive: bool,
     /// `ttl-security`: GTSM (RFC 5082): send with TTL 255, accept only TTL 255.
@@ -262,14 +262,14 @@ impl fmt::Display for CommunityValue {
 
 /// `max-prefix`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MaxPrefix {
+pub struct PrefixLimit {
     /// More than this many prefixes received triggers the action.
     pub limit: u32,
-    pub action: MaxPrefixAction,
+    pub action: PrefixLimitAction,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MaxPrefixAction {
+pub enum PrefixLimitAction {
     /// Log and count, keep the session.
     Warn,
     /// Close the session with a NOTIFICATION Cease / Maximum Number of Prefixes
@@ -356,7 +356,7 @@ pub struct SpeakerOptions {
     pub pod_cidr_large_communities: Vec<LargeCommunity>,
     /// Applied to iBGP peers only.
     pub pod_cidr_local_pref: Option<u32>,
-    pub max_prefix: Option<MaxPrefix>,
+    pub max_prefix: Option<PrefixLimit>,
     pub passive: bool,
     /// Applied to peers without `ebgp-multihop` only.
     pub ttl_security: bool,

@@ -7,7 +7,7 @@
 //! for metrics and `status`.
 //!
 //! Owns: that policy and its bookkeeping. Must not: watch anything (the source module
-//! feeds it) or act on sessions (the daemon plans from an [`Update::Applied`] and
+//! feeds it) or act on sessions (the daemon plans from an [`ConfigUpdate::Applied`] and
 //! `peer::session_changes` decides what that does to each session).
 
 use std::collections::{BTreeMap, VecDeque};
@@ -54,7 +54,7 @@ pub struct Rejection {
 
 /// The result of feeding the state one source event.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Update {
+pub enum ConfigUpdate {
     /// The new config is in force; plan the sessions from `previous` (None at start).
     Applied {
         previous: Option<Arc<Config>>,
@@ -112,13 +112,13 @@ impl ConfigState {
     }
 
     /// A config file's new content (raw YAML or a ConfigMap manifest).
-    pub fn update_text(&mut self, text: &str) -> Update {
+    pub fn update_text(&mut self, text: &str) -> ConfigUpdate {
         let fingerprint = Fingerprint::of(&[text.as_bytes()]);
         self.update(fingerprint, || super::parse(text))
     }
 
     /// A watched ConfigMap's new `data`.
-    pub fn update_configmap(&mut self, data: &BTreeMap<String, String>) -> Update {
+    pub fn update_configmap(&mut self, data: &BTreeMap<String, String>) -> ConfigUpdate {
         let parts: Vec<&[u8]> = data
             .iter()
             .flat_map(|(k, v)| [k.as_bytes(), v.as_bytes()])
@@ -128,10 +128,10 @@ impl ConfigState {
     }
 
     /// The source was deleted: keep what is in force.
-    pub fn deleted(&mut self) -> Update {
+    pub fn deleted(&mut self) -> ConfigUpdate {
         self.source_deleted = true;
         self.rejected = None;
-        Update::Deleted {
+        ConfigUpdate::Deleted {
             kept: self.in_force.as_ref().map(|(_, f)| *f),
         }
     }
@@ -140,7 +140,7 @@ impl ConfigState {
         &mut self,
         fingerprint: Fingerprint,
         parse: impl FnOnce() -> Result<Config, ConfigErrors>,
-    ) -> Update {
+    ) -> ConfigUpdate {
         self.source_deleted = false;
         if self
             .in_force
@@ -148,7 +148,7 @@ impl ConfigState {
             .is_some_and(|(_, f)| *f == fingerprint)
         {
             self.rejected = None;
-            return Update::Unchanged { fingerprint };
+            return ConfigUpdate::Unchanged { fingerprint };
         }
         match parse() {
             Ok(config) => {
@@ -156,11 +156,11 @@ impl ConfigState {
                 let previous = self.in_force.take().map(|(c, _)| c);
                 if previous.as_deref() == Some(&config) {
                     self.in_force = previous.map(|c| (c, fingerprint));
-                    return Update::Unchanged { fingerprint };
+                    return ConfigUpdate::Unchanged { fingerprint };
                 }
                 let current = Arc::new(config);
                 self.in_force = Some((current.clone(), fingerprint));
-                Update::Applied {
+                ConfigUpdate::Applied {
                     previous,
                     current,
                     fingerprint,
@@ -179,7 +179,7 @@ impl ConfigState {
                     errors,
                 };
                 self.rejected = Some(rejection.clone());
-                Update::Rejected {
+                ConfigUpdate::Rejected {
                     rejection,
                     first_seen,
                     kept: self.in_force.as_ref().map(|(_, f)| *f),
@@ -189,11 +189,11 @@ impl ConfigState {
     }
 }
 
-impl Update {
+impl ConfigUpdate {
     /// Logs the update: a rejected config once per distinct content, at warn.
     pub fn log(&self) {
         match self {
-            Update::Applied {
+            ConfigUpdate::Applied {
                 current,
                 fingerprint,
                 ..
@@ -203,10 +203,10 @@ impl Update {
                 pools = current.pools.len(),
                 "bgp config applied"
             ),
-            Update::Unchanged { fingerprint } => {
+            ConfigUpdate::Unchanged { fingerprint } => {
                 tracing::debug!(fingerprint = %fingerprint, "bgp config unchanged")
             }
-            Update::Rejected {
+            ConfigUpdate::Rejected {
                 rejection,
                 first_seen: true,
                 kept,
@@ -216,7 +216,7 @@ impl Update {
                 kept = %kept.map_or("none".to_string(), |f| f.to_string()),
                 "bgp config rejected, the last good config stays in force"
             ),
-            Update::Rejected {
+            ConfigUpdate::Rejected {
                 rejection,
                 first_seen: false,
                 ..
@@ -224,7 +224,7 @@ impl Update {
                 fingerprint = %rejection.fingerprint,
                 "bgp config still rejected"
             ),
-            Update::Deleted { kept } => tracing::warn!(
+            ConfigUpdate::Deleted { kept } => tracing::warn!(
                 kept = %kept.map_or("none".to_string(), |f| f.to_string()),
                 "bgp config source deleted, the last good config stays in force"
             ),

@@ -71,7 +71,7 @@ struct Ext {
     origin: Option<Origin>,
     communities: Option<(Vec<Community>, Vec<LargeCommunity>)>,
     local_pref: Option<(u32, Text)>,
-    max_prefix: Option<MaxPrefix>,
+    max_prefix: Option<PrefixLimit>,
     passive: Option<bool>,
     ttl_security: Option<(bool, Location, String)>,
 }
@@ -353,10 +353,10 @@ impl Validator {
             let limit = self.required(&m.limit, &m.path, "limit", m.at);
             let limit = limit.and_then(|l| self.range_u32(l, 1, u32::MAX));
             let action = match &m.action {
-                None => Some(MaxPrefixAction::Cease),
+                None => Some(PrefixLimitAction::Cease),
                 Some(a) => match a.value.as_str() {
-                    "warn" => Some(MaxPrefixAction::Warn),
-                    "cease" => Some(MaxPrefixAction::Cease),
+                    "warn" => Some(PrefixLimitAction::Warn),
+                    "cease" => Some(PrefixLimitAction::Cease),
                     _ => {
                         self.invalid(
                             a,
@@ -367,7 +367,7 @@ impl Validator {
                     }
                 },
             };
-            Some(MaxPrefix {
+            Some(PrefixLimit {
                 limit: limit?,
                 action: action?,
             })

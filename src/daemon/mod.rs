@@ -17,10 +17,9 @@
 //!   negotiated, else Cease / Administrative Shutdown "podcidr-speaker shutting down"),
 //!   bounded by [`SHUTDOWN_TIMEOUT`]; `run` then returns `Ok` and the process exits 0.
 //!
-//! Files: [`settings`] (flags, checks, `--dry-run`), `peers` (the peer tasks and how a
-//! plan changes them), `observer` (the tasks' observer on the metrics).
+//! Files: [`settings`] (flags, checks, `--dry-run`), `peers` (the peer tasks, carrying
+//! out what `peer::session_changes` decides for each new plan).
 
-mod observer;
 mod peers;
 pub mod settings;
 

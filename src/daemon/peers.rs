@@ -17,9 +17,8 @@ use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
 use tracing::{error, info, warn};
 
-use super::observer::{Latency, PeerMetrics};
 use crate::config::PeerKey;
-use crate::metrics::Metrics;
+use crate::metrics::{Latency, Metrics, PeerMetrics};
 use crate::peer::{
     self, session_changes, Listener, PeerHandle, PeerSpec, RunOverrides, SessionChange, Shutdown,
 };
@@ -313,15 +312,8 @@ async fn join_bounded(handle: PeerHandle) {
 mod tests {
     use super::*;
     use crate::config::Peer;
+    use crate::peer::change::tests::peer;
     use std::net::Ipv4Addr;
-
-    fn peer(extra: &str) -> Peer {
-        let text = format!(
-            "peers:\n  - peer-address: 192.0.2.1\n    peer-asn: 65000\n    my-asn: 65001\n{extra}"
-        );
-        let config = crate::config::parse(&text).unwrap();
-        config.peers[0].clone()
-    }
 
     fn spec(peer: &Peer, router_id: [u8; 4], source: Option<&str>) -> PeerSpec {
         let run = RunOverrides {

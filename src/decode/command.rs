@@ -1,11 +1,39 @@
-//! The `decode` subcommand: picks the source the arguments name, writes one JSON line
-//! per event, and counts what the exit status is made of. Reads stdin only for `-`.
+//! Decoding a request: picks the source the [`Request`] names, writes one JSON line per
+//! event, and counts what the exit status is made of. Reads stdin only for
+//! [`Input::Stdin`]. The command's entry point (messages, exit status) is
+//! `commands::decode`.
 
 use super::event::Event;
 use super::source::{self, Options, Sink};
 use super::{flows, input, Error};
-use crate::cli::{AsWidth, DecodeArgs};
 use std::io::{self, BufWriter, Write};
+use std::path::PathBuf;
+
+/// What to decode and how.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    pub input: Input,
+    /// `Some(true)`: 4-octet AS numbers (RFC 6793); `Some(false)`: 2-octet; `None`:
+    /// from the OPENs, else both tried.
+    pub four_octet_as: Option<bool>,
+    /// Messages up to 65535 octets (RFC 8654) where no OPEN says so.
+    pub extended_message: bool,
+    /// NLRI carry ADD-PATH path identifiers (RFC 7911) where no OPEN says so.
+    pub add_path: bool,
+}
+
+/// Where the bytes come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Input {
+    /// Whole BGP messages as hex.
+    Hex(String),
+    /// An MRT file (RFC 6396), plain or compressed.
+    Mrt(PathBuf),
+    /// A pcap or pcapng capture, plain or compressed.
+    Pcap(PathBuf),
+    /// Raw BGP messages on standard input.
+    Stdin,
+}
 
 /// What a run found.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -61,32 +89,27 @@ impl<W: Write> Sink for LineSink<W> {
     }
 }
 
-/// Runs `decode` with `args`, writing JSON lines to `out`. An `Err` is a usage or I/O
-/// problem (exit status 2); a closed output pipe just ends the run early.
-pub fn run(args: &DecodeArgs, out: impl Write) -> Result<Outcome, Error> {
+/// Decodes `request`, writing JSON lines to `out`. An `Err` is a usage or I/O problem
+/// (exit status 2); a closed output pipe just ends the run early.
+pub fn run(request: &Request, out: impl Write) -> Result<Outcome, Error> {
     let options = Options {
-        four_octet_as: match args.as_width {
-            AsWidth::Auto => None,
-            AsWidth::Two => Some(false),
-            AsWidth::Four => Some(true),
-        },
-        extended_message: args.extended_message,
-        add_path: args.add_path,
+        four_octet_as: request.four_octet_as,
+        extended_message: request.extended_message,
+        add_path: request.add_path,
     };
     let mut sink = LineSink {
         out: BufWriter::new(out),
         outcome: Outcome::default(),
         error: None,
     };
-    if let Some(hex) = &args.hex {
-        let bytes = source::parse_hex(hex)?;
-        source::stream(&bytes[..], &options, &mut sink)?;
-    } else if let Some(path) = &args.mrt {
-        source::mrt(input::open(path)?, &mut sink);
-    } else if let Some(path) = &args.pcap {
-        flows::pcap(input::open(path)?, &options, &mut sink)?;
-    } else {
-        source::stream(io::stdin().lock(), &options, &mut sink)?;
+    match &request.input {
+        Input::Hex(hex) => {
+            let bytes = source::parse_hex(hex)?;
+            source::stream(&bytes[..], &options, &mut sink)?;
+        }
+        Input::Mrt(path) => source::mrt(input::open(path)?, &mut sink),
+        Input::Pcap(path) => flows::pcap(input::open(path)?, &options, &mut sink)?,
+        Input::Stdin => source::stream(io::stdin().lock(), &options, &mut sink)?,
     }
     let flushed = match sink.error.take() {
         Some(e) => Err(e),

@@ -53,5 +53,5 @@ pub mod pcap;
 pub mod reassembly;
 pub mod source;
 
-pub use command::{run, Outcome};
+pub use command::{run, Input, Outcome, Request};
 pub use error::Error;

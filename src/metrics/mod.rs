@@ -5,7 +5,7 @@
 //!
 //! The daemon creates one [`Metrics`], feeds it (sessions from the peer drivers, config
 //! reloads, source status, the node view, latencies, a heartbeat) and serves it; the
-//! peer drivers report through `Metrics`' [`crate::peer::PeerObserver`] implementation. Every
+//! peer drivers report through [`PeerMetrics`], the one [`crate::peer::PeerObserver`] on it. Every
 //! series name starts with `podcidr_speaker_`; label values are bounded ([`labels`]):
 //! peers and resources come from configuration, notification codes from the IANA
 //! registries, nodes only while they drift. No prefix and no error text is ever a label.
@@ -18,7 +18,7 @@
 //! ```no_run
 //! # async fn wire(
 //! #     config: &podcidr_speaker::config::state::ConfigState,
-//! #     update: &podcidr_speaker::config::state::Update,
+//! #     update: &podcidr_speaker::config::state::ConfigUpdate,
 //! #     snapshot: &podcidr_speaker::sources::ClusterSnapshot,
 //! #     sources: &podcidr_speaker::sources::SourceStatus,
 //! #     key: podcidr_speaker::config::PeerKey,
@@ -42,8 +42,9 @@
 //! // Each source status change and snapshot:
 //! metrics.record_source_status(sources);
 //! metrics.set_view_result(&snapshot.view);
-//! // A peer task spawned (pass `Arc::clone(&metrics)` as its PeerObserver: states,
-//! // messages, NOTIFICATIONs, prefixes and latency arrive through it), its status
+//! // A peer task spawned (pass `PeerMetrics::new(Arc::clone(&metrics))` as its
+//! // PeerObserver: states, messages, NOTIFICATIONs, prefixes and latency arrive
+//! // through it), its status
 //! // snapshots (pending prefixes, the session's last error), and the peer removed:
 //! metrics.add_peer(key, 65000, SystemTime::now());
 //! metrics.record_peer_status(status, SystemTime::now());
@@ -55,10 +56,11 @@
 
 pub mod board;
 pub mod labels;
-mod observer;
+pub mod observer;
 mod registry;
 pub mod server;
 
 pub use board::Status;
 pub use labels::Direction;
+pub use observer::{Latency, PeerMetrics};
 pub use registry::{Metrics, DEFAULT_LIVENESS, EVENT_TO_UPDATE_BUCKETS, NAMESPACE};

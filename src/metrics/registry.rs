@@ -24,9 +24,9 @@ use super::board::{
 use super::labels::{self, Direction, AFIS, MESSAGE_TYPES};
 use crate::bgp::session::State;
 use crate::bgp::wire::{Afi, ErrorKind, MessageType};
-use crate::config::state::{ConfigStatus, Update};
+use crate::config::state::{ConfigStatus, ConfigUpdate};
 use crate::config::PeerKey;
-use crate::peer::{Beat, PeerStatus, Refusal};
+use crate::peer::{Beat, PeerStatus, RouteRefusal};
 use crate::sources::model::{IpamError, IpamMode, NodeView};
 use crate::sources::{Resource, SourceStatus};
 
@@ -403,19 +403,6 @@ impl Metrics {
             .set(saturating_i64(n));
     }
 
-    /// Prefixes desired for the peer but not yet acknowledged by a sent UPDATE.
-    pub fn set_pending(&self, peer: PeerKey, n: u64) {
-        let mut inner = self.lock();
-        let Some(entry) = self.peer_entry(&mut inner, peer, SystemTime::now()) else {
-            return;
-        };
-        entry.pending = n;
-        self.families
-            .pending
-            .with_label_values(&[entry.label.as_str()])
-            .set(saturating_i64(n));
-    }
-
     /// Prefixes of one address family the peer currently announces to us.
     pub fn set_received(&self, peer: PeerKey, afi: Afi, n: u64) {
         let mut inner = self.lock();
@@ -431,7 +418,7 @@ impl Metrics {
     }
 
     /// `count` desired routes of one family that the peer driver could not send.
-    pub fn record_not_announced(&self, peer: PeerKey, afi: Afi, reason: Refusal, count: u64) {
+    pub fn record_not_announced(&self, peer: PeerKey, afi: Afi, reason: RouteRefusal, count: u64) {
         let mut inner = self.lock();
         let Some(entry) = self.peer_entry(&mut inner, peer, SystemTime::now()) else {
             return;
@@ -515,8 +502,16 @@ impl Metrics {
     /// The outcome of feeding the config state a source event. Applied and Unchanged
     /// are successful reloads; Rejected and Deleted are not (the source's current
     /// content is not what runs). `status` is the state's status after the update.
-    pub fn record_config_reload(&self, update: &Update, status: &ConfigStatus, now: SystemTime) {
-        let ok = matches!(update, Update::Applied { .. } | Update::Unchanged { .. });
+    pub fn record_config_reload(
+        &self,
+        update: &ConfigUpdate,
+        status: &ConfigStatus,
+        now: SystemTime,
+    ) {
+        let ok = matches!(
+            update,
+            ConfigUpdate::Applied { .. } | ConfigUpdate::Unchanged { .. }
+        );
         let mut inner = self.lock();
         let f = &self.families;
         f.config_reload_ok.set(i64::from(ok));
@@ -941,6 +936,9 @@ impl Families {
 /// at run time.
 struct Registrar<'a>(&'a Registry);
 
+// The expects below cannot fail: the names, help texts, label sets and buckets are
+// constants, distinct and valid, and every unit test builds this registry.
+#[allow(clippy::expect_used)]
 impl Registrar<'_> {
     fn opts(name: &str, help: &str) -> Opts {
         Opts::new(name, help).namespace(NAMESPACE)

@@ -46,7 +46,7 @@ pub struct RibSession {
 
 /// Why a desired route was not sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Refusal {
+pub enum RouteRefusal {
     /// The peer did not negotiate the route's family (RFC 4760).
     FamilyNotNegotiated,
     /// `NextHop::SessionLocal` and no address of the prefix's family is known for this
@@ -59,26 +59,26 @@ pub enum Refusal {
     Unencodable,
 }
 
-impl Refusal {
+impl RouteRefusal {
     /// A bounded name, fit for a log field or a metric label.
     pub fn as_str(self) -> &'static str {
         match self {
-            Refusal::FamilyNotNegotiated => "family_not_negotiated",
-            Refusal::NoNextHop => "no_next_hop",
-            Refusal::NextHopFamily => "next_hop_family",
-            Refusal::Unencodable => "unencodable",
+            RouteRefusal::FamilyNotNegotiated => "family_not_negotiated",
+            RouteRefusal::NoNextHop => "no_next_hop",
+            RouteRefusal::NextHopFamily => "next_hop_family",
+            RouteRefusal::Unencodable => "unencodable",
         }
     }
 }
 
-impl fmt::Display for Refusal {
+impl fmt::Display for RouteRefusal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
 }
 
 /// Routes not sent, per family and reason, since the last [`AdjRibOut::take_refusals`].
-pub type Refusals = BTreeMap<(AfiSafi, Refusal), u64>;
+pub type RouteRefusals = BTreeMap<(AfiSafi, RouteRefusal), u64>;
 
 /// See the module documentation.
 #[derive(Debug, Default)]
@@ -97,7 +97,7 @@ pub struct AdjRibOut {
     /// held or not.
     resend: BTreeSet<AfiSafi>,
     tables_done: VecDeque<AfiSafi>,
-    refusals: Refusals,
+    refusals: RouteRefusals,
 }
 
 /// The pending part of the current diff.
@@ -112,7 +112,7 @@ struct Work {
 /// Announcements that share one attribute set and family: packed into the same UPDATEs.
 #[derive(Debug)]
 struct Group {
-    family: Family,
+    family: Unicast,
     attrs: Arc<RouteAttrs>,
     prefixes: VecDeque<IpNet>,
     /// Built when the group reaches the front: encodes the attributes once.
@@ -120,30 +120,30 @@ struct Group {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-enum Family {
+enum Unicast {
     V4 = 0,
     V6 = 1,
 }
 
-impl Family {
-    fn of(p: &IpNet) -> Family {
+impl Unicast {
+    fn of(p: &IpNet) -> Unicast {
         match p {
-            IpNet::V4(_) => Family::V4,
-            IpNet::V6(_) => Family::V6,
+            IpNet::V4(_) => Unicast::V4,
+            IpNet::V6(_) => Unicast::V6,
         }
     }
 
     fn afi_safi(self) -> AfiSafi {
         match self {
-            Family::V4 => AfiSafi::IPV4_UNICAST,
-            Family::V6 => AfiSafi::IPV6_UNICAST,
+            Unicast::V4 => AfiSafi::IPV4_UNICAST,
+            Unicast::V6 => AfiSafi::IPV6_UNICAST,
         }
     }
 
-    fn from_afi_safi(f: AfiSafi) -> Option<Family> {
+    fn from_afi_safi(f: AfiSafi) -> Option<Unicast> {
         match f {
-            AfiSafi::IPV4_UNICAST => Some(Family::V4),
-            AfiSafi::IPV6_UNICAST => Some(Family::V6),
+            AfiSafi::IPV4_UNICAST => Some(Unicast::V4),
+            AfiSafi::IPV6_UNICAST => Some(Unicast::V6),
             _ => None,
         }
     }
@@ -171,7 +171,7 @@ impl AdjRibOut {
 
     /// How many prefixes of `afi_safi` the peer has been sent.
     pub fn held_count(&self, afi_safi: AfiSafi) -> u64 {
-        Family::from_afi_safi(afi_safi).map_or(0, |f| self.held_count[f as usize])
+        Unicast::from_afi_safi(afi_safi).map_or(0, |f| self.held_count[f as usize])
     }
 
     /// Prefixes still to announce or withdraw.
@@ -231,7 +231,7 @@ impl AdjRibOut {
     }
 
     /// Routes not sent since the last call, per family and reason.
-    pub fn take_refusals(&mut self) -> Refusals {
+    pub fn take_refusals(&mut self) -> RouteRefusals {
         std::mem::take(&mut self.refusals)
     }
 
@@ -250,7 +250,7 @@ impl AdjRibOut {
         let mut updates = Vec::new();
         while updates.len() < max_messages {
             let room = max_messages - updates.len();
-            if let Some(fam) = [Family::V4, Family::V6]
+            if let Some(fam) = [Unicast::V4, Unicast::V6]
                 .into_iter()
                 .find(|f| !self.work.withdraw[*f as usize].is_empty())
             {
@@ -292,16 +292,16 @@ impl AdjRibOut {
             // The diff skips routes the peer already holds unchanged; a refresh sends them
             // too.
             for (p, r) in self.desired.iter() {
-                let fam = Family::of(p).afi_safi();
+                let fam = Unicast::of(p).afi_safi();
                 if self.resend.contains(&fam) && self.held.get(p).is_some_and(|h| **h == *r.attrs) {
                     announce.push((*p, r.attrs.clone()));
                 }
             }
         }
         let mut withdraw = diff.withdraw;
-        let mut index: HashMap<(Family, Arc<RouteAttrs>), usize> = HashMap::new();
+        let mut index: HashMap<(Unicast, Arc<RouteAttrs>), usize> = HashMap::new();
         for (p, attrs) in announce {
-            let fam = Family::of(&p);
+            let fam = Unicast::of(&p);
             if let Err(why) = carriable(session, fam, &attrs) {
                 *self.refusals.entry((fam.afi_safi(), why)).or_default() += 1;
                 if self.held.contains_key(&p) {
@@ -324,7 +324,7 @@ impl AdjRibOut {
             self.work.pending[fam as usize] += 1;
         }
         for p in withdraw {
-            let fam = Family::of(&p);
+            let fam = Unicast::of(&p);
             self.work.withdraw[fam as usize].push_back(p);
             self.work.pending[fam as usize] += 1;
         }
@@ -332,7 +332,7 @@ impl AdjRibOut {
 
     fn withdraw_batch(
         &mut self,
-        fam: Family,
+        fam: Unicast,
         ctx: &Context,
         room: usize,
         updates: &mut Vec<Update>,
@@ -375,7 +375,7 @@ impl AdjRibOut {
         if group.builder.is_none() {
             match builder_for(session, fam, &group.attrs) {
                 Ok(b) => group.builder = Some(b),
-                Err(_) => return self.refuse_front_group(Refusal::Unencodable),
+                Err(_) => return self.refuse_front_group(RouteRefusal::Unencodable),
             }
         }
         let Some(builder) = &group.builder else {
@@ -386,7 +386,7 @@ impl AdjRibOut {
             Ok(m) => m,
             Err(_) => {
                 put_back(&mut group.prefixes, &chunk);
-                return self.refuse_front_group(Refusal::Unencodable);
+                return self.refuse_front_group(RouteRefusal::Unencodable);
             }
         };
         let (kept, used) = keep_messages(msgs, room, |u| {
@@ -406,7 +406,7 @@ impl AdjRibOut {
     }
 
     /// Drops the front group as refused, withdrawing what the peer held of it.
-    fn refuse_front_group(&mut self, why: Refusal) {
+    fn refuse_front_group(&mut self, why: RouteRefusal) {
         let Some(group) = self.work.groups.pop_front() else {
             return;
         };
@@ -427,7 +427,7 @@ impl AdjRibOut {
             .tables
             .iter()
             .copied()
-            .filter(|f| Family::from_afi_safi(*f).is_none_or(|fam| pending[fam as usize] == 0))
+            .filter(|f| Unicast::from_afi_safi(*f).is_none_or(|fam| pending[fam as usize] == 0))
             .collect();
         for f in done {
             self.tables.remove(&f);
@@ -438,9 +438,9 @@ impl AdjRibOut {
 }
 
 /// Whether the session can carry a route of this family and attribute set.
-fn carriable(session: &RibSession, fam: Family, attrs: &RouteAttrs) -> Result<(), Refusal> {
+fn carriable(session: &RibSession, fam: Unicast, attrs: &RouteAttrs) -> Result<(), RouteRefusal> {
     if !session.families.contains(&fam.afi_safi()) {
-        return Err(Refusal::FamilyNotNegotiated);
+        return Err(RouteRefusal::FamilyNotNegotiated);
     }
     next_hop(session, fam, attrs).map(|_| ())
 }
@@ -452,21 +452,21 @@ enum ResolvedNextHop {
 
 fn next_hop(
     session: &RibSession,
-    fam: Family,
+    fam: Unicast,
     attrs: &RouteAttrs,
-) -> Result<ResolvedNextHop, Refusal> {
+) -> Result<ResolvedNextHop, RouteRefusal> {
     match (fam, &attrs.next_hop) {
-        (Family::V4, NextHop::SessionLocal) => session
+        (Unicast::V4, NextHop::SessionLocal) => session
             .next_hop_v4
             .map(ResolvedNextHop::V4)
-            .ok_or(Refusal::NoNextHop),
-        (Family::V6, NextHop::SessionLocal) => session
+            .ok_or(RouteRefusal::NoNextHop),
+        (Unicast::V6, NextHop::SessionLocal) => session
             .next_hop_v6
             .map(ResolvedNextHop::V6)
-            .ok_or(Refusal::NoNextHop),
-        (Family::V4, NextHop::Address(IpAddr::V4(a))) => Ok(ResolvedNextHop::V4(*a)),
-        (Family::V6, NextHop::Address(IpAddr::V6(a))) => Ok(ResolvedNextHop::V6(*a)),
-        (_, NextHop::Address(_)) => Err(Refusal::NextHopFamily),
+            .ok_or(RouteRefusal::NoNextHop),
+        (Unicast::V4, NextHop::Address(IpAddr::V4(a))) => Ok(ResolvedNextHop::V4(*a)),
+        (Unicast::V6, NextHop::Address(IpAddr::V6(a))) => Ok(ResolvedNextHop::V6(*a)),
+        (_, NextHop::Address(_)) => Err(RouteRefusal::NextHopFamily),
     }
 }
 
@@ -474,7 +474,7 @@ fn next_hop(
 /// section 5 leaves the order free; ascending is what every implementation sends).
 fn builder_for(
     session: &RibSession,
-    fam: Family,
+    fam: Unicast,
     attrs: &RouteAttrs,
 ) -> Result<UpdateBuilder, EncodeError> {
     let nh = next_hop(session, fam, attrs)
@@ -884,7 +884,7 @@ mod tests {
         );
         assert_eq!(
             rib.take_refusals(),
-            [((AfiSafi::IPV6_UNICAST, Refusal::NoNextHop), 1)].into()
+            [((AfiSafi::IPV6_UNICAST, RouteRefusal::NoNextHop), 1)].into()
         );
         // v4(2) moves to a next hop of the wrong family: the old version is withdrawn.
         rib.set_desired(desired([(v4(1), attrs(1)), (v4(2), explicit_v6_for_v4)]));
@@ -892,7 +892,7 @@ mod tests {
         assert_eq!(peer.rib.keys().copied().collect::<Vec<_>>(), vec![v4(1)]);
         assert_eq!(
             rib.take_refusals(),
-            [((AfiSafi::IPV4_UNICAST, Refusal::NextHopFamily), 1)].into()
+            [((AfiSafi::IPV4_UNICAST, RouteRefusal::NextHopFamily), 1)].into()
         );
         assert!(rib.take_refusals().is_empty());
 
@@ -908,7 +908,11 @@ mod tests {
         assert_eq!(b.len(), 1);
         assert_eq!(
             v4_only.take_refusals(),
-            [((AfiSafi::IPV6_UNICAST, Refusal::FamilyNotNegotiated), 1)].into()
+            [(
+                (AfiSafi::IPV6_UNICAST, RouteRefusal::FamilyNotNegotiated),
+                1
+            )]
+            .into()
         );
         assert_eq!(v4_only.poll_table_sent(), Some(AfiSafi::IPV4_UNICAST));
     }

@@ -152,13 +152,15 @@ impl fmt::Display for SessionChanges {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::config::Peer;
     use crate::peer::RunOverrides;
     use std::net::{IpAddr, Ipv4Addr};
 
-    fn peer(extra: &str) -> Peer {
+    /// A peer 192.0.2.1 (AS 65000, ours 65001) with `extra` YAML lines; also used by
+    /// the daemon's tests.
+    pub(crate) fn peer(extra: &str) -> Peer {
         let text = format!(
             "peers:\n  - peer-address: 192.0.2.1\n    peer-asn: 65000\n    my-asn: 65001\n{extra}"
         );

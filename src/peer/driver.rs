@@ -50,17 +50,19 @@ const READ_CHUNK: usize = 64 * 1024;
 
 type Dial = Pin<Box<dyn Future<Output = Result<TcpStream, PeerError>> + Send>>;
 
+/// Which of a peer's two possible sessions a link carries: the main one, or the
+/// candidate of a connection collision (RFC 4271 section 6.8) while it is resolved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Which {
+enum LinkRole {
     Main,
     Candidate,
 }
 
-impl Which {
+impl LinkRole {
     fn as_str(self) -> &'static str {
         match self {
-            Which::Main => "main",
-            Which::Candidate => "collision-candidate",
+            LinkRole::Main => "main",
+            LinkRole::Candidate => "collision-candidate",
         }
     }
 }
@@ -149,8 +151,8 @@ impl Conn {
 enum Event {
     Shutdown(Shutdown),
     Timeout,
-    Readable(Which),
-    Writable(Which),
+    Readable(LinkRole),
+    Writable(LinkRole),
     Dialed(Result<TcpStream, PeerError>),
     Inbound(TcpStream),
     InboundClosed,
@@ -223,7 +225,7 @@ impl Task {
         self.rib.set_desired(first);
         let mut desired_open = true;
         let now = Instant::now();
-        self.input(Which::Main, now, Input::Start).await;
+        self.input(LinkRole::Main, now, Input::Start).await;
         self.after_event(now).await;
         loop {
             // A shutdown requested before the task started, or while it was busy.
@@ -300,10 +302,10 @@ impl Task {
                 Err(_) => Event::Shutdown(Shutdown::Restart(DAEMON_GONE_MESSAGE.into())),
             },
             () = sleep_until(deadline) => Event::Timeout,
-            () = writable(main) => Event::Writable(Which::Main),
-            () = writable(cand) => Event::Writable(Which::Candidate),
-            () = readable(main) => Event::Readable(Which::Main),
-            () = readable(cand) => Event::Readable(Which::Candidate),
+            () = writable(main) => Event::Writable(LinkRole::Main),
+            () = writable(cand) => Event::Writable(LinkRole::Candidate),
+            () = readable(main) => Event::Readable(LinkRole::Main),
+            () = readable(cand) => Event::Readable(LinkRole::Candidate),
             r = dialing(dial) => Event::Dialed(r),
             s = accept(inbound.as_mut()) => match s {
                 Some(s) => Event::Inbound(s),
@@ -325,7 +327,7 @@ impl Task {
     async fn after_event(&mut self, now: Instant) {
         self.pump(now).await;
         let filled = self.main.conn.as_ref().map_or(0, |c| c.wbuf.len());
-        for w in [Which::Main, Which::Candidate] {
+        for w in [LinkRole::Main, LinkRole::Candidate] {
             let broken = match self.link_mut(w).and_then(|l| l.conn.as_mut()) {
                 Some(c) => c.try_flush().err(),
                 None => None,
@@ -358,10 +360,10 @@ impl Task {
             let Some(batch) = self.rib.next_batch(WRITE_THRESHOLD - used) else {
                 break;
             };
-            self.input(Which::Main, now, Input::Updates(batch)).await;
+            self.input(LinkRole::Main, now, Input::Updates(batch)).await;
         }
         while let Some(f) = self.rib.poll_table_sent() {
-            self.input(Which::Main, now, Input::TableSent(f)).await;
+            self.input(LinkRole::Main, now, Input::TableSent(f)).await;
         }
         for ((afi, reason), count) in self.rib.take_refusals() {
             warn!(
@@ -381,7 +383,7 @@ impl Task {
 
     /// Feeds one input to a link's session and carries out what it asks, then settles
     /// a collision if there is a candidate.
-    async fn input(&mut self, w: Which, now: Instant, input: Input) {
+    async fn input(&mut self, w: LinkRole, now: Instant, input: Input) {
         let Some(link) = self.link_mut(w) else {
             return;
         };
@@ -390,22 +392,22 @@ impl Task {
         self.settle_collision(now).await;
     }
 
-    fn link_mut(&mut self, w: Which) -> Option<&mut Link> {
+    fn link_mut(&mut self, w: LinkRole) -> Option<&mut Link> {
         match w {
-            Which::Main => Some(&mut self.main),
-            Which::Candidate => self.candidate.as_mut(),
+            LinkRole::Main => Some(&mut self.main),
+            LinkRole::Candidate => self.candidate.as_mut(),
         }
     }
 
-    async fn drain(&mut self, w: Which, now: Instant) {
+    async fn drain(&mut self, w: LinkRole, now: Instant) {
         while let Some(action) = self.link_mut(w).and_then(|l| l.session.poll_action()) {
             self.act(w, now, action).await;
         }
     }
 
     /// Carries out one action of a link's session.
-    async fn act(&mut self, w: Which, now: Instant, action: Action) {
-        if w == Which::Candidate
+    async fn act(&mut self, w: LinkRole, now: Instant, action: Action) {
+        if w == LinkRole::Candidate
             && matches!(
                 action,
                 Action::Established(_) | Action::SendTable { .. } | Action::Down { .. }
@@ -418,14 +420,14 @@ impl Task {
         }
         match action {
             Action::Connect => {
-                if w == Which::Main {
+                if w == LinkRole::Main {
                     debug!(remote = %self.spec.transport.remote, "dialing");
                     self.dial = Some(Box::pin(socket::connect(self.spec.transport.clone())));
                 }
             }
             Action::Send(m) => self.send(w, m),
             Action::CloseConnection { notify } => {
-                if w == Which::Main {
+                if w == LinkRole::Main {
                     self.dial = None;
                 }
                 let Some(conn) = self.link_mut(w).and_then(|l| l.conn.take()) else {
@@ -447,7 +449,7 @@ impl Task {
             }
             Action::StateChange { from, to } => {
                 info!(from = %from, to = %to, connection = w.as_str(), "state changed");
-                if w == Which::Main {
+                if w == LinkRole::Main {
                     self.observer.state_changed(&self.key, from, to);
                 }
             }
@@ -510,7 +512,7 @@ impl Task {
     }
 
     /// Encodes a message of the session into its connection's write buffer.
-    fn send(&mut self, w: Which, m: Message) {
+    fn send(&mut self, w: LinkRole, m: Message) {
         let key = self.key;
         let observer = self.observer.clone();
         let Some(link) = self.link_mut(w) else {
@@ -550,7 +552,7 @@ impl Task {
         }
     }
 
-    async fn flush(&mut self, w: Which, now: Instant) {
+    async fn flush(&mut self, w: LinkRole, now: Instant) {
         let broken = match self.link_mut(w).and_then(|l| l.conn.as_mut()) {
             Some(c) => c.try_flush().err(),
             None => None,
@@ -561,7 +563,7 @@ impl Task {
         }
     }
 
-    async fn read(&mut self, w: Which, now: Instant) {
+    async fn read(&mut self, w: LinkRole, now: Instant) {
         let result = {
             let Some(conn) = self.link_mut(w).and_then(|l| l.conn.as_mut()) else {
                 return;
@@ -626,7 +628,7 @@ impl Task {
         }
     }
 
-    async fn received(&mut self, w: Which, now: Instant, m: Message) {
+    async fn received(&mut self, w: LinkRole, now: Instant, m: Message) {
         self.observer
             .message(&self.key, Direction::Received, m.message_type());
         match &m {
@@ -661,7 +663,7 @@ impl Task {
     }
 
     async fn timeout(&mut self, now: Instant) {
-        for w in [Which::Main, Which::Candidate] {
+        for w in [LinkRole::Main, LinkRole::Candidate] {
             let due = self
                 .link_mut(w)
                 .and_then(|l| l.session.poll_timeout())
@@ -681,7 +683,7 @@ impl Task {
                 self.observer.error(&self.key, &e);
                 self.last_io_error = Some(e.to_string());
                 if self.main.session.state() == State::Connect && self.main.conn.is_none() {
-                    self.input(Which::Main, now, Input::TcpFailed).await;
+                    self.input(LinkRole::Main, now, Input::TcpFailed).await;
                 }
             }
         }
@@ -703,7 +705,7 @@ impl Task {
             Err(e) => {
                 debug!(error = %e, "connection gone before it was used");
                 if !inbound && self.main.session.state() == State::Connect {
-                    self.input(Which::Main, now, Input::TcpFailed).await;
+                    self.input(LinkRole::Main, now, Input::TcpFailed).await;
                 }
                 return;
             }
@@ -713,7 +715,7 @@ impl Task {
             debug!(local = %conn.local, remote = %conn.remote, inbound, "connection up");
             self.dial = None;
             self.main.conn = Some(conn);
-            self.input(Which::Main, now, Input::TcpConnected { inbound })
+            self.input(LinkRole::Main, now, Input::TcpConnected { inbound })
                 .await;
             return;
         }
@@ -730,7 +732,7 @@ impl Task {
                         conn: Some(conn),
                         deferred: Vec::new(),
                     });
-                    self.drain(Which::Candidate, now).await;
+                    self.drain(LinkRole::Candidate, now).await;
                     self.settle_collision(now).await;
                 }
                 Err(e) => self.observer.error(&self.key, &PeerError::from(e)),
@@ -761,19 +763,19 @@ impl Task {
                 if let Some(c) = self.candidate.as_mut() {
                     c.session.handle(now, Input::Stop { reason });
                 }
-                self.drain(Which::Candidate, now).await;
+                self.drain(LinkRole::Candidate, now).await;
                 self.candidate = None;
             }
             Side::Existing => {
                 self.main.session.handle(now, Input::Stop { reason });
-                self.drain(Which::Main, now).await;
+                self.drain(LinkRole::Main, now).await;
                 if let Some(mut new) = self.candidate.take() {
                     new.session.inherit_history(&self.main.session);
                     self.dial = None;
                     let deferred = std::mem::take(&mut new.deferred);
                     self.main = new;
                     for action in deferred {
-                        self.act(Which::Main, now, action).await;
+                        self.act(LinkRole::Main, now, action).await;
                     }
                 }
             }
@@ -789,7 +791,7 @@ impl Task {
         };
         if self.candidate.is_some() {
             self.input(
-                Which::Candidate,
+                LinkRole::Candidate,
                 now,
                 Input::Stop {
                     reason: reason.clone(),
@@ -797,7 +799,8 @@ impl Task {
             )
             .await;
         }
-        self.input(Which::Main, now, Input::Stop { reason }).await;
+        self.input(LinkRole::Main, now, Input::Stop { reason })
+            .await;
         self.dial = None;
         self.report(now);
     }

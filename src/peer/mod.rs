@@ -39,7 +39,7 @@ mod observer;
 mod socket;
 mod spec;
 
-pub use adj_rib_out::{AdjRibOut, Refusal, Refusals, RibSession};
+pub use adj_rib_out::{AdjRibOut, RibSession, RouteRefusal, RouteRefusals};
 pub use change::{session_change, session_changes, SessionChange, SessionChanges};
 pub use driver::{CLOSE_TIMEOUT, WRITE_THRESHOLD};
 pub use error::PeerError;
@@ -109,7 +109,8 @@ pub struct PeerStatus {
 }
 
 impl PeerStatus {
-    pub(crate) fn new(key: PeerKey) -> PeerStatus {
+    /// The status of a task that has not run yet: Idle, nothing sent, nothing pending.
+    pub fn new(key: PeerKey) -> PeerStatus {
         PeerStatus {
             key,
             state: State::Idle,

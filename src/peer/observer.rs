@@ -12,7 +12,7 @@ use crate::config::PeerKey;
 use std::fmt;
 use std::time::Duration;
 
-use super::adj_rib_out::Refusal;
+use super::adj_rib_out::RouteRefusal;
 
 /// Which way a message went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -60,7 +60,7 @@ pub trait PeerObserver: Send + Sync {
     fn update_written(&self, _peer: &PeerKey, _since_event: Duration) {}
 
     /// `count` desired routes of `afi` were not sent to the peer, for `reason`.
-    fn not_announced(&self, _peer: &PeerKey, _afi: AfiSafi, _reason: Refusal, _count: u64) {}
+    fn not_announced(&self, _peer: &PeerKey, _afi: AfiSafi, _reason: RouteRefusal, _count: u64) {}
 
     /// Something failed that the task recovers from by itself (a dial, a socket option,
     /// a read): the session retries with its backoff.

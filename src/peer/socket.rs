@@ -4,8 +4,10 @@
 //! time. Everything here is set before the handshake, so that the SYN already carries
 //! the signature and the TTL.
 //!
-//! The only module with `unsafe`: the setsockopt and getsockopt calls socket2 does not
-//! offer, each with the reason it is sound.
+//! The only module with `unsafe` (Cargo.toml denies `unsafe_code` everywhere else): the
+//! setsockopt and getsockopt calls socket2 does not offer, each with the reason it is
+//! sound.
+#![allow(unsafe_code)]
 
 use super::spec::{Transport, TtlPolicy};
 use super::PeerError;

@@ -188,8 +188,8 @@ impl PeerSpec {
             max_prefix: peer.max_prefix.map(|m| MaxPrefix {
                 limit: m.limit,
                 action: match m.action {
-                    config::MaxPrefixAction::Warn => MaxPrefixAction::Warn,
-                    config::MaxPrefixAction::Cease => MaxPrefixAction::Cease,
+                    config::PrefixLimitAction::Warn => MaxPrefixAction::Warn,
+                    config::PrefixLimitAction::Cease => MaxPrefixAction::Cease,
                 },
             }),
             jitter_seed: jitter_seed(peer.key(), router_id),

@@ -8,7 +8,4 @@ pub enum RoutesError {
     /// `--announce` is not one of the known modes.
     #[error("--announce: {value:?} must be local or cluster")]
     UnknownAnnounceMode { value: String },
-    /// `-o` / `--output` is not one of the known formats.
-    #[error("--output: {value:?} must be table or json")]
-    UnknownFormat { value: String },
 }

@@ -7,12 +7,10 @@
 //!
 //! - [`plan`](mod@plan): the planner, its rules (peer selection, next hops, ownership of
 //!   prefixes claimed by several nodes, attributes) and the tracker of its findings.
-//! - [`report`]: the `plan` command's table and JSON rendering of a [`Plan`].
 //! - this file: the types the planner hands the peer driver, and [`diff`].
 
 mod error;
 pub mod plan;
-pub mod report;
 
 pub use error::RoutesError;
 pub use plan::{

@@ -25,8 +25,9 @@
 //!   only the owner announces it, the others are reported ([`Conflict::SamePrefix`]).
 //!   Different prefixes where one covers the other are both announced: the switch's
 //!   longest-prefix match gives each node the space it claims most specifically, and the
-//!   overlap is reported ([`Conflict::Overlap`]). In `local` mode only conflicts that
-//!   involve the local node are reported.
+//!   overlap is reported ([`Conflict::Overlap`], read from the view's overlaps, which
+//!   `node_view` works out once for the planner, the metrics and `doctor`). In `local`
+//!   mode only conflicts that involve the local node are reported.
 //! - Attributes (RFC 4271 section 5.1): ORIGIN from the config (`incomplete` by default,
 //!   as MetalLB sent); AS_PATH empty on iBGP and our AS on eBGP; LOCAL_PREF on iBGP only,
 //!   `pod-cidr-local-pref` or [`DEFAULT_LOCAL_PREF`] (not MetalLB's 0, which loses to

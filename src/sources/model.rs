@@ -4,7 +4,10 @@
 //!
 //! This file is pure: no tokio, no clock, no I/O, no logging above debug. Both the kube
 //! watchers and the file source fill a [`ClusterState`]; [`node_view`] is the only place
-//! that decides which object is in force for the cluster's IPAM mode.
+//! that decides which object is in force for the cluster's IPAM mode, and it works out
+//! each fact the planner, the metrics and `doctor` read once: both sides' CIDRs and
+//! their sources, what is in force, refusals, drift, and the overlaps between nodes
+//! ([`NodeView::overlaps`]).
 //!
 //! The rules (issue #5):
 //! - IPAM `kubernetes`: the Node's `spec.podCIDRs` with `spec.podCIDR` first (already
@@ -322,7 +325,7 @@ pub struct NodeEntry {
     /// The pod CIDRs to announce, in the object's order, without duplicates.
     pub prefixes: Vec<IpNet>,
     /// CIDRs the object in force lists but that must not be announced.
-    pub refused: Vec<(IpNet, Refusal)>,
+    pub refused: Vec<(IpNet, CidrRefusal)>,
     /// Set when the Node and the CiliumNode list different CIDRs.
     pub drift: Option<Drift>,
 }
@@ -424,7 +427,7 @@ impl fmt::Display for CidrSource {
 
 /// Why a CIDR listed by the object in force is not announced.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Refusal {
+pub enum CidrRefusal {
     /// 0.0.0.0/0 or ::/0: announcing it would attract all traffic to one node.
     DefaultRoute,
     /// In cluster-pool mode, the CIDR lies outside `cluster-pool-ipv4-cidr` /
@@ -432,7 +435,7 @@ pub enum Refusal {
     OutsideClusterPool { pool: Vec<IpNet> },
 }
 
-impl fmt::Display for Refusal {
+impl fmt::Display for CidrRefusal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::DefaultRoute => f.write_str("a default route is never announced"),
@@ -585,7 +588,7 @@ pub fn node_view(state: &ClusterState, ipam: IpamOverride) -> Result<NodeView, I
                 continue;
             }
             if net.prefix_len() == 0 {
-                refused.push((net, Refusal::DefaultRoute));
+                refused.push((net, CidrRefusal::DefaultRoute));
                 continue;
             }
             if mode == IpamMode::ClusterPool {
@@ -598,7 +601,7 @@ pub fn node_view(state: &ClusterState, ipam: IpamOverride) -> Result<NodeView, I
                 } else if !pool.iter().any(|p| p.contains(&net)) {
                     refused.push((
                         net,
-                        Refusal::OutsideClusterPool {
+                        CidrRefusal::OutsideClusterPool {
                             pool: pool.to_vec(),
                         },
                     ));
@@ -849,10 +852,10 @@ mod tests {
         let view = node_view(&state, IpamOverride::Auto).unwrap();
         let a = &view.nodes["a"];
         assert_eq!(a.prefixes, nets(&["10.1.7.0/24", "fd00:10::1:0/120"]));
-        let pool4 = Refusal::OutsideClusterPool {
+        let pool4 = CidrRefusal::OutsideClusterPool {
             pool: nets(&["10.0.0.0/16", "10.1.0.0/16"]),
         };
-        let pool6 = Refusal::OutsideClusterPool {
+        let pool6 = CidrRefusal::OutsideClusterPool {
             pool: nets(&["fd00:10::/104"]),
         };
         assert_eq!(
@@ -897,8 +900,8 @@ mod tests {
         assert_eq!(
             view.nodes["a"].refused,
             vec![
-                (net("0.0.0.0/0"), Refusal::DefaultRoute),
-                (net("::/0"), Refusal::DefaultRoute)
+                (net("0.0.0.0/0"), CidrRefusal::DefaultRoute),
+                (net("::/0"), CidrRefusal::DefaultRoute)
             ]
         );
         let view = node_view(&state, IpamOverride::ClusterPool).unwrap();

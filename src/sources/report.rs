@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use ipnet::IpNet;
 
-use super::model::{Drift, IpamError, IpamMode, NodeView, Refusal, ViewWarning};
+use super::model::{CidrRefusal, Drift, IpamError, IpamMode, NodeView, ViewWarning};
 
 /// One thing worth reporting, produced once per change.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -30,7 +30,7 @@ pub enum Report {
     Refused {
         node: Arc<str>,
         prefix: IpNet,
-        refusal: Refusal,
+        refusal: CidrRefusal,
     },
     /// The IPAM mode cannot be decided: nothing can be announced.
     Ipam(IpamError),
@@ -44,7 +44,7 @@ pub enum Report {
 #[derive(Debug, Default)]
 pub struct ReportTracker {
     drift: BTreeMap<Arc<str>, (Drift, IpamMode)>,
-    refused: BTreeMap<Arc<str>, Vec<(IpNet, Refusal)>>,
+    refused: BTreeMap<Arc<str>, Vec<(IpNet, CidrRefusal)>>,
     ipam_error: Option<IpamError>,
     warnings: Vec<ViewWarning>,
 }
@@ -198,7 +198,7 @@ mod tests {
         let outside = state("10.9.1.0/24", "10.9.1.0/24", "cluster-pool");
         let reports = observe(&mut tracker, &outside);
         assert!(
-            matches!(reports.as_slice(), [Report::Refused { prefix, refusal: Refusal::OutsideClusterPool { .. }, .. }] if *prefix == net("10.9.1.0/24")),
+            matches!(reports.as_slice(), [Report::Refused { prefix, refusal: CidrRefusal::OutsideClusterPool { .. }, .. }] if *prefix == net("10.9.1.0/24")),
             "{reports:?}"
         );
         assert_eq!(observe(&mut tracker, &outside), vec![]);

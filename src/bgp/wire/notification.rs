@@ -21,16 +21,6 @@ impl Notification {
         }
     }
 
-    /// From a typed (code, subcode).
-    pub fn from_kind(kind: ErrorKind, data: Bytes) -> Notification {
-        let (code, subcode) = kind.codes();
-        Notification {
-            code,
-            subcode,
-            data,
-        }
-    }
-
     /// Hold Timer Expired (RFC 4271 section 6.5).
     pub fn hold_timer_expired() -> Notification {
         Notification::new(ErrorCode::HoldTimerExpired.code(), 0, Bytes::new())

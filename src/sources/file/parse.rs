@@ -29,16 +29,6 @@ pub enum Object {
     CiliumConfig(Box<ConfigMap>),
 }
 
-/// The objects of one file, in order.
-pub fn parse_objects(path: &Path, text: &str) -> Result<Vec<Object>, SourceError> {
-    let mut out = Vec::new();
-    for_each_object(path, text, &mut |object| {
-        out.push(object);
-        Ok(())
-    })?;
-    Ok(out)
-}
-
 /// Hands `each` the objects of one file, in order, as they are read: a file of 50,000
 /// Nodes is never held as 50,000 typed objects at once, only one document's tree.
 ///

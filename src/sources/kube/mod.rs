@@ -194,7 +194,7 @@ pub async fn run(
     out: SourceSender,
     events: Arc<dyn EventSink>,
 ) -> Result<(), Closed> {
-    let mut fold = Fold::new(&config);
+    let mut fold = WatchState::new(&config);
     for resource in fold.resources() {
         out.register(resource);
     }
@@ -270,7 +270,7 @@ fn inputs(client: &Client, config: &KubeSourceConfig) -> Vec<BoxStream<'static, 
 }
 
 /// The watchers' state: one store per resource, what was last sent, the status.
-struct Fold {
+struct WatchState {
     ipam: IpamOverride,
     cilium_config_name: String,
     bgp_config: Option<BgpConfigMapRef>,
@@ -288,7 +288,7 @@ struct Fold {
     tracker: ReportTracker,
 }
 
-impl Fold {
+impl WatchState {
     fn new(config: &KubeSourceConfig) -> Self {
         Self {
             ipam: config.ipam,

@@ -9,12 +9,10 @@ use std::str::FromStr;
 
 use serde_json::{json, Map, Value};
 
-use super::error::RoutesError;
-use super::plan::{Conflict, Plan, UnannounceableReason};
-use super::{NextHop, PlannedRoute, RouteAttrs};
 use crate::bgp::wire::{LargeCommunity, Origin};
 use crate::config::duration::Compact;
 use crate::config::{Community, Config, Peer};
+use crate::routes::{Conflict, NextHop, Plan, PlannedRoute, RouteAttrs, UnannounceableReason};
 use crate::sources::model::{IpamMode, NodeView, ViewWarning};
 
 /// `-o`: how to render a plan.
@@ -25,14 +23,21 @@ pub enum Format {
     Json,
 }
 
+/// `-o` / `--output` is not one of the known formats.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("--output: {value:?} must be table or json")]
+pub struct UnknownFormat {
+    pub value: String,
+}
+
 impl FromStr for Format {
-    type Err = RoutesError;
+    type Err = UnknownFormat;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
             "table" => Ok(Format::Table),
             "json" => Ok(Format::Json),
-            other => Err(RoutesError::UnknownFormat {
+            other => Err(UnknownFormat {
                 value: other.to_owned(),
             }),
         }
@@ -351,7 +356,7 @@ fn peer_identity(peer: &Peer) -> String {
 }
 
 /// ` peers[0], hold-time 90s, ...`: what the session is opened with.
-fn session_details(p: &super::plan::PeerPlan) -> String {
+fn session_details(p: &crate::routes::PeerPlan) -> String {
     let peer = &p.peer;
     let mut s = format!(
         " peers[{}], hold-time {}, keepalive {}",
@@ -395,7 +400,7 @@ fn session_details(p: &super::plan::PeerPlan) -> String {
 fn route_cells(prefix: ipnet::IpNet, route: &PlannedRoute, plan: &Plan) -> Vec<String> {
     let a = &route.attrs;
     let mut cells = vec![prefix.to_string()];
-    if plan.mode == super::plan::AnnounceMode::Cluster {
+    if plan.mode == crate::routes::AnnounceMode::Cluster {
         cells.push(format!("node {}", route.node));
     }
     cells.push(format!("next-hop {}", next_hop_text(&a.next_hop)));

@@ -20,15 +20,15 @@ use kube::api::{ListParams, ObjectList};
 use kube::{Api, Client};
 use serde::de::DeserializeOwned;
 
+use super::table::Table;
 use crate::sources::file::load;
 use crate::sources::kube::{self as kube_source, ConfigMapRef};
 use crate::sources::model::{
-    node_view, CidrList, CidrSource, ClusterState, IpamError, IpamMode, IpamOverride, NodeView,
-    Refusal,
+    node_view, CidrList, CidrRefusal, CidrSource, ClusterState, IpamError, IpamMode, IpamOverride,
+    NodeEntry, NodeView,
 };
 use crate::sources::objects::{self, CiliumNode};
 use crate::sources::SourceError;
-use crate::status::Table;
 
 /// Objects per page when listing from the API server: large clusters are read in
 /// pages, as kubectl does.
@@ -43,13 +43,9 @@ pub type OverlapWith = (IpNet, Arc<str>, IpNet);
 /// What doctor found about one node.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeDiagnosis {
-    pub name: Arc<str>,
-    /// The Node's pod CIDRs (spec, or the Cilium annotations when the spec has none).
-    pub node_cidrs: Vec<IpNet>,
-    /// Where `node_cidrs` come from; `None` when the Node lists none.
-    pub node_cidrs_from: Option<CidrSource>,
-    /// The CiliumNode's `spec.ipam.podCIDRs`; `None` when there is no CiliumNode.
-    pub cilium_cidrs: Option<Vec<IpNet>>,
+    /// The node as the view has it: its name, both sides' CIDRs and where they come
+    /// from, drift.
+    pub node: NodeEntry,
     /// The object in force for the IPAM mode; `None` when it lists nothing (or the mode
     /// cannot be decided).
     pub in_force: Option<CidrSource>,
@@ -57,7 +53,6 @@ pub struct NodeDiagnosis {
     pub in_force_cidrs: Vec<IpNet>,
     /// What the speaker announces for the node.
     pub announced: Vec<IpNet>,
-    pub drift: bool,
     /// Other nodes whose in-force CIDRs overlap this node's: (this node's CIDR, the
     /// other node, its CIDR).
     pub overlaps: Vec<OverlapWith>,
@@ -69,7 +64,7 @@ pub struct NodeDiagnosis {
 
 impl NodeDiagnosis {
     pub fn ok(&self) -> bool {
-        !self.drift
+        self.node.drift.is_none()
             && self.overlaps.is_empty()
             && self.outside_pool.is_empty()
             && self.default_routes.is_empty()
@@ -139,8 +134,8 @@ impl Diagnosis {
         }
         let mode = self.ipam.as_ref().ok();
         for n in &self.nodes {
-            if n.drift {
-                let cilium = n.cilium_cidrs.as_deref().unwrap_or_default();
+            if n.node.drift.is_some() {
+                let cilium = n.node.cilium_cidrs.as_deref().unwrap_or_default();
                 let announced = match mode {
                     Some(IpamMode::Kubernetes) => "the Node's are announced",
                     Some(IpamMode::ClusterPool) => "the CiliumNode's are announced",
@@ -148,17 +143,17 @@ impl Diagnosis {
                 };
                 out.push(format!(
                     "{}: drift: Node {} vs CiliumNode {}; {announced}",
-                    n.name,
-                    CidrList(&n.node_cidrs),
+                    n.node.name,
+                    CidrList(&n.node.node_cidrs),
                     CidrList(cilium),
                 ));
             }
             for (prefix, other, other_prefix) in &n.overlaps {
                 // Each pair is listed under both nodes in the table; once here.
-                if n.name.as_ref() < other.as_ref() {
+                if n.node.name.as_ref() < other.as_ref() {
                     out.push(format!(
                         "{}: {prefix} overlaps {other}'s {other_prefix}",
-                        n.name
+                        n.node.name
                     ));
                 }
             }
@@ -167,7 +162,7 @@ impl Diagnosis {
                 pool.extend(&self.pool_v6);
                 out.push(format!(
                     "{}: {} outside the cluster pool {} (not announced)",
-                    n.name,
+                    n.node.name,
                     CidrList(&n.outside_pool),
                     CidrList(&pool)
                 ));
@@ -175,7 +170,7 @@ impl Diagnosis {
             if !n.default_routes.is_empty() {
                 out.push(format!(
                     "{}: {} is a default route (never announced)",
-                    n.name,
+                    n.node.name,
                     CidrList(&n.default_routes)
                 ));
             }
@@ -223,7 +218,7 @@ pub fn diagnose(state: &ClusterState, ipam: IpamOverride) -> Diagnosis {
                 Vec::new()
             };
             in_force_cidrs.dedup();
-            let refused = |want: fn(&Refusal) -> bool| -> Vec<IpNet> {
+            let refused = |want: fn(&CidrRefusal) -> bool| -> Vec<IpNet> {
                 if !in_force_known {
                     return Vec::new();
                 }
@@ -237,20 +232,16 @@ pub fn diagnose(state: &ClusterState, ipam: IpamOverride) -> Diagnosis {
             let mut overlaps = by_node.remove(name.as_ref()).unwrap_or_default();
             overlaps.sort();
             nodes.push(NodeDiagnosis {
-                name: Arc::clone(name),
-                node_cidrs: entry.node_cidrs.clone(),
-                node_cidrs_from: entry.node_source,
-                cilium_cidrs: entry.cilium_cidrs.clone(),
+                node: entry.clone(),
                 in_force,
                 announced: if in_force_known {
                     entry.prefixes.clone()
                 } else {
                     Vec::new()
                 },
-                drift: entry.drift.is_some(),
                 overlaps,
-                outside_pool: refused(|r| matches!(r, Refusal::OutsideClusterPool { .. })),
-                default_routes: refused(|r| matches!(r, Refusal::DefaultRoute)),
+                outside_pool: refused(|r| matches!(r, CidrRefusal::OutsideClusterPool { .. })),
+                default_routes: refused(|r| matches!(r, CidrRefusal::DefaultRoute)),
                 in_force_cidrs,
             });
         }
@@ -322,13 +313,13 @@ impl fmt::Display for Diagnosis {
             "OUTSIDE POOL",
         ]);
         for n in &self.nodes {
-            let node_cidrs = match n.node_cidrs_from {
+            let node_cidrs = match n.node.node_source {
                 Some(CidrSource::NodeAnnotations) => {
-                    format!("{} (annotations)", cidrs(&n.node_cidrs))
+                    format!("{} (annotations)", cidrs(&n.node.node_cidrs))
                 }
-                _ => cidrs(&n.node_cidrs),
+                _ => cidrs(&n.node.node_cidrs),
             };
-            let cilium = match &n.cilium_cidrs {
+            let cilium = match &n.node.cilium_cidrs {
                 None => "no CiliumNode".to_owned(),
                 Some(c) => cidrs(c),
             };
@@ -350,11 +341,11 @@ impl fmt::Display for Diagnosis {
                     .join(", ")
             };
             table.row([
-                n.name.to_string(),
+                n.node.name.to_string(),
                 node_cidrs,
                 cilium,
                 in_force,
-                if n.drift { "yes" } else { "no" }.to_owned(),
+                if n.node.drift.is_some() { "yes" } else { "no" }.to_owned(),
                 overlaps,
                 cidrs(&n.outside_pool),
             ]);
@@ -387,7 +378,7 @@ impl fmt::Display for Diagnosis {
             f,
             "\n{} nodes: {} with drift, {} overlapping, {} outside the pool: {}",
             self.nodes.len(),
-            count(|n| n.drift),
+            count(|n| n.node.drift.is_some()),
             count(|n| !n.overlaps.is_empty()),
             count(|n| !n.outside_pool.is_empty()),
             if self.ok() { "ok" } else { "NOT OK" }
@@ -407,6 +398,43 @@ fn cidrs(list: &[IpNet]) -> String {
 
 /// Exit status when the cluster (or the cluster-state path) cannot be read.
 pub const EXIT_UNREADABLE: u8 = 2;
+
+/// What to diagnose.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DoctorRequest {
+    /// `--cluster-state PATH`: files; `None` reads the cluster through KUBECONFIG or the
+    /// in-cluster service account.
+    pub cluster_state: Option<std::path::PathBuf>,
+    /// `--cilium-config NAMESPACE/NAME`, for the in-cluster read.
+    pub cilium_config: String,
+    pub ipam: IpamOverride,
+}
+
+/// Diagnoses, writes the table to `out` and trouble to `err`; the exit status.
+pub fn run(
+    request: &DoctorRequest,
+    out: &mut (dyn Write + Send),
+    err: &mut (dyn Write + Send),
+) -> u8 {
+    match &request.cluster_state {
+        Some(path) => command_file(path, request.ipam, out, err),
+        None => match tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(runtime) => runtime.block_on(command_in_cluster(
+                &request.cilium_config,
+                request.ipam,
+                out,
+                err,
+            )),
+            Err(e) => {
+                let _ = writeln!(err, "podcidr-speaker doctor: starting the runtime: {e}");
+                EXIT_UNREADABLE
+            }
+        },
+    }
+}
 
 /// `doctor --cluster-state PATH`: prints the diagnosis; the exit status.
 pub fn command_file(
@@ -713,7 +741,7 @@ mod tests {
         );
         let d = diagnose(&s, IpamOverride::Auto);
         assert!(matches!(&d.ipam, Err(IpamError::Unsupported { mode }) if mode == "eni"));
-        assert!(d.nodes[0].drift);
+        assert!(d.nodes[0].node.drift.is_some());
         assert_eq!(d.nodes[0].in_force, None);
         assert!(d.nodes[0].announced.is_empty());
         assert_eq!(d.exit_code(), 1);

@@ -7,14 +7,16 @@
 //! (so scripts and probes can tell "down" from "unreachable").
 //!
 //! Owns: a minimal HTTP/1.1 GET over `std::net::TcpStream` (one request, bounded in
-//! time and size; no HTTP client crate for one GET), the table rendering ([`Table`],
-//! shared with `doctor`). Must not: talk to anything but the address it is given.
+//! time and size; no HTTP client crate for one GET) and the `show bgp summary` wording
+//! (in a [`Table`], shared with `doctor`). Must not: talk to anything but the address
+//! it is given.
 
 use std::fmt;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
+use super::table::Table;
 use crate::metrics::board::{PeerReport, Status};
 
 /// Where the daemon serves its endpoint by default (`run --metrics-addr`).
@@ -75,9 +77,19 @@ pub enum StatusError {
     },
 }
 
+/// Which speaker to ask, and how to show its answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatusRequest {
+    /// `--addr HOST:PORT`.
+    pub addr: String,
+    /// `--json`: the document as it is, instead of the tables.
+    pub json: bool,
+}
+
 /// The `status` command: fetch, print (tables or JSON) and return the exit status.
-pub fn command(addr: &str, json: bool, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
-    let status = match fetch(addr, DEFAULT_TIMEOUT) {
+pub fn run(request: &StatusRequest, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
+    let json = request.json;
+    let status = match fetch(&request.addr, DEFAULT_TIMEOUT) {
         Ok(s) => s,
         Err(e) => {
             let _ = writeln!(err, "podcidr-speaker status: {e}");
@@ -454,54 +466,6 @@ pub fn duration(secs: u64) -> String {
     }
 }
 
-/// A plain text table: columns padded to their widest cell, two spaces apart, no
-/// trailing blanks.
-#[derive(Debug, Clone)]
-pub struct Table {
-    rows: Vec<Vec<String>>,
-}
-
-impl Table {
-    pub fn new<const N: usize>(headers: [&str; N]) -> Table {
-        Table {
-            rows: vec![headers.iter().map(|h| (*h).to_owned()).collect()],
-        }
-    }
-
-    pub fn row<const N: usize>(&mut self, cells: [String; N]) {
-        self.rows.push(cells.into());
-    }
-}
-
-impl fmt::Display for Table {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let columns = self.rows.iter().map(Vec::len).max().unwrap_or(0);
-        let widths: Vec<usize> = (0..columns)
-            .map(|c| {
-                self.rows
-                    .iter()
-                    .filter_map(|r| r.get(c))
-                    .map(|cell| cell.chars().count())
-                    .max()
-                    .unwrap_or(0)
-            })
-            .collect();
-        for row in &self.rows {
-            let mut line = String::new();
-            for (i, cell) in row.iter().enumerate() {
-                if i > 0 {
-                    line.push_str("  ");
-                }
-                line.push_str(cell);
-                let pad = widths[i].saturating_sub(cell.chars().count());
-                line.extend(std::iter::repeat_n(' ', pad));
-            }
-            writeln!(f, "{}", line.trim_end())?;
-        }
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -513,13 +477,6 @@ mod tests {
         assert_eq!(duration(86_399), "23:59:59");
         assert_eq!(duration(86_400 + 7_380), "1d02h03m");
         assert_eq!(duration(17 * 86_400 + 4 * 3600), "2w3d04h");
-    }
-
-    #[test]
-    fn table_pads_columns_and_trims_line_ends() {
-        let mut t = Table::new(["A", "Longer", "C"]);
-        t.row(["wide cell".to_owned(), "x".to_owned(), String::new()]);
-        assert_eq!(t.to_string(), "A          Longer  C\nwide cell  x\n");
     }
 
     #[test]

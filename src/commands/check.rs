@@ -1,16 +1,31 @@
 //! `podcidr-speaker check FILE...`: validates config files (raw or ConfigMap) and
 //! reports, per file, "ok" with a one-line summary per peer, or every error with its
-//! `file:line:column`. The caller prints the report and exits 0 when [`CheckReport::ok`].
+//! `file:line:column`; exit status 0 when [`CheckReport::ok`], 1 otherwise.
 //!
-//! Must not: print or exit (the CLI does), or show a password.
+//! Must not: validate anything itself (`config::parse` does), or show a password.
 
 use std::fmt;
-use std::io::Read;
-use std::path::Path;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
 
-use super::duration::Compact;
-use super::error::ConfigErrors;
-use super::model::{AddressPool, Config, MaxPrefixAction, Origin, Peer, Protocol};
+use crate::config::duration::Compact;
+use crate::config::{AddressPool, Config, ConfigErrors, Origin, Peer, PrefixLimitAction, Protocol};
+
+/// The files to check; `-` reads standard input.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckRequest {
+    pub files: Vec<PathBuf>,
+}
+
+/// Checks the files and writes the report to `out`; the exit status.
+pub fn run(request: &CheckRequest, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
+    let report = check_files(&request.files);
+    if let Err(e) = write!(out, "{report}") {
+        let _ = writeln!(err, "podcidr-speaker check: writing the output: {e}");
+        return 1;
+    }
+    u8::from(!report.ok())
+}
 
 /// The outcome for every file checked, in order.
 #[derive(Debug)]
@@ -68,7 +83,7 @@ pub fn check_files<P: AsRef<Path>>(paths: &[P]) -> CheckReport {
 
 /// Checks one file's content.
 pub fn check_text(name: &str, text: &str) -> FileReport {
-    let outcome = match super::parse(text) {
+    let outcome = match crate::config::parse(text) {
         Ok(config) => Outcome::Ok(Box::new(config)),
         Err(errors) => Outcome::Invalid(errors),
     };
@@ -194,8 +209,8 @@ impl fmt::Display for PeerSummary<'_> {
         }
         if let Some(m) = p.max_prefix {
             let action = match m.action {
-                MaxPrefixAction::Warn => "warn",
-                MaxPrefixAction::Cease => "cease",
+                PrefixLimitAction::Warn => "warn",
+                PrefixLimitAction::Cease => "cease",
             };
             write!(f, ", max-prefix {} {action}", m.limit)?;
         }

@@ -2,17 +2,20 @@
 //! attributes for each, computed offline from a bgp-config file and a cluster-state
 //! path, for reviewing a change before it is applied.
 //!
-//! Owns the command's I/O: reading the two inputs once. The decisions are
-//! [`sources::node_view`] and [`routes::plan()`]; the wording is
-//! [`routes::report`]. Must not: print, exit, connect anywhere or show a password.
+//! Owns the command's I/O: reading the two inputs once, and the wording ([`report`]).
+//! The decisions are [`sources::node_view`] and [`routes::plan()`]. Must not: decide
+//! anything, connect anywhere or show a password.
 
+pub mod report;
+
+use std::io::Write;
 use std::net::IpAddr;
 use std::path::PathBuf;
 
-use crate::config::check::{check_text, FileReport, Outcome};
-use crate::routes::report::{render_plan, Format};
+use super::check::{check_text, FileReport, Outcome};
 use crate::routes::{self, AnnounceMode, LocalNode, Overrides};
 use crate::sources::{self, file, IpamError, IpamOverride, SourceError};
+pub use report::{render_plan, Format};
 
 /// What to plan, as the command line gives it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,8 +61,27 @@ pub enum PlanCommandError {
 /// How many node names an unknown-node error lists.
 const KNOWN_NODES_SHOWN: usize = 10;
 
+/// Plans, writes the plan to `out` or the error to `err`; the exit status (0 planned,
+/// 1 not).
+pub fn run(request: &PlanRequest, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
+    let written = match render(request) {
+        Ok(text) => write!(out, "{text}"),
+        Err(e) => {
+            let _ = writeln!(err, "error: {e}");
+            return 1;
+        }
+    };
+    match written {
+        Ok(()) => 0,
+        Err(e) => {
+            let _ = writeln!(err, "error: writing the output: {e}");
+            1
+        }
+    }
+}
+
 /// Loads both inputs, plans for `request.node` and renders the plan.
-pub fn run(request: &PlanRequest) -> Result<String, PlanCommandError> {
+pub fn render(request: &PlanRequest) -> Result<String, PlanCommandError> {
     let text =
         std::fs::read_to_string(&request.bgp_config).map_err(|e| PlanCommandError::ReadConfig {
             path: request.bgp_config.clone(),

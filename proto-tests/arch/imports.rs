@@ -1,0 +1,581 @@
+//! The import rules of ARCHITECTURE.md, checked: every `use` line of src/ (group
+//! braces expanded, `self`/`super` resolved to the crate path) and every `crate::`,
+//! `tokio::` or clock path written inline in code, outside `#[cfg(test)]` modules.
+//!
+//! The rules (a module may not import):
+//! - `bgp` and `routes` (the pure core): tokio, sockets, the clock (`SystemTime`,
+//!   `Instant::now`), `peer`, `metrics`, `daemon`, `commands`, `cli`, `sources` other
+//!   than its pure `sources::model`;
+//! - `config`: `bgp::session`, `peer`, `daemon`, `commands`;
+//! - `metrics`: a command (`commands`, `cli`) or `daemon`;
+//! - `sources`: `bgp`, `routes`, `peer`, `daemon`, `commands` (it knows nothing of BGP);
+//! - `peer`: `sources`, `daemon`, `commands`, `metrics` (it reports through its
+//!   observer trait);
+//! - `decode`: `cli`, `commands`, `daemon`, `peer`, `metrics`.
+//!
+//! The `checker_*` tests below feed the checker a forbidden line for each rule: the test
+//! of the test.
+
+// A test crate: a failed unwrap is a failed test (clippy.toml covers #[test] fns only),
+// and its harness may call libc (signals, process groups, raw sockets): the rules of
+// Cargo.toml's [lints] are for src/.
+#![allow(clippy::unwrap_used, clippy::expect_used, unsafe_code)]
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// One rule: files under `module` may not use a path starting with any of `forbidden`,
+/// unless it starts with one of `allowed`.
+struct Rule {
+    module: &'static str,
+    forbidden: Vec<&'static str>,
+    allowed: &'static [&'static str],
+}
+
+/// What the pure core (`bgp`, `routes`) may not touch: the runtime, sockets, the clock
+/// and every module that does I/O or presents.
+const IMPURE: &[&str] = &[
+    "tokio",
+    "std::time::SystemTime",
+    "Instant::now",
+    "SystemTime::now",
+    "std::net::TcpStream",
+    "std::net::TcpListener",
+    "std::net::UdpSocket",
+    "socket2",
+    "crate::peer",
+    "crate::metrics",
+    "crate::daemon",
+    "crate::commands",
+    "crate::cli",
+    "crate::sources",
+];
+
+fn rules() -> Vec<Rule> {
+    let with = |extra: &[&'static str]| -> Vec<&'static str> {
+        IMPURE.iter().chain(extra).copied().collect()
+    };
+    vec![
+        Rule {
+            module: "bgp",
+            forbidden: with(&["crate::routes", "crate::config"]),
+            allowed: &[],
+        },
+        Rule {
+            module: "routes",
+            forbidden: with(&[]),
+            allowed: &["crate::sources::model"],
+        },
+        Rule {
+            module: "config",
+            forbidden: vec![
+                "crate::bgp::session",
+                "crate::peer",
+                "crate::daemon",
+                "crate::commands",
+                "crate::cli",
+            ],
+            allowed: &[],
+        },
+        Rule {
+            module: "metrics",
+            forbidden: vec!["crate::commands", "crate::cli", "crate::daemon"],
+            allowed: &[],
+        },
+        Rule {
+            module: "sources",
+            forbidden: vec![
+                "crate::bgp",
+                "crate::routes",
+                "crate::peer",
+                "crate::daemon",
+                "crate::commands",
+                "crate::cli",
+            ],
+            allowed: &[],
+        },
+        Rule {
+            module: "peer",
+            forbidden: vec![
+                "crate::sources",
+                "crate::daemon",
+                "crate::commands",
+                "crate::cli",
+                "crate::metrics",
+            ],
+            allowed: &[],
+        },
+        Rule {
+            module: "decode",
+            forbidden: vec![
+                "crate::cli",
+                "crate::commands",
+                "crate::daemon",
+                "crate::peer",
+                "crate::metrics",
+            ],
+            allowed: &[],
+        },
+    ]
+}
+
+/// A forbidden path found in a file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Violation {
+    file: String,
+    line: usize,
+    path: String,
+    rule: &'static str,
+}
+
+/// The module path of a file under src/: `src/routes/plan.rs` -> [routes, plan],
+/// `src/peer/mod.rs` -> [peer].
+fn module_path(relative: &Path) -> Vec<String> {
+    let mut parts: Vec<String> = relative
+        .iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    if let Some(last) = parts.pop() {
+        let stem = last.trim_end_matches(".rs");
+        if stem != "mod" && stem != "lib" && stem != "main" {
+            parts.push(stem.to_owned());
+        }
+    }
+    parts
+}
+
+/// The code of a file without its `#[cfg(test)]` modules, comments and string
+/// contents, line numbers kept.
+fn code_lines(text: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    let mut skip_depth: Option<i64> = None;
+    let mut depth: i64 = 0;
+    let mut pending_cfg_test = false;
+    for (i, raw) in text.lines().enumerate() {
+        let line = strip_comment(raw);
+        let trimmed = line.trim();
+        if skip_depth.is_none() && trimmed.starts_with("#[cfg(test)]") {
+            pending_cfg_test = true;
+            continue;
+        }
+        let opens = line.matches('{').count() as i64;
+        let closes = line.matches('}').count() as i64;
+        if pending_cfg_test && skip_depth.is_none() {
+            if trimmed.starts_with("mod ") || trimmed.starts_with("pub mod ") {
+                if opens > closes {
+                    skip_depth = Some(depth);
+                }
+                depth += opens - closes;
+                pending_cfg_test = false;
+                continue;
+            }
+            // `#[cfg(test)]` on an item other than a module: skip that item's line.
+            pending_cfg_test = trimmed.starts_with("#[");
+            depth += opens - closes;
+            continue;
+        }
+        depth += opens - closes;
+        if let Some(d) = skip_depth {
+            if depth <= d {
+                skip_depth = None;
+            }
+            continue;
+        }
+        out.push((i + 1, line));
+    }
+    out
+}
+
+/// A line without its `//` comment and without the contents of its string literals.
+fn strip_comment(line: &str) -> String {
+    let mut out = String::new();
+    let mut in_str = false;
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        if in_str {
+            if c == '\\' {
+                chars.next();
+            } else if c == '"' {
+                in_str = false;
+                out.push(c);
+            }
+            continue;
+        }
+        if c == '"' {
+            in_str = true;
+            out.push(c);
+            continue;
+        }
+        if c == '\'' {
+            // A char literal such as '{' must not count as a brace; a lifetime passes.
+            let rest: String = chars.clone().take(3).collect();
+            if rest.len() >= 2 && rest.chars().nth(1) == Some('\'') {
+                chars.next();
+                chars.next();
+                out.push_str("' '");
+                continue;
+            }
+        }
+        if c == '/' && chars.peek() == Some(&'/') {
+            break;
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Expands a use tree (`a::{b, c::{d as e}}`) into full paths, aliases dropped.
+fn expand(tree: &str) -> Vec<String> {
+    let words: Vec<&str> = tree.split_whitespace().collect();
+    let mut plain = String::new();
+    let mut i = 0;
+    while i < words.len() {
+        if words[i] == "as" {
+            // Drop the alias name but keep what follows it (`,` or `}`).
+            let alias = words.get(i + 1).copied().unwrap_or("");
+            plain.extend(
+                alias
+                    .chars()
+                    .skip_while(|c| c.is_alphanumeric() || *c == '_'),
+            );
+            i += 2;
+            continue;
+        }
+        plain.push_str(words[i]);
+        i += 1;
+    }
+    let tree = plain;
+    let mut out = Vec::new();
+    expand_into("", &tree, &mut out);
+    out
+}
+
+fn expand_into(prefix: &str, tree: &str, out: &mut Vec<String>) {
+    let join = |a: &str, b: &str| {
+        if a.is_empty() {
+            b.to_owned()
+        } else if b.is_empty() || b == "self" {
+            a.to_owned()
+        } else {
+            format!("{a}::{b}")
+        }
+    };
+    match tree.find('{') {
+        None => out.push(join(prefix, tree.trim_end_matches("::"))),
+        Some(open) => {
+            let head = tree[..open].trim_end_matches("::");
+            let inner = &tree[open + 1..tree.rfind('}').unwrap_or(tree.len())];
+            let base = join(prefix, head);
+            for part in split_top(inner) {
+                if !part.is_empty() {
+                    expand_into(&base, part, out);
+                }
+            }
+        }
+    }
+}
+
+/// Splits at the commas outside braces.
+fn split_top(s: &str) -> Vec<&str> {
+    let mut parts = Vec::new();
+    let (mut depth, mut start) = (0, 0);
+    for (i, c) in s.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                parts.push(&s[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(&s[start..]);
+    parts
+}
+
+/// `self::` / `super::` resolved against the file's module path; `crate::` kept.
+fn resolve(path: &str, module: &[String]) -> String {
+    let mut segments: Vec<&str> = path.split("::").collect();
+    let mut base: Vec<String> = module.to_vec();
+    let mut relative = false;
+    while let Some(first) = segments.first() {
+        match *first {
+            "self" => relative = true,
+            "super" => {
+                relative = true;
+                base.pop();
+            }
+            _ => break,
+        }
+        segments.remove(0);
+    }
+    if relative {
+        let mut full = vec!["crate".to_owned()];
+        full.extend(base);
+        full.extend(segments.iter().map(|s| (*s).to_owned()));
+        full.join("::")
+    } else {
+        segments.join("::")
+    }
+}
+
+/// Every path a file uses: its `use` declarations (expanded and resolved) and the
+/// `crate::`, `tokio::` and `::now` paths written inline.
+fn used_paths(text: &str, module: &[String]) -> Vec<(usize, String)> {
+    let lines = code_lines(text);
+    let mut out = Vec::new();
+    let mut pending: Option<(usize, String)> = None;
+    for (n, line) in &lines {
+        let t = line.trim();
+        if let Some((start, acc)) = pending.as_mut() {
+            acc.push_str(t);
+            if t.contains(';') {
+                let (start, acc) = (*start, acc.clone());
+                pending = None;
+                push_use(&acc, start, module, &mut out);
+            }
+            continue;
+        }
+        let after_vis = t
+            .strip_prefix("pub(crate) ")
+            .or_else(|| t.strip_prefix("pub(super) "))
+            .or_else(|| t.strip_prefix("pub "))
+            .unwrap_or(t);
+        if let Some(rest) = after_vis.strip_prefix("use ") {
+            if rest.contains(';') {
+                push_use(rest, *n, module, &mut out);
+            } else {
+                pending = Some((*n, rest.to_owned()));
+            }
+            continue;
+        }
+        for needle in [
+            "crate::",
+            "tokio::",
+            "socket2::",
+            "Instant::now",
+            "SystemTime::now",
+        ] {
+            let mut from = 0;
+            while let Some(i) = t[from..].find(needle) {
+                let start = from + i;
+                let preceded = t[..start]
+                    .chars()
+                    .last()
+                    .is_some_and(|c| c.is_alphanumeric() || c == '_');
+                from = start + needle.len();
+                if preceded && !needle.starts_with("Instant") && !needle.starts_with("System") {
+                    continue;
+                }
+                let path: String = t[start..]
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
+                    .collect();
+                out.push((*n, path));
+            }
+        }
+    }
+    out
+}
+
+fn push_use(tree: &str, line: usize, module: &[String], out: &mut Vec<(usize, String)>) {
+    let tree = tree.split(';').next().unwrap_or(tree);
+    for path in expand(tree) {
+        out.push((line, resolve(&path, module)));
+    }
+}
+
+/// `path` is `prefix` or inside it; a clock read (`...::now`) anywhere in the path.
+fn matches(path: &str, prefix: &str) -> bool {
+    if prefix.ends_with("::now") {
+        return path.contains(prefix);
+    }
+    path.strip_prefix(prefix)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with("::"))
+}
+
+/// The rule violations in one file's text.
+fn check(file: &str, relative: &Path, text: &str) -> Vec<Violation> {
+    let module = module_path(relative);
+    let Some(top) = module.first() else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for rule in rules().iter().filter(|r| r.module == top) {
+        for (line, path) in used_paths(text, &module) {
+            let bad = rule.forbidden.iter().any(|f| matches(&path, f))
+                && !rule.allowed.iter().any(|a| matches(&path, a));
+            if bad {
+                found.push(Violation {
+                    file: file.to_owned(),
+                    line,
+                    path: path.clone(),
+                    rule: rule.module,
+                });
+            }
+        }
+    }
+    found
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+#[test]
+fn src_follows_the_import_rules_of_architecture_md() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    files.sort();
+    assert!(files.len() > 50, "src/ has only {} files", files.len());
+    let mut violations = Vec::new();
+    for file in &files {
+        let text = fs::read_to_string(file).unwrap();
+        let relative = file.strip_prefix(&src).unwrap();
+        violations.extend(check(&relative.display().to_string(), relative, &text));
+    }
+    let report: Vec<String> = violations
+        .iter()
+        .map(|v| {
+            format!(
+                "src/{}:{}: {} may not use {}",
+                v.file, v.line, v.rule, v.path
+            )
+        })
+        .collect();
+    assert!(report.is_empty(), "\n{}", report.join("\n"));
+}
+
+/// Lines that break each rule, in a file of that module: the checker must flag each.
+#[test]
+fn checker_flags_a_forbidden_import_of_every_rule() {
+    let cases: &[(&str, &str, &str)] = &[
+        (
+            "bgp/session/fsm.rs",
+            "use tokio::time::sleep;",
+            "tokio::time::sleep",
+        ),
+        (
+            "bgp/wire/open.rs",
+            "use std::time::{Duration, SystemTime};",
+            "std::time::SystemTime",
+        ),
+        (
+            "bgp/session/timers.rs",
+            "    let t = std::time::Instant::now();",
+            "Instant::now",
+        ),
+        (
+            "bgp/session/fsm.rs",
+            "use crate::{bgp::wire, metrics::Metrics};",
+            "crate::metrics::Metrics",
+        ),
+        (
+            "routes/plan.rs",
+            "use crate::sources::kube::client;",
+            "crate::sources::kube::client",
+        ),
+        (
+            "routes/plan.rs",
+            "use super::super::peer::PeerSpec;",
+            "crate::peer::PeerSpec",
+        ),
+        ("routes/mod.rs", "use crate::daemon;", "crate::daemon"),
+        (
+            "routes/plan.rs",
+            "use std::net::{IpAddr, TcpStream};",
+            "std::net::TcpStream",
+        ),
+        (
+            "config/reload.rs",
+            "use crate::bgp::session::SessionConfig;",
+            "crate::bgp::session::SessionConfig",
+        ),
+        (
+            "config/model.rs",
+            "use crate::peer::{\n    PeerSpec,\n};",
+            "crate::peer::PeerSpec",
+        ),
+        (
+            "metrics/registry.rs",
+            "use crate::commands::doctor::overlaps;",
+            "crate::commands::doctor::overlaps",
+        ),
+        (
+            "metrics/registry.rs",
+            "    let d = crate::commands::doctor::diagnose(s);",
+            "crate::commands::doctor::diagnose",
+        ),
+        (
+            "sources/model.rs",
+            "use crate::routes::Plan;",
+            "crate::routes::Plan",
+        ),
+        (
+            "peer/driver.rs",
+            "use crate::metrics::Metrics;",
+            "crate::metrics::Metrics",
+        ),
+        (
+            "decode/command.rs",
+            "use crate::cli::DecodeArgs;",
+            "crate::cli::DecodeArgs",
+        ),
+    ];
+    for (file, line, path) in cases {
+        let text = format!("//! a module\n\n{line}\n\nfn f() {{}}\n");
+        let found = check(file, Path::new(file), &text);
+        assert!(
+            found.iter().any(|v| v.path == *path),
+            "{file}: {line:?} not flagged as {path}: {found:?}"
+        );
+    }
+}
+
+#[test]
+fn checker_allows_what_the_rules_allow() {
+    let cases: &[(&str, &str)] = &[
+        (
+            "routes/plan.rs",
+            "use crate::sources::model::{Family, NodeView};",
+        ),
+        ("routes/plan.rs", "use std::time::Duration;"),
+        ("bgp/session/fsm.rs", "use std::time::Instant;"),
+        ("bgp/session/fsm.rs", "use super::super::wire::Message;"),
+        ("config/model.rs", "use crate::bgp::wire::Origin;"),
+        (
+            "metrics/registry.rs",
+            "use crate::sources::model::NodeView;",
+        ),
+        (
+            "peer/driver.rs",
+            "use crate::bgp::session::Session; // crate::metrics is not used",
+        ),
+        ("commands/doctor.rs", "use crate::sources::kube;"),
+        (
+            "routes/plan.rs",
+            "#[cfg(test)]\nmod tests {\n    use tokio::time::sleep;\n}\nfn g() {}",
+        ),
+        (
+            "routes/plan.rs",
+            "    let s = \"crate::peer is not a path here\";",
+        ),
+    ];
+    for (file, line) in cases {
+        let text = format!("//! a module\n\n{line}\n");
+        let found = check(file, Path::new(file), &text);
+        assert!(found.is_empty(), "{file}: {line:?} flagged: {found:?}");
+    }
+}
