@@ -93,6 +93,9 @@ fn valid_peer_values() {
         (&[("keepalive-time", "90s")], |p| {
             p.keepalive_time == secs(90)
         }),
+        (&[("keepalive-time", "90.5s")], |p| {
+            p.keepalive_time == secs(90)
+        }),
         (&[("keepalive-time", "1.5s")], |p| {
             p.keepalive_time == secs(1)
         }),
@@ -223,7 +226,9 @@ fn invalid_peer_values() {
         (vec![("hold-time", "abc")], vec![r#"peers[0].hold-time: "abc" is not a duration"#]),
         (vec![("hold-time", "65536s")], vec![r#"peers[0].hold-time: "65536s" must be at most 65535s (the Hold Time is 16 bits, RFC 4271 section 4.2)"#]),
         (vec![("keepalive-time", "100s")], vec![r#"peers[0].keepalive-time: "100s" must not be above hold-time (90s)"#]),
-        (vec![("keepalive-time", "90.5s")], vec![r#"peers[0].keepalive-time: "90.5s" must not be above hold-time (90s)"#]),
+        // Truncated to whole seconds before the comparison, as MetalLB: 90.5s is 90s and
+        // fine (see compat_metallb); a whole second more is not.
+        (vec![("keepalive-time", "91s")], vec![r#"peers[0].keepalive-time: "91s" must not be above hold-time (90s)"#]),
         (vec![("hold-time", "0"), ("keepalive-time", "10s")], vec![r#"peers[0].keepalive-time: "10s" must not be above hold-time (0s)"#]),
         (vec![("keepalive-time", "0s")], vec![r#"peers[0].keepalive-time: "0s" must be at least 1s when hold-time is not 0"#]),
         (vec![("keepalive-time", "-1s")], vec![r#"peers[0].keepalive-time: "-1s" must not be negative"#]),

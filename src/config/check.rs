@@ -121,6 +121,12 @@ impl fmt::Display for FileReport {
                 for p in &config.pools {
                     writeln!(f, "  {}", PoolSummary(p))?;
                 }
+                for w in &config.warnings {
+                    match w.location {
+                        Some(l) => writeln!(f, "  warning: {}:{l}: {w}", self.name)?,
+                        None => writeln!(f, "  warning: {}: {w}", self.name)?,
+                    }
+                }
                 Ok(())
             }
         }

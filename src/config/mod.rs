@@ -181,13 +181,20 @@ fn from_configmap_node(cm: &Node) -> Result<Config, ConfigErrors> {
         );
     };
     let mut result = parse_raw(&text.text);
-    if let Err(errors) = &mut result {
-        if text.literal {
-            // A literal block's lines are the file's lines, indented by the block's
-            // indentation: report positions in the file the user edits.
-            errors.shift_lines(value.at.line - 1, value.at.column - 1);
-        } else {
-            errors.strip_locations();
+    let (lines, indent) = (value.at.line - 1, value.at.column - 1);
+    match &mut result {
+        // A literal block's lines are the file's lines, indented by the block's
+        // indentation: report positions in the file the user edits.
+        Err(errors) if text.literal => errors.shift_lines(lines, indent),
+        Err(errors) => errors.strip_locations(),
+        Ok(config) => {
+            for w in &mut config.warnings {
+                if text.literal {
+                    w.shift(lines, indent);
+                } else {
+                    w.location = None;
+                }
+            }
         }
     }
     result

@@ -40,6 +40,10 @@ pub struct Config {
     pub bfd_profiles: BTreeMap<String, BfdProfile>,
     /// The speaker-wide defaults as written (already applied to every peer).
     pub speaker: SpeakerOptions,
+    /// What the file has that MetalLB 0.12 refused but Cilium's fork of it accepted
+    /// (equal `bgp-advertisements`, a community repeated in one advertisement): taken,
+    /// with the same meaning, and said here so that `check` and the logs show it.
+    pub warnings: Vec<super::ConfigError>,
 }
 
 /// Identity of a BGP session as seen from one node: the remote transport endpoint.
@@ -235,6 +239,24 @@ impl fmt::Display for PeerConflict {
 }
 
 impl Config {
+    /// Whether two configs mean the same: everything but the warnings, whose positions
+    /// move when, say, a comment is added above them.
+    pub fn same_meaning(&self, other: &Config) -> bool {
+        let Config {
+            peers,
+            pools,
+            communities,
+            bfd_profiles,
+            speaker,
+            warnings: _,
+        } = self;
+        *peers == other.peers
+            && *pools == other.pools
+            && *communities == other.communities
+            && *bfd_profiles == other.bfd_profiles
+            && *speaker == other.speaker
+    }
+
     /// The peers selected for a node with these labels.
     pub fn peers_for_node(&self, labels: &BTreeMap<String, String>) -> NodePeers<'_> {
         let mut out = NodePeers::default();

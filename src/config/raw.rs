@@ -8,6 +8,8 @@
 //! Scalars are read with yaml.v2's rules, as MetalLB read them: a string field takes
 //! any scalar as written (`password: 0123` is `"0123"`), an integer field takes a plain
 //! YAML 1.1 integer, a boolean field a plain YAML 1.1 boolean, and null means absent.
+//! One rule for every optional string field (MetalLB's and the extensions'): `""`
+//! means absent too. Required strings keep `""` so that validation says what is wrong.
 //!
 //! Owns: key names, shapes and scalar types. Must not: check ranges, references or
 //! meaning (that is `validate`).
@@ -178,6 +180,8 @@ pub(crate) struct RawPool {
 
 #[derive(Debug)]
 pub(crate) struct RawAdvertisement {
+    pub path: String,
+    pub at: Location,
     pub aggregation_length: Option<Int>,
     pub aggregation_length_v6: Option<Int>,
     pub localpref: Option<Int>,
@@ -347,6 +351,13 @@ impl Walker<'_> {
         }
     }
 
+    /// An optional string field: `""` means "not set", as for MetalLB, whose Go structs
+    /// could not tell an empty string from an absent key (generated ConfigMaps, such as
+    /// Equinix Metal's cloud controller's, write every optional field as `""`).
+    fn optional_text(&mut self, field: (Option<&Node>, String)) -> Option<Text> {
+        self.text(field).filter(|t| !t.value.is_empty())
+    }
+
     fn int(&mut self, (node, path): (Option<&Node>, String)) -> Option<Int> {
         let node = node?;
         match &node.kind {
@@ -421,7 +432,13 @@ impl Walker<'_> {
     }
 
     /// A map of scalar to scalar (`bgp-communities`, `match-labels`). Null values are "".
-    fn text_map(&mut self, (node, path): (Option<&Node>, String)) -> Vec<(Text, Text)> {
+    /// `value` says what each value must be, for the message about a value that is a
+    /// list or a mapping (an unrendered template such as `{{ .Values.rack }}` is one).
+    fn text_map(
+        &mut self,
+        (node, path): (Option<&Node>, String),
+        value: &'static str,
+    ) -> Vec<(Text, Text)> {
         let Some(node) = node else { return Vec::new() };
         let entries = match &node.kind {
             NodeKind::Map(entries) => entries,
@@ -454,7 +471,15 @@ impl Walker<'_> {
                 NodeKind::Scalar(s) if s.is_null() => String::new(),
                 NodeKind::Scalar(s) => s.text.clone(),
                 _ => {
-                    self.wrong_type(v, value_path, "a single value");
+                    let found = format!("{} {}", v.describe(), v.flow());
+                    self.error(
+                        value_path,
+                        v.at,
+                        ConfigErrorKind::WrongType {
+                            expected: value,
+                            found,
+                        },
+                    );
                     continue;
                 }
             };
@@ -490,7 +515,10 @@ impl Walker<'_> {
                 raw.peers.push(p);
             }
         }
-        raw.communities = self.text_map(f.get("bgp-communities"));
+        raw.communities = self.text_map(
+            f.get("bgp-communities"),
+            "a community (a single value such as \"65000:100\")",
+        );
         let (pools, path) = f.get("address-pools");
         for (i, node) in self
             .sequence(pools, &path)
@@ -566,13 +594,13 @@ impl Walker<'_> {
             peer_asn: self.int(f.get("peer-asn")),
             my_asn: self.int(f.get("my-asn")),
             peer_port: self.int(f.get("peer-port")),
-            hold_time: self.text(f.get("hold-time")),
-            keepalive_time: self.text(f.get("keepalive-time")),
-            router_id: self.text(f.get("router-id")),
-            source_address: self.text(f.get("source-address")),
-            password: self.text(f.get("password")),
+            hold_time: self.optional_text(f.get("hold-time")),
+            keepalive_time: self.optional_text(f.get("keepalive-time")),
+            router_id: self.optional_text(f.get("router-id")),
+            source_address: self.optional_text(f.get("source-address")),
+            password: self.optional_text(f.get("password")),
             ebgp_multihop: self.boolean(f.get("ebgp-multihop")),
-            bfd_profile: self.text(f.get("bfd-profile")),
+            bfd_profile: self.optional_text(f.get("bfd-profile")),
             node_selectors,
             ext: self.extensions(&f),
             path,
@@ -586,16 +614,16 @@ impl Walker<'_> {
                 .map(|mf| RawMaxPrefix {
                     at: mf.at,
                     limit: self.int(mf.get("limit")),
-                    action: self.text(mf.get("action")),
+                    action: self.optional_text(mf.get("action")),
                     path,
                 }),
             _ => None,
         };
         RawExtensions {
             graceful_restart: self.boolean(f.get("graceful-restart")),
-            graceful_restart_time: self.text(f.get("graceful-restart-time")),
-            connect_retry_time: self.text(f.get("connect-retry-time")),
-            origin: self.text(f.get("origin")),
+            graceful_restart_time: self.optional_text(f.get("graceful-restart-time")),
+            connect_retry_time: self.optional_text(f.get("connect-retry-time")),
+            origin: self.optional_text(f.get("origin")),
             pod_cidr_communities: self.text_list(f.get("pod-cidr-communities")),
             pod_cidr_local_pref: self.int(f.get("pod-cidr-local-pref")),
             max_prefix,
@@ -606,7 +634,10 @@ impl Walker<'_> {
 
     fn selector(&mut self, node: &Node, path: String) -> Option<RawSelector> {
         let f = self.mapping(node, &path, SELECTOR_KEYS)?;
-        let match_labels = self.text_map(f.get("match-labels"));
+        let match_labels = self.text_map(
+            f.get("match-labels"),
+            "a label value (a single string such as \"rack-1\")",
+        );
         let (exprs, exprs_path) = f.get("match-expressions");
         let mut match_expressions = Vec::new();
         for (i, e) in self
@@ -643,6 +674,8 @@ impl Walker<'_> {
                     let p = index(&apath, i);
                     if let Some(af) = self.mapping(a, &p, ADVERTISEMENT_KEYS) {
                         ads.push(RawAdvertisement {
+                            path: p.clone(),
+                            at: af.at,
                             aggregation_length: self.int(af.get("aggregation-length")),
                             aggregation_length_v6: self.int(af.get("aggregation-length-v6")),
                             localpref: self.int(af.get("localpref")),

@@ -47,9 +47,18 @@ pub(crate) fn validate(
     errors: Vec<ConfigError>,
     failed: BTreeSet<String>,
 ) -> Result<Config, ConfigErrors> {
-    let mut v = Validator { errors, failed };
-    let config = v.config(raw);
+    let mut v = Validator {
+        errors,
+        failed,
+        warnings: Vec::new(),
+        bad_community_names: BTreeSet::new(),
+    };
+    let mut config = v.config(raw);
     if v.errors.is_empty() {
+        config.warnings = v.warnings;
+        config
+            .warnings
+            .sort_by_key(|w| w.location.map(|l| (l.line, l.column)));
         Ok(config)
     } else {
         Err(ConfigErrors::new(v.errors))
@@ -59,6 +68,11 @@ pub(crate) fn validate(
 struct Validator {
     errors: Vec<ConfigError>,
     failed: BTreeSet<String>,
+    /// What MetalLB 0.12 refused and Cilium's fork accepted: kept, and said.
+    warnings: Vec<ConfigError>,
+    /// `bgp-communities` names whose value is invalid: reported once, at the
+    /// definition, not again at each use.
+    bad_community_names: BTreeSet<String>,
 }
 
 /// The speaker extensions of one peer or of the `speaker` block, each validated, None
@@ -140,11 +154,16 @@ impl Validator {
         }
     }
 
+    /// As Go's `net.ParseIP`, which MetalLB used: the address alone, no whitespace.
     fn ip(&mut self, field: &Text) -> Option<IpAddr> {
-        match IpAddr::from_str(field.value.trim()) {
+        match IpAddr::from_str(&field.value) {
             Ok(ip) => Some(ip.to_canonical()),
             Err(_) => {
-                self.invalid(field, shown(field), "is not an IP address");
+                let reason = format!(
+                    "is not an IP address{}",
+                    whitespace_hint::<IpAddr>(&field.value)
+                );
+                self.invalid(field, shown(field), reason);
                 None
             }
         }
@@ -237,12 +256,12 @@ impl Validator {
             ttl_security: defaults.ttl_security.as_ref().is_some_and(|t| t.0),
         };
         let mut peers = Vec::new();
+        let mut routers = Vec::new();
         for rp in &raw.peers {
-            if let Some(p) = self.peer(rp, &speaker, &communities, &bfd_profiles) {
+            if let Some(p) = self.peer(rp, &speaker, &communities, &bfd_profiles, &mut routers) {
                 peers.push(p);
             }
         }
-        self.duplicate_peers(&raw.peers, &peers);
         let pools = self.pools(&raw.pools, &communities);
         Config {
             peers,
@@ -250,6 +269,7 @@ impl Validator {
             communities,
             bfd_profiles,
             speaker,
+            warnings: Vec::new(),
         }
     }
 
@@ -299,25 +319,65 @@ impl Validator {
                 Ok(c) => {
                     out.insert(name.value.clone(), c);
                 }
-                Err(reason) => self.invalid(value, shown(value), reason),
+                Err(reason) => {
+                    self.bad_community_names.insert(name.value.clone());
+                    self.invalid(value, shown(value), reason);
+                }
             }
         }
         out
     }
 
     /// Resolves a communities list: names from `bgp-communities`, well-known names,
-    /// `a:b` and `large:a:b:c`. Duplicates are dropped (a set on the wire).
+    /// `a:b` and `large:a:b:c`. Duplicates are dropped (a set on the wire); with
+    /// `warn_repeats` (an advertisement's list, where MetalLB 0.12 refused a repeat and
+    /// Cilium's fork took it) each repeat is also a warning.
     fn community_list(
         &mut self,
         list: &TextList,
         defined: &BTreeMap<String, CommunityValue>,
+        warn_repeats: bool,
     ) -> (Vec<Community>, Vec<LargeCommunity>) {
         let (mut std, mut large) = (Vec::new(), Vec::new());
+        let mut seen: Vec<(CommunityValue, &Text)> = Vec::new();
         for item in &list.value {
-            match resolve_community(&item.value, defined) {
-                Ok(CommunityValue::Standard(c)) => std.push(c),
-                Ok(CommunityValue::Large(l)) => large.push(l),
-                Err(reason) => self.invalid(item, shown(item), reason),
+            if self.bad_community_names.contains(&item.value) {
+                // Already reported where the name is defined.
+                continue;
+            }
+            let value = match resolve_community(&item.value, defined) {
+                Ok(v) => v,
+                Err(reason) => {
+                    self.invalid(item, shown(item), reason);
+                    continue;
+                }
+            };
+            if let Some((_, first)) = seen.iter().find(|(v, _)| *v == value) {
+                if warn_repeats {
+                    let index = first.path.rsplit('[').next().unwrap_or("");
+                    // MetalLB compared the text: only a repeat written the same way
+                    // was refused.
+                    let reason = if first.value == item.value {
+                        format!("repeats communities[{index}: sent once (MetalLB 0.12 refused a repeated community, Cilium's MetalLB accepted it)")
+                    } else {
+                        format!(
+                            "is the same community as communities[{index} ({}): sent once",
+                            shown(first)
+                        )
+                    };
+                    self.warnings.push(ConfigError::invalid(
+                        item.path.clone(),
+                        Some(item.at),
+                        shown(item),
+                        reason,
+                    ));
+                }
+                continue;
+            }
+            seen.push((value, item));
+            match value {
+                CommunityValue::Standard(c) => std.push(c),
+                CommunityValue::Large(l) => large.push(l),
             }
         }
         std.sort();
@@ -390,7 +450,7 @@ impl Validator {
             communities: raw
                 .pod_cidr_communities
                 .as_ref()
-                .map(|l| self.community_list(l, communities)),
+                .map(|l| self.community_list(l, communities, false)),
             local_pref: raw.pod_cidr_local_pref.as_ref().and_then(|l| {
                 let v = self.range_u32(l, 0, u32::MAX)?;
                 Some((
@@ -417,6 +477,7 @@ impl Validator {
         speaker: &SpeakerOptions,
         communities: &BTreeMap<String, CommunityValue>,
         bfd_profiles: &BTreeMap<String, BfdProfile>,
+        routers: &mut Vec<Router>,
     ) -> Option<Peer> {
         let my_asn = self
             .required(&r.my_asn, &r.path, "my-asn", r.at)
@@ -468,8 +529,7 @@ impl Validator {
             },
         };
         let password = match &r.password {
-            // An empty password means none, as in MetalLB.
-            Some(p) if p.value.is_empty() => Some(None),
+            // An empty password is absent already (raw's one rule for optional strings).
             None => Some(None),
             Some(p) if p.value.contains(['\n', '\r']) => {
                 self.invalid(p, "<redacted>".into(), "must not contain a line break");
@@ -495,7 +555,6 @@ impl Validator {
             );
         }
         let bfd_profile = match &r.bfd_profile {
-            Some(b) if b.value.is_empty() => Some(None),
             None => Some(None),
             Some(b) if bfd_profiles.contains_key(&b.value) => Some(Some(b.value.clone())),
             Some(b) => {
@@ -521,6 +580,17 @@ impl Validator {
         }
         node_selectors.sort();
         node_selectors.dedup();
+        if let (Some(address), Some(port), true) = (address, port, selectors_ok) {
+            self.duplicate_peer(
+                r,
+                Router {
+                    index: r.index,
+                    key: PeerKey { address, port },
+                    node_selectors: node_selectors.clone(),
+                },
+                routers,
+            );
+        }
 
         let ext = self.extensions(&r.ext, communities);
         if let Some((true, at, path)) = &ext.ttl_security {
@@ -585,7 +655,7 @@ impl Validator {
 
     /// A BGP Identifier: 4 octets (RFC 4271 section 4.2), non-zero (RFC 6286).
     fn router_id(&mut self, f: &Text) -> Option<Ipv4Addr> {
-        match IpAddr::from_str(f.value.trim()).map(|ip| ip.to_canonical()) {
+        match IpAddr::from_str(&f.value).map(|ip| ip.to_canonical()) {
             Ok(IpAddr::V4(id)) if id == Ipv4Addr::UNSPECIFIED => {
                 let reason = "must not be 0.0.0.0 (the BGP Identifier is non-zero, RFC 6286)";
                 self.invalid(f, shown(f), reason);
@@ -598,7 +668,11 @@ impl Validator {
                 None
             }
             Err(_) => {
-                self.invalid(f, shown(f), "is not an IPv4 address");
+                let reason = format!(
+                    "is not an IPv4 address{}",
+                    whitespace_hint::<IpAddr>(&f.value)
+                );
+                self.invalid(f, shown(f), reason);
                 None
             }
         }
@@ -625,8 +699,8 @@ impl Validator {
         }
     }
 
-    /// MetalLB: default hold/3; not above the hold time. Also: not zero while the hold
-    /// time is not (the session would expire), compared before truncation as MetalLB.
+    /// MetalLB: default hold/3; truncated to whole seconds, then not above the hold
+    /// time. Also: not zero while the hold time is not (the session would expire).
     /// Checked on its own when the hold time is invalid, so both errors show.
     fn keepalive_time(&mut self, t: Option<&Text>, hold: Option<Duration>) -> Option<Duration> {
         let Some(t) = t else {
@@ -638,7 +712,10 @@ impl Validator {
             return None;
         };
         let hold = hold?;
-        if exact > hold {
+        // MetalLB truncated to whole seconds first, then compared: 30.9s with a 30s
+        // hold time is 30s and fine.
+        let whole = Duration::from_secs(exact.as_secs());
+        if whole > hold {
             self.invalid(
                 t,
                 shown(t),
@@ -646,7 +723,6 @@ impl Validator {
             );
             return None;
         }
-        let whole = Duration::from_secs(exact.as_secs());
         if whole.is_zero() && !hold.is_zero() {
             self.invalid(t, shown(t), "must be at least 1s when hold-time is not 0");
             return None;
@@ -691,6 +767,13 @@ impl Validator {
                 ok = false;
                 continue;
             };
+            let values_path = format!("{}.values", ex.path);
+            if self.failed.contains(&values_path) {
+                // Not a list: raw said so; "values set can't be empty" would be a second
+                // error about the same mistake.
+                ok = false;
+                continue;
+            }
             let values: Vec<String> = ex
                 .values
                 .iter()
@@ -700,7 +783,6 @@ impl Validator {
                 Ok(r) => reqs.push(r),
                 Err(errs) => {
                     ok = false;
-                    let values_path = format!("{}.values", ex.path);
                     for e in errs {
                         match e.field {
                             RequirementField::Key => self.invalid(key, e.value, e.reason),
@@ -731,31 +813,26 @@ impl Validator {
     /// address and port, so two entries for the same router that select the same nodes
     /// are refused too. (Entries whose selectors differ are fine: per-rack routers
     /// often share an address; a node they both select is reported at run time.)
-    fn duplicate_peers(&mut self, raw: &[RawPeer], peers: &[Peer]) {
-        for (j, b) in peers.iter().enumerate() {
-            if let Some(a) = peers[..j]
-                .iter()
-                .find(|a| a.key() == b.key() && a.node_selectors == b.node_selectors)
-            {
-                let Some(r) = raw.iter().find(|r| r.index == b.index) else {
-                    continue;
-                };
-                let scope = if b.node_selectors.is_empty() {
-                    "every node"
-                } else {
-                    "the same nodes"
-                };
-                self.other(
-                    &r.path,
-                    r.at,
-                    format!(
-                        "same router {} as peers[{}], for {scope}: a node can hold only one session per peer-address and peer-port",
-                        b.key(),
-                        a.index
-                    ),
-                );
-            }
+    /// Checked on what identifies the router alone, so that a duplicate is reported
+    /// together with any other error of either entry.
+    fn duplicate_peer(&mut self, r: &RawPeer, router: Router, seen: &mut Vec<Router>) {
+        if let Some(first) = seen
+            .iter()
+            .find(|s| s.key == router.key && s.node_selectors == router.node_selectors)
+        {
+            let scope = if router.node_selectors.is_empty() {
+                "every node"
+            } else {
+                "the same nodes"
+            };
+            let message = format!(
+                "same router {} as peers[{}], for {scope}: a node can hold only one session per peer-address and peer-port",
+                router.key, first.index
+            );
+            self.other(&r.path, r.at, message);
+            return;
         }
+        seen.push(router);
     }
 
     fn pools(
@@ -848,9 +925,26 @@ impl Validator {
                     advertisements.push(BgpAdvertisement::default())
                 }
                 (_, Some(ads)) => {
+                    let mut first: Vec<&RawAdvertisement> = Vec::new();
                     for a in &ads.value {
-                        if let Some(ad) = self.advertisement(a, &per_entry, communities) {
-                            advertisements.push(ad);
+                        let Some(ad) = self.advertisement(a, &per_entry, communities) else {
+                            continue;
+                        };
+                        match advertisements.iter().position(|b| *b == ad) {
+                            // MetalLB 0.12 refused two equal advertisements, Cilium's
+                            // fork took them; both announce the same, so keep one.
+                            Some(i) => self.warnings.push(ConfigError::new(
+                                a.path.clone(),
+                                Some(a.at),
+                                ConfigErrorKind::Other(format!(
+                                    "means the same as {}: announced once (MetalLB 0.12 refused an advertisement written twice, Cilium's MetalLB accepted it)",
+                                    first[i].path.rsplit('.').next().unwrap_or(""),
+                                )),
+                            )),
+                            None => {
+                                advertisements.push(ad);
+                                first.push(a);
+                            }
                         }
                     }
                 }
@@ -920,7 +1014,7 @@ impl Validator {
         let (communities, large_communities) = match &r.communities {
             Some(list) => {
                 let before = self.errors.len();
-                let c = self.community_list(list, communities);
+                let c = self.community_list(list, communities, true);
                 ok &= self.errors.len() == before;
                 c
             }
@@ -934,6 +1028,13 @@ impl Validator {
             large_communities,
         })
     }
+}
+
+/// What identifies a `peers` entry's router for one node, for the duplicate check.
+struct Router {
+    index: usize,
+    key: PeerKey,
+    node_selectors: Vec<LabelSelector>,
 }
 
 /// The did-you-mean for names the file itself defines (profiles, communities).
@@ -1018,20 +1119,21 @@ pub(crate) fn resolve_community(
 /// One `addresses` entry: a CIDR (host bits cleared, as Go's ParseCIDR) or a range
 /// `first-last` summarised into CIDRs.
 pub(crate) fn parse_addresses(s: &str) -> Result<Vec<IpNet>, String> {
+    // A CIDR is read as Go's net.ParseCIDR reads it: no whitespace. The two ends of a
+    // range may have spaces around them (MetalLB trimmed them: "10.0.0.1 - 10.0.0.6").
     let Some((start, end)) = s.split_once('-') else {
-        return match IpNet::from_str(s.trim()) {
+        return match IpNet::from_str(s) {
             Ok(net) => Ok(vec![net.trunc()]),
-            Err(_) if IpAddr::from_str(s.trim()).is_ok() => {
+            Err(_) if IpAddr::from_str(s).is_ok() => {
                 let len = if s.contains(':') { 128 } else { 32 };
                 Err(format!(
-                    "is not a CIDR or an address range (write \"{}/{len}\" for one address)",
-                    s.trim()
+                    "is not a CIDR or an address range (write \"{s}/{len}\" for one address)"
                 ))
             }
-            Err(_) => Err(
-                "is not a CIDR (\"10.0.0.0/24\") or an address range (\"10.0.0.10-10.0.0.20\")"
-                    .into(),
-            ),
+            Err(_) => Err(format!(
+                "is not a CIDR (\"10.0.0.0/24\") or an address range (\"10.0.0.10-10.0.0.20\"){}",
+                whitespace_hint::<IpNet>(s)
+            )),
         };
     };
     let start_ip = IpAddr::from_str(start.trim()).map(|ip| ip.to_canonical());
@@ -1095,6 +1197,16 @@ fn summarize(mut start: u128, end: u128, bits: u32) -> Vec<(u128, u8)> {
             return out;
         }
         start = block_end + 1;
+    }
+}
+
+/// The hint for a value that would be valid without its surrounding whitespace: Go's
+/// parsers (and so MetalLB) refused it, and a quoted `"10.0.0.1 "` is easy to miss.
+fn whitespace_hint<T: FromStr>(s: &str) -> &'static str {
+    if s.trim() != s && T::from_str(s.trim()).is_ok() {
+        ": remove the whitespace around it"
+    } else {
+        ""
     }
 }
 
