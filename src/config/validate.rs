@@ -161,7 +161,7 @@ impl Validator {
             Err(_) => {
                 let reason = format!(
                     "is not an IP address{}",
-                    whitespace_hint::<IpAddr>(&field.value)
+                    address_hint::<IpAddr>(&field.value)
                 );
                 self.invalid(field, shown(field), reason);
                 None
@@ -670,7 +670,7 @@ impl Validator {
             Err(_) => {
                 let reason = format!(
                     "is not an IPv4 address{}",
-                    whitespace_hint::<IpAddr>(&f.value)
+                    address_hint::<IpAddr>(&f.value)
                 );
                 self.invalid(f, shown(f), reason);
                 None
@@ -1122,17 +1122,17 @@ pub(crate) fn parse_addresses(s: &str) -> Result<Vec<IpNet>, String> {
     // A CIDR is read as Go's net.ParseCIDR reads it: no whitespace. The two ends of a
     // range may have spaces around them (MetalLB trimmed them: "10.0.0.1 - 10.0.0.6").
     let Some((start, end)) = s.split_once('-') else {
-        return match IpNet::from_str(s) {
-            Ok(net) => Ok(vec![net.trunc()]),
-            Err(_) if IpAddr::from_str(s).is_ok() => {
+        return match cidr(s) {
+            Some(net) => Ok(vec![net.trunc()]),
+            None if IpAddr::from_str(s).is_ok() => {
                 let len = if s.contains(':') { 128 } else { 32 };
                 Err(format!(
                     "is not a CIDR or an address range (write \"{s}/{len}\" for one address)"
                 ))
             }
-            Err(_) => Err(format!(
+            None => Err(format!(
                 "is not a CIDR (\"10.0.0.0/24\") or an address range (\"10.0.0.10-10.0.0.20\"){}",
-                whitespace_hint::<IpNet>(s)
+                address_hint::<IpNet>(s)
             )),
         };
     };
@@ -1200,13 +1200,48 @@ fn summarize(mut start: u128, end: u128, bits: u32) -> Vec<(u128, u8)> {
     }
 }
 
-/// The hint for a value that would be valid without its surrounding whitespace: Go's
-/// parsers (and so MetalLB) refused it, and a quoted `"10.0.0.1 "` is easy to miss.
-fn whitespace_hint<T: FromStr>(s: &str) -> &'static str {
+/// `address/length`, the address read as everywhere else (std's strict parser: no
+/// leading zeros in IPv4 octets, which `ipnet`'s own parser would take).
+fn cidr(s: &str) -> Option<IpNet> {
+    let (addr, len) = s.split_once('/')?;
+    if len.is_empty() || len.len() > 3 || !len.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    IpNet::new(IpAddr::from_str(addr).ok()?, len.parse().ok()?).ok()
+}
+
+/// Why an address or CIDR that almost parses does not, for the message: whitespace
+/// around it (Go's parsers, and so MetalLB, refused it too, and a quoted `"10.0.0.1 "`
+/// is easy to miss), or an IPv4 octet with a leading zero (MetalLB 0.12, built with Go
+/// 1.16, read `10.0.0.01` as 10.0.0.1; other tools read it as octal, so it is refused).
+fn address_hint<T: FromStr>(s: &str) -> String {
     if s.trim() != s && T::from_str(s.trim()).is_ok() {
-        ": remove the whitespace around it"
+        return ": remove the whitespace around it".into();
+    }
+    let (addr, len) = match s.split_once('/') {
+        Some((a, l)) => (a, Some(l)),
+        None => (s, None),
+    };
+    let octets: Vec<&str> = addr.split('.').collect();
+    let decimal = |o: &&str| !o.is_empty() && o.len() <= 3 && o.bytes().all(|b| b.is_ascii_digit());
+    if octets.len() != 4 || !octets.iter().all(decimal) {
+        return String::new();
+    }
+    let stripped: Vec<&str> = octets
+        .iter()
+        .map(|o| match o.trim_start_matches('0') {
+            "" => "0",
+            rest => rest,
+        })
+        .collect();
+    let mut plain = stripped.join(".");
+    if let Some(l) = len {
+        plain = format!("{plain}/{l}");
+    }
+    if plain != addr && T::from_str(&plain).is_ok() {
+        format!(": an IPv4 octet with a leading zero is ambiguous (decimal to MetalLB 0.12, octal to other tools); write {}", quote(&plain))
     } else {
-        ""
+        String::new()
     }
 }
 
@@ -1285,7 +1320,6 @@ mod tests {
         let ok: &[(&str, &[&str])] = &[
             ("10.5.112.0/21", &["10.5.112.0/21"]),
             ("10.5.112.7/21", &["10.5.112.0/21"]),
-            (" 10.0.0.0/8 ", &["10.0.0.0/8"]),
             ("2001:db8::/64", &["2001:db8::/64"]),
             ("10.0.0.0-10.0.0.255", &["10.0.0.0/24"]),
             (
@@ -1312,6 +1346,8 @@ mod tests {
             ("10.0.0.1-2001:db8::1", "is not an address range: 10.0.0.1 and 2001:db8::1 are of different address families"),
             ("10.0.0.1-x", "is not an address range: \"x\" is not an IP address"),
             ("-10.0.0.1", "is not an address range: \"\" is not an IP address"),
+            // Go's net.ParseCIDR, as MetalLB, takes no whitespace around a CIDR.
+            (" 10.0.0.0/8 ", "is not a CIDR (\"10.0.0.0/24\") or an address range (\"10.0.0.10-10.0.0.20\"): remove the whitespace around it"),
         ];
         for (s, want) in bad {
             assert_eq!(parse_addresses(s), Err(want.to_string()), "{s}");
