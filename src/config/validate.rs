@@ -1210,38 +1210,14 @@ fn cidr(s: &str) -> Option<IpNet> {
     IpNet::new(IpAddr::from_str(addr).ok()?, len.parse().ok()?).ok()
 }
 
-/// Why an address or CIDR that almost parses does not, for the message: whitespace
-/// around it (Go's parsers, and so MetalLB, refused it too, and a quoted `"10.0.0.1 "`
-/// is easy to miss), or an IPv4 octet with a leading zero (MetalLB 0.12, built with Go
-/// 1.16, read `10.0.0.01` as 10.0.0.1; other tools read it as octal, so it is refused).
-fn address_hint<T: FromStr>(s: &str) -> String {
+/// The hint for an address or CIDR that would be valid without its surrounding
+/// whitespace: Go's parsers, and so MetalLB, refused it too, and a quoted `"10.0.0.1 "`
+/// is easy to miss.
+fn address_hint<T: FromStr>(s: &str) -> &'static str {
     if s.trim() != s && T::from_str(s.trim()).is_ok() {
-        return ": remove the whitespace around it".into();
-    }
-    let (addr, len) = match s.split_once('/') {
-        Some((a, l)) => (a, Some(l)),
-        None => (s, None),
-    };
-    let octets: Vec<&str> = addr.split('.').collect();
-    let decimal = |o: &&str| !o.is_empty() && o.len() <= 3 && o.bytes().all(|b| b.is_ascii_digit());
-    if octets.len() != 4 || !octets.iter().all(decimal) {
-        return String::new();
-    }
-    let stripped: Vec<&str> = octets
-        .iter()
-        .map(|o| match o.trim_start_matches('0') {
-            "" => "0",
-            rest => rest,
-        })
-        .collect();
-    let mut plain = stripped.join(".");
-    if let Some(l) = len {
-        plain = format!("{plain}/{l}");
-    }
-    if plain != addr && T::from_str(&plain).is_ok() {
-        format!(": an IPv4 octet with a leading zero is ambiguous (decimal to MetalLB 0.12, octal to other tools); write {}", quote(&plain))
+        ": remove the whitespace around it"
     } else {
-        String::new()
+        ""
     }
 }
 
