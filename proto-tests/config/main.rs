@@ -1,8 +1,9 @@
 //! The bgp-config: table-driven tests of every field's valid and invalid values and
 //! messages, selector semantics, reload plans, the last-good-config policy, the
-//! sample files and the `check` command.
+//! sample files and the `check` command, and fidelity to MetalLB 0.12.1's parser.
 
 mod compat;
+mod fidelity;
 mod fields;
 mod pools;
 mod reload;

@@ -668,10 +668,7 @@ impl Validator {
                 None
             }
             Err(_) => {
-                let reason = format!(
-                    "is not an IPv4 address{}",
-                    address_hint::<IpAddr>(&f.value)
-                );
+                let reason = format!("is not an IPv4 address{}", address_hint::<IpAddr>(&f.value));
                 self.invalid(f, shown(f), reason);
                 None
             }

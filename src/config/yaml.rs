@@ -220,7 +220,10 @@ pub(crate) fn parse_documents(text: &str) -> Result<Vec<Node>, ConfigError> {
         })?;
         let starts_node = matches!(
             event,
-            Event::Scalar(..) | Event::SequenceStart(..) | Event::MappingStart(..) | Event::Alias(_)
+            Event::Scalar(..)
+                | Event::SequenceStart(..)
+                | Event::MappingStart(..)
+                | Event::Alias(_)
         );
         if starts_node && matches!(builder.stack.last(), Some(Frame::Seq { .. })) {
             let line = lines.get(span.start.line().wrapping_sub(1)).copied();
@@ -248,7 +251,10 @@ fn tab_after_dash(line: &str, col: usize) -> Option<usize> {
     if !dash_is_indicator {
         return None;
     }
-    before[gap..].iter().position(|c| *c == '\t').map(|i| gap + i)
+    before[gap..]
+        .iter()
+        .position(|c| *c == '\t')
+        .map(|i| gap + i)
 }
 
 fn syntax(at: Location, message: impl Into<String>) -> ConfigError {
