@@ -646,4 +646,36 @@ mod tests {
         let e = parse_documents(&text).unwrap_err();
         assert!(e.to_string().contains("document too large"), "{e}");
     }
+
+    #[test]
+    fn a_tab_after_a_block_list_dash() {
+        // (line, item column) -> the tab's column, or None.
+        let cases: &[(&str, usize, Option<usize>)] = &[
+            ("-\tpeer-address: x", 2, Some(1)),
+            ("  - \t10.0.0.0/24", 5, Some(4)),
+            ("- - \tx", 5, Some(4)),
+            ("- peer-address: x", 2, None),
+            ("  -   x", 6, None),
+            // Not a list dash: part of a value, or a dash right after text.
+            ("a-\tb", 3, None),
+            ("", 0, None),
+        ];
+        for (line, col, want) in cases {
+            assert_eq!(tab_after_dash(line, *col), *want, "{line:?}");
+        }
+    }
+
+    #[test]
+    fn flow_shows_a_collection_briefly() {
+        assert_eq!(
+            one("{a: [1, \"x\"], b: {c: d}}").flow(),
+            r#"{a: [1, "x"], b: {c: d}}"#
+        );
+        let long = format!("[{}]", vec!["abcdefghij"; 20].join(", "));
+        let shown = one(&long).flow();
+        assert!(
+            shown.ends_with("...") && shown.chars().count() == 63,
+            "{shown}"
+        );
+    }
 }
