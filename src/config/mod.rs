@@ -4,7 +4,8 @@
 //!
 //! Pipeline: text -> [`yaml`] nodes (positions, YAML 1.1 scalars as yaml.v2 read
 //! them) -> [`raw`] fields (unknown keys, shapes, types) -> [`validate`] -> [`Config`].
-//! Every problem of a file is collected into one [`ConfigErrors`]. [`reload`] plans
+//! Every problem of a file is collected into one [`ConfigErrors`]; what is taken but
+//! worth saying is in [`Config::warnings`]. [`reload`] plans
 //! what a new config changes for one node's sessions; [`state`] keeps the last good
 //! config in force when a new one is bad or deleted; [`check`] is the `check` command.
 //!

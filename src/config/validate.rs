@@ -5,7 +5,9 @@
 //! MetalLB 0.12 (`internal/config/config.go`) is the reference for what is accepted;
 //! where this file rejects something MetalLB let through, the reason is that the
 //! session could never work (a 17-bit hold time, an IPv6 router-id, a source address
-//! of the other family...). `config/README.md` lists those differences.
+//! of the other family...). What MetalLB 0.12 refused but Cilium's fork accepted (an
+//! advertisement or a community written twice) is taken with a warning in
+//! [`Config::warnings`]. `config/README.md` has the table of those differences.
 //!
 //! Owns: every semantic check and its message. Must not: look at YAML nodes (that is
 //! `raw`) or at anything outside the document.

@@ -656,7 +656,7 @@ mod tests {
             ("- - \tx", 5, Some(4)),
             ("- peer-address: x", 2, None),
             ("  -   x", 6, None),
-            // Not a list dash: part of a value, or a dash right after text.
+            // Not a list dash: a dash right after text, or no dash at all.
             ("a-\tb", 3, None),
             ("", 0, None),
         ];
