@@ -150,7 +150,8 @@ pub struct RunArgs {
     pub source_address: Option<IpAddr>,
 
     /// The BGP Identifier of sessions whose peer sets no router-id (default: the node's
-    /// IPv4 InternalIP, else an IPv4 --source-address).
+    /// IPv4 InternalIP, else an IPv4 --source-address, else one derived from the node
+    /// name).
     #[arg(long, env = "PODCIDR_ROUTER_ID", value_name = "IPV4")]
     pub router_id: Option<Ipv4Addr>,
 

@@ -8,11 +8,13 @@
 //! - [`plan`](mod@plan): the planner, its rules (peer selection, next hops, ownership of
 //!   prefixes claimed by several nodes, attributes) and the tracker of its findings.
 //! - [`report`]: the `plan` command's table and JSON rendering of a [`Plan`].
+//! - [`router_id`](mod@router_id): the BGP Identifier of a node without a configured one.
 //! - this file: the types the planner hands the peer driver, and [`diff`].
 
 mod error;
 pub mod plan;
 pub mod report;
+pub mod router_id;
 
 pub use error::RoutesError;
 pub use plan::{
