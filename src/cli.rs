@@ -285,6 +285,14 @@ pub struct StatusArgs {
     /// Print the /status JSON document instead of the tables.
     #[arg(long)]
     pub json: bool,
+    /// Also show each peer's Adj-RIB-Out: the routes it holds from this speaker (next
+    /// hop, attributes, since when) and what is pending, counted whole.
+    #[arg(long)]
+    pub routes: bool,
+    /// With --routes: list at most this many routes per peer (held, and pending; the
+    /// speaker caps it at 10000).
+    #[arg(long, value_name = "N", default_value_t = crate::metrics::server::DEFAULT_ROUTES_LIMIT, requires = "routes")]
+    pub limit: usize,
 }
 
 #[derive(Debug, Args)]

@@ -15,7 +15,7 @@ use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
-use crate::metrics::board::{PeerReport, Status};
+use crate::metrics::board::{PeerReport, RouteReport, RoutesReport, Status};
 
 /// Where the daemon serves its endpoint by default (`run --metrics-addr`).
 pub const DEFAULT_ADDR: &str = "127.0.0.1:9477";
@@ -76,8 +76,19 @@ pub enum StatusError {
 }
 
 /// The `status` command: fetch, print (tables or JSON) and return the exit status.
-pub fn command(addr: &str, json: bool, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
-    let status = match fetch(addr, DEFAULT_TIMEOUT) {
+/// With `routes`, each peer's Adj-RIB-Out too, that many routes listed per peer.
+pub fn command(
+    addr: &str,
+    json: bool,
+    routes: Option<usize>,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> u8 {
+    let path = match routes {
+        Some(limit) => format!("/status?routes={limit}"),
+        None => "/status".to_owned(),
+    };
+    let status = match fetch_path(addr, &path, DEFAULT_TIMEOUT) {
         Ok(s) => s,
         Err(e) => {
             let _ = writeln!(err, "podcidr-speaker status: {e}");
@@ -100,9 +111,14 @@ pub fn command(addr: &str, json: bool, out: &mut dyn Write, err: &mut dyn Write)
 
 /// GETs `/status` from `addr` (HOST:PORT) and decodes it.
 pub fn fetch(addr: &str, timeout: Duration) -> Result<Status, StatusError> {
+    fetch_path(addr, "/status", timeout)
+}
+
+/// GETs a status document at `path` (`/status`, `/status?routes=N`) and decodes it.
+pub fn fetch_path(addr: &str, path: &str, timeout: Duration) -> Result<Status, StatusError> {
     let deadline = Instant::now() + timeout;
     let target = resolve(addr)?;
-    let (code, body) = get(target, addr, "/status", deadline, timeout)?;
+    let (code, body) = get(target, addr, path, deadline, timeout)?;
     if code != 200 {
         return Err(StatusError::Status {
             addr: target,
@@ -332,6 +348,13 @@ impl fmt::Display for Summary<'_> {
             write!(f, "{t}")?;
         }
 
+        for p in &s.peers {
+            if let Some(r) = &p.routes {
+                writeln!(f)?;
+                write!(f, "{}", Advertised(p, r, s.now_unix))?;
+            }
+        }
+
         if !s.sources.is_empty() {
             writeln!(f)?;
             let mut t = Table::new([
@@ -396,6 +419,110 @@ impl fmt::Display for Summary<'_> {
         }
         Ok(())
     }
+}
+
+/// One peer's Adj-RIB-Out, the way a router prints `show bgp neighbor X
+/// advertised-routes`: the counts always, the routes the document lists, and what waits.
+pub struct Advertised<'a>(pub &'a PeerReport, pub &'a RoutesReport, pub u64);
+
+impl fmt::Display for Advertised<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Advertised(p, r, now) = *self;
+        if !r.answered {
+            return writeln!(
+                f,
+                "Routes advertised to {}: the peer task did not answer (busy or stopping)",
+                p.peer
+            );
+        }
+        if !r.established {
+            return writeln!(
+                f,
+                "Routes advertised to {}: none, the session is not established",
+                p.peer
+            );
+        }
+        let shown = |n: usize, total: u64| {
+            if n as u64 == total {
+                String::new()
+            } else {
+                format!(", first {n} shown")
+            }
+        };
+        writeln!(
+            f,
+            "Routes advertised to {}: {} held{}, {} pending{}",
+            p.peer,
+            r.held,
+            shown(r.routes.len(), r.held),
+            r.pending,
+            shown(r.pending_routes.len(), r.pending),
+        )?;
+        let header = [
+            "Network",
+            "Next Hop",
+            "Path",
+            "MED",
+            "LocPrf",
+            "Communities",
+            "Since",
+        ];
+        if !r.routes.is_empty() {
+            let mut t = Table::new(header);
+            for route in &r.routes {
+                let since = match route.since_unix {
+                    Some(t) => format!("{} ago", duration(now.saturating_sub(t))),
+                    None => "-".to_owned(),
+                };
+                t.row(route_row(route, since));
+            }
+            write!(f, "{t}")?;
+        }
+        if !r.pending_routes.is_empty() {
+            let mut header = header;
+            header[6] = "Pending";
+            let mut t = Table::new(header);
+            for route in &r.pending_routes {
+                let what = route.pending.clone().unwrap_or_else(|| "-".to_owned());
+                t.row(route_row(route, what));
+            }
+            write!(f, "{t}")?;
+        }
+        Ok(())
+    }
+}
+
+fn route_row(r: &RouteReport, last: String) -> [String; 7] {
+    let or_dash = |v: Option<String>| v.unwrap_or_else(|| "-".to_owned());
+    let mut path: Vec<String> = r.as_path.iter().map(u32::to_string).collect();
+    if let Some(origin) = &r.origin {
+        // The origin code ends the path, as routers print it (i, e, ?).
+        path.push(
+            match origin.as_str() {
+                "igp" => "i",
+                "egp" => "e",
+                _ => "?",
+            }
+            .to_owned(),
+        );
+    }
+    [
+        r.prefix.clone(),
+        or_dash(r.next_hop.clone()),
+        if path.is_empty() {
+            "-".to_owned()
+        } else {
+            path.join(" ")
+        },
+        or_dash(r.med.map(|m| m.to_string())),
+        or_dash(r.local_pref.map(|l| l.to_string())),
+        if r.communities.is_empty() {
+            "-".to_owned()
+        } else {
+            r.communities.join(" ")
+        },
+        last,
+    ]
 }
 
 fn peer_row(p: &PeerReport) -> [String; 9] {

@@ -88,7 +88,7 @@ impl RouteDiff {
 /// The minimal announce/withdraw sets between what a peer holds and what it must hold:
 /// unchanged routes (equal attributes, compared by value) produce nothing. Both inputs
 /// are sorted maps, so this is one merge walk, O(held + desired).
-pub fn diff(held: &BTreeMap<IpNet, Arc<RouteAttrs>>, desired: &DesiredRoutes) -> RouteDiff {
+pub fn diff<H: AsRef<RouteAttrs>>(held: &BTreeMap<IpNet, H>, desired: &DesiredRoutes) -> RouteDiff {
     let mut out = RouteDiff::default();
     let mut held_iter = held.iter().peekable();
     let mut want_iter = desired.iter().peekable();
@@ -113,7 +113,7 @@ pub fn diff(held: &BTreeMap<IpNet, Arc<RouteAttrs>>, desired: &DesiredRoutes) ->
                     want_iter.next();
                 }
                 std::cmp::Ordering::Equal => {
-                    if **held_attrs != route.attrs {
+                    if (*held_attrs).as_ref() != &*route.attrs {
                         out.announce.push((**w, route.attrs.clone()));
                     }
                     held_iter.next();
