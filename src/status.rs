@@ -632,6 +632,7 @@ impl fmt::Display for Table {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
 
     #[test]
     fn durations_read_like_a_router() {
@@ -640,6 +641,108 @@ mod tests {
         assert_eq!(duration(86_399), "23:59:59");
         assert_eq!(duration(86_400 + 7_380), "1d02h03m");
         assert_eq!(duration(17 * 86_400 + 4 * 3600), "2w3d04h");
+    }
+
+    fn peer_report(routes: RoutesReport) -> PeerReport {
+        PeerReport {
+            peer: "100.64.0.2:179".to_owned(),
+            address: "100.64.0.2".parse().unwrap(),
+            port: 179,
+            asn: Some(65000),
+            state: "established".to_owned(),
+            up: true,
+            state_seconds: 10,
+            established_unix: Some(990),
+            uptime_seconds: Some(10),
+            flaps: 0,
+            announced: BTreeMap::new(),
+            pending: 0,
+            received: BTreeMap::new(),
+            messages_sent: 3,
+            messages_received: 3,
+            last_error: None,
+            routes: Some(routes),
+        }
+    }
+
+    fn route(prefix: &str, pending: Option<&str>) -> RouteReport {
+        RouteReport {
+            prefix: prefix.to_owned(),
+            pending: pending.map(str::to_owned),
+            next_hop: (pending != Some("withdraw")).then(|| "100.64.0.1".to_owned()),
+            origin: (pending != Some("withdraw")).then(|| "incomplete".to_owned()),
+            as_path: if pending == Some("withdraw") { vec![] } else { vec![65001] },
+            med: None,
+            local_pref: None,
+            communities: if pending.is_none() {
+                vec!["65001:100".to_owned(), "large:65001:1:2".to_owned()]
+            } else {
+                vec![]
+            },
+            since_unix: pending.is_none().then_some(940),
+        }
+    }
+
+    #[test]
+    fn advertised_routes_render_like_a_router_with_counts_and_pending() {
+        let r = RoutesReport {
+            answered: true,
+            established: true,
+            held: 250,
+            pending: 2,
+            limit: 1,
+            routes: vec![route("10.244.1.0/24", None)],
+            pending_routes: vec![route("10.244.9.0/24", Some("withdraw"))],
+        };
+        let p = peer_report(r.clone());
+        let text = Advertised(&p, &r, 1000).to_string();
+        assert_eq!(
+            text,
+            "Routes advertised to 100.64.0.2:179: 250 held, first 1 shown, 2 pending, first 1 shown\n\
+             Network        Next Hop    Path     MED  LocPrf  Communities                Since\n\
+             10.244.1.0/24  100.64.0.1  65001 ?  -    -       65001:100 large:65001:1:2  00:01:00 ago\n\
+             Network        Next Hop  Path  MED  LocPrf  Communities  Pending\n\
+             10.244.9.0/24  -         -     -    -       -            withdraw\n"
+        );
+
+        let all = RoutesReport {
+            held: 1,
+            pending: 0,
+            pending_routes: vec![],
+            ..r.clone()
+        };
+        let text = Advertised(&p, &all, 1000).to_string();
+        assert!(text.starts_with("Routes advertised to 100.64.0.2:179: 1 held, 0 pending\n"), "{text}");
+
+        let down = RoutesReport {
+            established: false,
+            ..RoutesReport::unanswered(5)
+        };
+        let down = RoutesReport { answered: true, ..down };
+        assert!(Advertised(&p, &down, 1000)
+            .to_string()
+            .contains("none, the session is not established"));
+        let silent = RoutesReport::unanswered(5);
+        assert!(Advertised(&p, &silent, 1000)
+            .to_string()
+            .contains("did not answer"));
+
+        // In the summary, after the peers table; a document without routes has none.
+        let status = |peers: Vec<PeerReport>| Status {
+            version: "0".to_owned(),
+            now_unix: 1000,
+            node: Some("n1".to_owned()),
+            alive: true,
+            ready: true,
+            config: Default::default(),
+            sources: vec![],
+            view: None,
+            peers,
+        };
+        let with = Summary(&status(vec![p.clone()])).to_string();
+        assert!(with.contains("Routes advertised to 100.64.0.2:179: 250 held"), "{with}");
+        let without = Summary(&status(vec![PeerReport { routes: None, ..p }])).to_string();
+        assert!(!without.contains("Routes advertised"), "{without}");
     }
 
     #[test]

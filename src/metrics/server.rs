@@ -336,6 +336,22 @@ mod tests {
     }
 
     #[test]
+    fn the_routes_parameter_is_bounded_and_checked() {
+        assert_eq!(routes_limit("/status"), None);
+        assert_eq!(routes_limit("/status?x=1"), None);
+        assert_eq!(routes_limit("/status?routes"), Some(Ok(DEFAULT_ROUTES_LIMIT)));
+        assert_eq!(routes_limit("/status?routes="), Some(Ok(DEFAULT_ROUTES_LIMIT)));
+        assert_eq!(routes_limit("/status?x=1&routes=5"), Some(Ok(5)));
+        assert_eq!(routes_limit("/status?routes=0"), Some(Ok(0)));
+        assert_eq!(
+            routes_limit("/status?routes=99999999"),
+            Some(Ok(MAX_ROUTES_LIMIT))
+        );
+        let err = routes_limit("/status?routes=all").unwrap().unwrap_err();
+        assert!(err.contains("\"all\""), "{err}");
+    }
+
+    #[test]
     fn request_lines_parse_strictly() {
         assert_eq!(
             request_line(b"GET /metrics HTTP/1.1\r\n\r\n"),

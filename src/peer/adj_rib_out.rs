@@ -739,6 +739,11 @@ mod tests {
         }
     }
 
+    /// When a batch is taken; only [`AdjRibOut::snapshot`] reads it.
+    fn t0() -> Instant {
+        Instant::now()
+    }
+
     fn four_octet() -> Context {
         Context {
             four_octet_as: true,
@@ -1091,6 +1096,79 @@ mod tests {
         let lens: Vec<usize> = p.segments.iter().map(|s| s.asns.len()).collect();
         assert_eq!(lens, vec![255, 255, 90]);
         assert!(as_path(&[]).segments.is_empty());
+    }
+
+    #[test]
+    fn a_snapshot_lists_held_routes_as_sent_and_the_pending_changes_bounded() {
+        let ctx = four_octet();
+        let mut rib = AdjRibOut::new();
+        let start = Instant::now();
+        assert_eq!(rib.snapshot(10, start).established, false);
+        rib.set_desired(desired((1..=3).map(|i| (v4(i), attrs(i)))));
+        rib.established(session(ctx));
+        while rib.next_batch(1 << 20, start).is_some() {}
+        // v4(1) goes, v4(4) and v6(1) come: one withdrawal, two announcements pending.
+        let mut next: Vec<(IpNet, Arc<RouteAttrs>)> = vec![(v4(2), attrs(2)), (v4(3), attrs(3))];
+        next.push((v4(4), attrs(4)));
+        next.push((v6(1), attrs(5)));
+        rib.set_desired(desired(next));
+        let later = start + std::time::Duration::from_secs(7);
+        let snap = rib.snapshot(10, later);
+        assert!(snap.established);
+        assert_eq!(snap.taken, Some(later));
+        assert_eq!((snap.held, snap.pending), (3, 3));
+        let held: Vec<IpNet> = snap.routes.iter().map(|r| r.prefix).collect();
+        assert_eq!(held, [v4(1), v4(2), v4(3)]);
+        let first = &snap.routes[1];
+        assert_eq!(first.since, Some(start));
+        assert_eq!(first.pending, None);
+        let a = first.attrs.as_ref().unwrap();
+        assert_eq!(a.next_hop, IpAddr::V4(Ipv4Addr::new(0x64, 0x40, 0x00, 0x01)));
+        assert_eq!(a.as_path, [65001]);
+        assert_eq!(a.med, Some(2));
+        assert_eq!(a.local_pref, None, "eBGP: LOCAL_PREF is not sent");
+        assert_eq!(a.communities, [0xfde9_0064]);
+        let pending: Vec<(IpNet, Option<PendingChange>)> =
+            snap.pending_routes.iter().map(|r| (r.prefix, r.pending)).collect();
+        assert_eq!(
+            pending,
+            [
+                (v4(1), Some(PendingChange::Withdraw)),
+                (v4(4), Some(PendingChange::Announce)),
+                (v6(1), Some(PendingChange::Announce)),
+            ]
+        );
+        assert!(snap.pending_routes[0].attrs.is_none());
+        let v6_hop = snap.pending_routes[2].attrs.as_ref().unwrap().next_hop;
+        assert_eq!(v6_hop, "fd00::1".parse::<IpAddr>().unwrap());
+
+        // Bounded: the counts stay whole.
+        let small = rib.snapshot(1, later);
+        assert_eq!((small.routes.len(), small.pending_routes.len()), (1, 1));
+        assert_eq!((small.held, small.pending), (3, 3));
+
+        // Sent: the new routes carry the later time, the old ones keep theirs.
+        while rib.next_batch(1 << 20, later).is_some() {}
+        let snap = rib.snapshot(10, later);
+        assert_eq!((snap.held, snap.pending), (4, 0));
+        let since: Vec<(IpNet, Option<Instant>)> =
+            snap.routes.iter().map(|r| (r.prefix, r.since)).collect();
+        assert_eq!(
+            since,
+            [
+                (v4(2), Some(start)),
+                (v4(3), Some(start)),
+                (v4(4), Some(later)),
+                (v6(1), Some(later)),
+            ]
+        );
+
+        let mut ibgp = session(ctx);
+        ibgp.ibgp = true;
+        rib.established(ibgp);
+        while rib.next_batch(1 << 20, later).is_some() {}
+        let lp = rib.snapshot(1, later).routes[0].attrs.clone().unwrap().local_pref;
+        assert_eq!(lp, Some(200), "iBGP: LOCAL_PREF is sent");
     }
 
     #[test]
