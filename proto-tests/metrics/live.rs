@@ -107,7 +107,11 @@ fn wait_scrape(
 }
 
 fn status(endpoint: SocketAddr) -> Status {
-    let (code, body) = get(endpoint, "/status").unwrap();
+    status_at(endpoint, "/status")
+}
+
+fn status_at(endpoint: SocketAddr, path: &str) -> Status {
+    let (code, body) = get(endpoint, path).unwrap();
     assert_eq!(code, 200, "{body}");
     serde_json::from_str(&body).unwrap()
 }
@@ -323,6 +327,65 @@ fn a_running_speakers_metrics_follow_a_session_life_with_real_peers() {
     assert!(out.contains("on node n1: ready, alive"), "{out}");
     assert!(
         out.contains("n1: Node [10.244.1.0/24] vs CiliumNode [10.244.9.0/24]"),
+        "{out}"
+    );
+
+    // The Adj-RIB-Out, live: what `/status?routes` and `status --routes` show for each
+    // peer is what that peer received (prefix, next hop, path, attributes).
+    let with_routes = status_at(endpoint, "/status?routes=10");
+    for (peer, daemon, ibgp) in [
+        (&bird_peer, &bird as &dyn BgpDaemon, false),
+        (&frr_peer, &frr as &dyn BgpDaemon, true),
+    ] {
+        let report = with_routes.peers.iter().find(|p| &p.peer == peer).unwrap();
+        let r = report.routes.as_ref().expect("routes asked for");
+        assert!(r.answered && r.established, "{peer}: {r:?}");
+        assert_eq!((r.held, r.pending, r.limit), (1, 0, 10), "{peer}: {r:?}");
+        assert!(r.pending_routes.is_empty(), "{peer}: {r:?}");
+        let got = daemon
+            .wait_routes(speaker_addr, Afi::Ipv4, WAIT, &|got| got.len() == 1)
+            .unwrap_or_else(|e| panic!("{peer}: {e}"));
+        let (sent, received) = (&r.routes[0], &got[0]);
+        assert_eq!(sent.prefix, received.prefix.to_string(), "{peer}");
+        assert_eq!(sent.next_hop, Some(received.next_hop.to_string()), "{peer}");
+        assert_eq!(sent.as_path, received.as_path, "{peer}");
+        assert_eq!(sent.med, received.med, "{peer}");
+        let communities: Vec<String> = received
+            .communities
+            .iter()
+            .map(|(a, b)| format!("{a}:{b}"))
+            .collect();
+        assert_eq!(sent.communities, communities, "{peer}");
+        if ibgp {
+            assert_eq!(sent.local_pref, received.local_pref, "{peer}");
+            assert!(sent.as_path.is_empty(), "iBGP: {sent:?}");
+        } else {
+            // BIRD shows its own default on eBGP; none is sent.
+            assert_eq!(sent.local_pref, None, "{peer}");
+            assert_eq!(sent.as_path, [NODE_AS], "{peer}");
+        }
+        let since = sent.since_unix.expect("a held route has a time") as f64;
+        assert!(
+            since >= started.floor() - 1.0 && since <= unix_now() + 1.0,
+            "{peer}: since {since}, test started at {started}"
+        );
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_podcidr-speaker"))
+        .args(["status", "--routes", "--limit", "5"])
+        .args(["--addr", &endpoint.to_string()])
+        .output()
+        .unwrap();
+    let out = String::from_utf8(out.stdout).unwrap();
+    for peer in [&bird_peer, &frr_peer] {
+        assert!(
+            out.contains(&format!("Routes advertised to {peer}: 1 held, 0 pending\n")),
+            "{out}"
+        );
+    }
+    assert!(
+        out.lines().any(|l| l.starts_with("10.244.1.0/24")
+            && l.contains(&speaker_addr.to_string())
+            && l.contains(&format!("{NODE_AS} ?"))),
         "{out}"
     );
 
