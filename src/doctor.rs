@@ -346,7 +346,12 @@ pub fn diagnose(state: &ClusterState, ipam: IpamOverride) -> Diagnosis {
         unreadable: Vec::new(),
         warnings: view
             .filter(|_| in_force_known)
-            .map(|v| v.warnings.iter().map(ToString::to_string).collect::<Vec<_>>())
+            .map(|v| {
+                v.warnings
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+            })
             .unwrap_or_default()
             .into_iter()
             .chain(shared_router_ids(state))
@@ -914,7 +919,12 @@ mod tests {
         let mut s = state(
             "cluster-pool",
             &["10.0.0.0/16"],
-            &[("a", &[], None), ("b", &[], None), ("c", &[], None), ("d", &[], None)],
+            &[
+                ("a", &[], None),
+                ("b", &[], None),
+                ("c", &[], None),
+                ("d", &[], None),
+            ],
         );
         let ip = Ipv4Addr::new(192, 0, 2, 7);
         // a and b report one InternalIP; c is IPv6-only and derives the same value as
@@ -922,8 +932,7 @@ mod tests {
         s.nodes.get_mut("a").unwrap().internal_ipv4 = Some(ip);
         s.nodes.get_mut("b").unwrap().internal_ipv4 = Some(ip);
         s.nodes.get_mut("c").unwrap().internal_ipv6 = Some("fd00::c".parse().unwrap());
-        s.nodes.get_mut("d").unwrap().internal_ipv4 =
-            Some(crate::routes::router_id::derived("c"));
+        s.nodes.get_mut("d").unwrap().internal_ipv4 = Some(crate::routes::router_id::derived("c"));
         let d = diagnose(&s, IpamOverride::Auto);
         let shared: Vec<&String> = d
             .warnings
@@ -931,7 +940,8 @@ mod tests {
             .filter(|w| w.starts_with("BGP Identifier"))
             .collect();
         assert_eq!(shared.len(), 2, "{:?}", d.warnings);
-        let ab = format!("{ip} would be shared by a (the IPv4 InternalIP), b (the IPv4 InternalIP)");
+        let ab =
+            format!("{ip} would be shared by a (the IPv4 InternalIP), b (the IPv4 InternalIP)");
         assert!(shared.iter().any(|w| w.contains(&ab)), "{shared:?}");
         assert!(
             shared

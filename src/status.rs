@@ -671,7 +671,11 @@ mod tests {
             pending: pending.map(str::to_owned),
             next_hop: (pending != Some("withdraw")).then(|| "100.64.0.1".to_owned()),
             origin: (pending != Some("withdraw")).then(|| "incomplete".to_owned()),
-            as_path: if pending == Some("withdraw") { vec![] } else { vec![65001] },
+            as_path: if pending == Some("withdraw") {
+                vec![]
+            } else {
+                vec![65001]
+            },
             med: None,
             local_pref: None,
             communities: if pending.is_none() {
@@ -712,13 +716,19 @@ mod tests {
             ..r.clone()
         };
         let text = Advertised(&p, &all, 1000).to_string();
-        assert!(text.starts_with("Routes advertised to 100.64.0.2:179: 1 held, 0 pending\n"), "{text}");
+        assert!(
+            text.starts_with("Routes advertised to 100.64.0.2:179: 1 held, 0 pending\n"),
+            "{text}"
+        );
 
         let down = RoutesReport {
             established: false,
             ..RoutesReport::unanswered(5)
         };
-        let down = RoutesReport { answered: true, ..down };
+        let down = RoutesReport {
+            answered: true,
+            ..down
+        };
         assert!(Advertised(&p, &down, 1000)
             .to_string()
             .contains("none, the session is not established"));
@@ -740,7 +750,10 @@ mod tests {
             peers,
         };
         let with = Summary(&status(vec![p.clone()])).to_string();
-        assert!(with.contains("Routes advertised to 100.64.0.2:179: 250 held"), "{with}");
+        assert!(
+            with.contains("Routes advertised to 100.64.0.2:179: 250 held"),
+            "{with}"
+        );
         let without = Summary(&status(vec![PeerReport { routes: None, ..p }])).to_string();
         assert!(!without.contains("Routes advertised"), "{without}");
     }

@@ -23,7 +23,7 @@ use serde_json::Value;
 use crate::deploy::{monitoring, rules};
 use crate::harness::bird::Bird;
 use crate::harness::process::{write_file, Process};
-use crate::harness::{v4, wait_for, Neighbor, PeerOpts};
+use crate::harness::{v4, wait_for, BgpDaemon, Neighbor, PeerOpts};
 use crate::isolated;
 use crate::speaker::{node_ip, Inputs, NodeSpec, Speaker};
 
@@ -62,7 +62,9 @@ fn promtool(args: &[&str], stdin: Option<&str>) -> (bool, String) {
         .spawn()
         .expect("run promtool");
     let mut input = child.stdin.take().unwrap();
-    input.write_all(stdin.unwrap_or_default().as_bytes()).unwrap();
+    input
+        .write_all(stdin.unwrap_or_default().as_bytes())
+        .unwrap();
     drop(input);
     let out = child.wait_with_output().unwrap();
     let text = format!(
@@ -91,12 +93,15 @@ fn promtool_checks_the_rules_and_their_unit_tests_cover_every_alert() {
         .as_sequence()
         .unwrap()
         .iter()
-        .flat_map(|t| t["alert_rule_test"].as_sequence().cloned().unwrap_or_default())
+        .flat_map(|t| {
+            t["alert_rule_test"]
+                .as_sequence()
+                .cloned()
+                .unwrap_or_default()
+        })
         .map(|c| {
             let name = c["alertname"].as_str().unwrap().to_owned();
-            let fires = c["exp_alerts"]
-                .as_sequence()
-                .is_some_and(|a| !a.is_empty());
+            let fires = c["exp_alerts"].as_sequence().is_some_and(|a| !a.is_empty());
             (name, fires)
         })
         .collect();
@@ -125,9 +130,7 @@ fn get(addr: SocketAddr, path: &str) -> Result<(u16, String), String> {
     )
     .map_err(|e| e.to_string())?;
     let mut answer = Vec::new();
-    stream
-        .read_to_end(&mut answer)
-        .map_err(|e| e.to_string())?;
+    stream.read_to_end(&mut answer).map_err(|e| e.to_string())?;
     let (code, body) = podcidr_speaker::status::parse_response(&answer)?;
     Ok((code, String::from_utf8_lossy(&body).into_owned()))
 }
@@ -166,7 +169,10 @@ impl Prometheus {
         let api = SocketAddr::new(listen, 9090);
         let mut cmd = Command::new("prometheus");
         cmd.arg(format!("--config.file={}", config.display()))
-            .arg(format!("--storage.tsdb.path={}", dir.join("tsdb").display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("tsdb").display()
+            ))
             .arg(format!("--web.listen-address={api}"))
             .arg("--log.level=warn");
         let process =
@@ -214,9 +220,11 @@ impl Prometheus {
 
     /// Waits until `expr` has exactly one series, of value `want`.
     fn wait_value(&self, expr: &str, want: f64) {
-        wait_for(&format!("{expr} == {want}"), WAIT, || match self.value(expr)? {
-            v if v == want => Ok(()),
-            v => Err(format!("{expr} is {v}")),
+        wait_for(&format!("{expr} == {want}"), WAIT, || {
+            match self.value(expr)? {
+                v if v == want => Ok(()),
+                v => Err(format!("{expr} is {v}")),
+            }
         })
         .unwrap();
     }
@@ -310,16 +318,23 @@ fn a_real_prometheus_follows_a_live_speaker_through_a_peer_outage() {
         .unwrap();
         assert_eq!(got, kind, "{family}");
     }
-    prom.wait_value(&format!("podcidr_speaker_session_flaps_total{{{sel}}}"), 0.0);
+    prom.wait_value(
+        &format!("podcidr_speaker_session_flaps_total{{{sel}}}"),
+        0.0,
+    );
 
     // Down: BIRD shuts the session; Prometheus sees it drop, the prefixes go, one flap.
-    bird.shutdown_neighbor(speaker_addr).expect("disable the session");
+    bird.shutdown_neighbor(speaker_addr)
+        .expect("disable the session");
     prom.wait_value(&format!("podcidr_speaker_session_up{{{sel}}}"), 0.0);
     prom.wait_value(
         &format!("podcidr_speaker_announced_prefixes{{{sel},afi=\"ipv4\"}}"),
         0.0,
     );
-    prom.wait_value(&format!("podcidr_speaker_session_flaps_total{{{sel}}}"), 1.0);
+    prom.wait_value(
+        &format!("podcidr_speaker_session_flaps_total{{{sel}}}"),
+        1.0,
+    );
     prom.wait_value(
         &format!("podcidr_speaker_session_state{{{sel},state=\"established\"}}"),
         0.0,
@@ -327,7 +342,8 @@ fn a_real_prometheus_follows_a_live_speaker_through_a_peer_outage() {
 
     // Back: up again, the prefix announced again, and the stored history holds both
     // changes.
-    bird.enable_neighbor(speaker_addr).expect("enable the session");
+    bird.enable_neighbor(speaker_addr)
+        .expect("enable the session");
     prom.wait_value(&format!("podcidr_speaker_session_up{{{sel}}}"), 1.0);
     prom.wait_value(
         &format!("podcidr_speaker_announced_prefixes{{{sel},afi=\"ipv4\"}}"),
@@ -338,8 +354,10 @@ fn a_real_prometheus_follows_a_live_speaker_through_a_peer_outage() {
         .unwrap();
     assert!(changes >= 2.0, "{changes} changes of session_up");
     assert_eq!(
-        prom.value(&format!("min_over_time(podcidr_speaker_session_up{{{sel}}}[5m])"))
-            .unwrap(),
+        prom.value(&format!(
+            "min_over_time(podcidr_speaker_session_up{{{sel}}}[5m])"
+        ))
+        .unwrap(),
         0.0
     );
     assert_eq!(
@@ -350,13 +368,19 @@ fn a_real_prometheus_follows_a_live_speaker_through_a_peer_outage() {
     let observations = prom
         .value("podcidr_speaker_event_to_update_seconds_count")
         .unwrap();
-    assert!(observations >= 2.0, "{observations}: the re-announcement counts");
+    assert!(
+        observations >= 2.0,
+        "{observations}: the re-announcement counts"
+    );
 
     // promtool's linter has nothing to say about the live exposition.
     let (code, body) = get(endpoint, "/metrics").unwrap();
     assert_eq!(code, 200);
     let (ok, out) = promtool(&["check", "metrics"], Some(&body));
-    assert!(ok && out.trim().is_empty(), "promtool check metrics:\n{out}");
+    assert!(
+        ok && out.trim().is_empty(),
+        "promtool check metrics:\n{out}"
+    );
 
     let exit = speaker.terminate();
     assert!(exit.success(), "exit {exit}:\n{}", speaker.log_tail(30));

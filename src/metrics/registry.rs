@@ -28,9 +28,9 @@ use crate::config::state::{ConfigStatus, Update};
 use crate::config::PeerKey;
 use crate::doctor::overlaps;
 use crate::peer::{Beat, PeerStatus, Refusal, RoutesQuery};
-use tokio::sync::mpsc;
 use crate::sources::model::{IpamError, IpamMode, NodeView};
 use crate::sources::{Resource, SourceStatus};
+use tokio::sync::mpsc;
 
 /// The prefix of every metric name.
 pub const NAMESPACE: &str = "podcidr_speaker";

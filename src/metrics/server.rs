@@ -188,11 +188,13 @@ fn json(status: &super::Status) -> Response {
 /// `routes`), or why the value is refused.
 pub fn routes_limit(target: &str) -> Option<Result<usize, String>> {
     let (_, query) = target.split_once('?')?;
-    let value = query.split('&').find_map(|pair| match pair.split_once('=') {
-        Some(("routes", v)) => Some(Some(v)),
-        None if pair == "routes" => Some(None),
-        _ => None,
-    })?;
+    let value = query
+        .split('&')
+        .find_map(|pair| match pair.split_once('=') {
+            Some(("routes", v)) => Some(Some(v)),
+            None if pair == "routes" => Some(None),
+            _ => None,
+        })?;
     Some(match value {
         None | Some("") => Ok(DEFAULT_ROUTES_LIMIT),
         Some(v) => v
@@ -339,8 +341,14 @@ mod tests {
     fn the_routes_parameter_is_bounded_and_checked() {
         assert_eq!(routes_limit("/status"), None);
         assert_eq!(routes_limit("/status?x=1"), None);
-        assert_eq!(routes_limit("/status?routes"), Some(Ok(DEFAULT_ROUTES_LIMIT)));
-        assert_eq!(routes_limit("/status?routes="), Some(Ok(DEFAULT_ROUTES_LIMIT)));
+        assert_eq!(
+            routes_limit("/status?routes"),
+            Some(Ok(DEFAULT_ROUTES_LIMIT))
+        );
+        assert_eq!(
+            routes_limit("/status?routes="),
+            Some(Ok(DEFAULT_ROUTES_LIMIT))
+        );
         assert_eq!(routes_limit("/status?x=1&routes=5"), Some(Ok(5)));
         assert_eq!(routes_limit("/status?routes=0"), Some(Ok(0)));
         assert_eq!(

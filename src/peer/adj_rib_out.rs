@@ -357,7 +357,9 @@ impl AdjRibOut {
             // too.
             for (p, r) in self.desired.iter() {
                 let fam = Family::of(p).afi_safi();
-                if self.resend.contains(&fam) && self.held.get(p).is_some_and(|h| *h.attrs == *r.attrs) {
+                if self.resend.contains(&fam)
+                    && self.held.get(p).is_some_and(|h| *h.attrs == *r.attrs)
+                {
                     announce.push((*p, r.attrs.clone()));
                 }
             }
@@ -854,7 +856,10 @@ mod tests {
             .collect();
         routes.extend((0..20_000).map(|i| (v6(i), a.clone())));
         rib.set_desired(desired(routes.clone()));
-        assert!(rib.next_batch(1 << 20, t0()).is_none(), "no session, no work");
+        assert!(
+            rib.next_batch(1 << 20, t0()).is_none(),
+            "no session, no work"
+        );
         rib.established(session(ctx));
         assert_eq!(rib.pending(), 80_000);
 
@@ -1103,7 +1108,7 @@ mod tests {
         let ctx = four_octet();
         let mut rib = AdjRibOut::new();
         let start = Instant::now();
-        assert_eq!(rib.snapshot(10, start).established, false);
+        assert!(!rib.snapshot(10, start).established);
         rib.set_desired(desired((1..=3).map(|i| (v4(i), attrs(i)))));
         rib.established(session(ctx));
         while rib.next_batch(1 << 20, start).is_some() {}
@@ -1123,13 +1128,19 @@ mod tests {
         assert_eq!(first.since, Some(start));
         assert_eq!(first.pending, None);
         let a = first.attrs.as_ref().unwrap();
-        assert_eq!(a.next_hop, IpAddr::V4(Ipv4Addr::new(0x64, 0x40, 0x00, 0x01)));
+        assert_eq!(
+            a.next_hop,
+            IpAddr::V4(Ipv4Addr::new(0x64, 0x40, 0x00, 0x01))
+        );
         assert_eq!(a.as_path, [65001]);
         assert_eq!(a.med, Some(2));
         assert_eq!(a.local_pref, None, "eBGP: LOCAL_PREF is not sent");
         assert_eq!(a.communities, [0xfde9_0064]);
-        let pending: Vec<(IpNet, Option<PendingChange>)> =
-            snap.pending_routes.iter().map(|r| (r.prefix, r.pending)).collect();
+        let pending: Vec<(IpNet, Option<PendingChange>)> = snap
+            .pending_routes
+            .iter()
+            .map(|r| (r.prefix, r.pending))
+            .collect();
         assert_eq!(
             pending,
             [
@@ -1167,7 +1178,11 @@ mod tests {
         ibgp.ibgp = true;
         rib.established(ibgp);
         while rib.next_batch(1 << 20, later).is_some() {}
-        let lp = rib.snapshot(1, later).routes[0].attrs.clone().unwrap().local_pref;
+        let lp = rib.snapshot(1, later).routes[0]
+            .attrs
+            .clone()
+            .unwrap()
+            .local_pref;
         assert_eq!(lp, Some(200), "iBGP: LOCAL_PREF is sent");
     }
 

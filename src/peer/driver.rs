@@ -17,9 +17,7 @@ use super::listener::Inbound;
 use super::observer::{Direction, PeerObserver};
 use super::socket;
 use super::spec::PeerSpec;
-use super::{
-    Beat, PeerError, PeerStatus, RoutesQuery, Shutdown, DAEMON_GONE_MESSAGE, IDLE_WAKE,
-};
+use super::{Beat, PeerError, PeerStatus, RoutesQuery, Shutdown, DAEMON_GONE_MESSAGE, IDLE_WAKE};
 use crate::bgp::session::{
     detect_collision, Action, Input, NotificationInfo, Session, Side, State, StopReason,
 };

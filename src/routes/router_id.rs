@@ -148,7 +148,10 @@ mod tests {
         // fnv1a32("a") = 0xe40c292c; 0xe40c292c * 222 * 2^24 >> 32 = 0xc5_8a8d5e...
         let index = ((0xe40c_292cu64 * (222u64 << 24)) >> 32) as u32;
         assert_eq!(index >> 24, 197);
-        assert_eq!(derived("a"), Ipv4Addr::from((199 << 24) | (index & 0xff_ffff)));
+        assert_eq!(
+            derived("a"),
+            Ipv4Addr::from((199 << 24) | (index & 0xff_ffff))
+        );
         assert_eq!(derived("worker-1"), derived("worker-1"));
         assert_ne!(derived("worker-1"), derived("worker-2"));
     }
