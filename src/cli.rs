@@ -70,11 +70,14 @@ pub enum Command {
       --cluster-state config/cluster-state/outage --node master1 --announce cluster -o json")]
     Plan(PlanArgs),
     /// Show a running speaker's sessions like `show bgp summary`, with its node, IPAM
-    /// mode, sources and drift warnings (its /status endpoint). Exit 0 when a config is
-    /// in force and every peer is Established, 1 otherwise, 2 when it cannot be reached.
+    /// mode, sources and drift warnings (its /status endpoint); with --routes, what each
+    /// peer holds from it and what is pending, like `show bgp neighbor X
+    /// advertised-routes`. Exit 0 when a config is in force and every peer is
+    /// Established, 1 otherwise, 2 when it cannot be reached.
     #[command(after_help = "Examples:
   podcidr-speaker status --addr 10.5.0.11:9477
-  podcidr-speaker status --addr 127.0.0.1:9477 --json")]
+  podcidr-speaker status --addr 127.0.0.1:9477 --json
+  podcidr-speaker status --routes --limit 20")]
     Status(StatusArgs),
     /// Diagnose the cluster's pod CIDRs: per node the Node and CiliumNode CIDRs, which is
     /// in force for the IPAM mode, drift, overlaps between nodes and CIDRs outside the

@@ -30,7 +30,7 @@ use crate::deploy::{check_expr, dashboard_exprs, monitoring, rules};
 use crate::exposition::{parse, Scrape};
 use crate::harness::bird::Bird;
 use crate::harness::frr::Frr;
-use crate::harness::{v4, wait_for, Afi, Announce, BgpDaemon, Neighbor, PeerOpts};
+use crate::harness::{v4, v6, wait_for, Afi, Announce, BgpDaemon, Neighbor, PeerOpts};
 use crate::isolated;
 use crate::speaker::{net, node_ip, Inputs, NodeSpec, Speaker};
 
@@ -924,4 +924,61 @@ fn a_live_scrape_shows_drift_refusals_conflicts_source_errors_and_a_sent_notific
         "exit {exit} on SIGTERM:\n{}",
         speaker.log_tail(30)
     );
+}
+
+/// An IPv6-only node (no IPv4 InternalIP, no `--router-id`, an IPv6 source address):
+/// its session comes up with the BGP Identifier derived from its name, which is what
+/// BIRD shows as the neighbor's ID, and its IPv6 pod CIDR is announced.
+#[test]
+fn an_ipv6_only_node_peers_with_the_identifier_derived_from_its_name() {
+    let (speaker_addr, bird_addr) = (v6(1), v6(2));
+    let Some(ns) = isolated!(&[speaker_addr, bird_addr], Duration::from_secs(120)) else {
+        return;
+    };
+    let bird = Bird::start(
+        ns.dir(),
+        PeerOpts::new(v4(2), BIRD_AS)
+            .local_addr6(bird_addr)
+            .neighbor(Neighbor::new(speaker_addr, NODE_AS).ipv6_only()),
+    )
+    .expect("start BIRD");
+    let inputs = Inputs::new(ns.dir(), "kubernetes", "10.244.0.0/16");
+    inputs.write_config(&format!(
+        "peers:\n  - peer-address: {bird_addr}\n    peer-asn: {BIRD_AS}\n    my-asn: {NODE_AS}\nspeaker:\n  connect-retry-time: 1s\n"
+    ));
+    let cidr = "fd00:10:244:6::/64";
+    inputs.write_node(
+        &NodeSpec::new("worker-v6", speaker_addr)
+            .node_cidrs(&[cidr])
+            .cilium_cidrs(&[cidr]),
+    );
+    let args: Vec<String> = vec![
+        "--node=worker-v6".into(),
+        format!("--bgp-config={}", inputs.config_path().display()),
+        format!("--cluster-state={}", inputs.cluster_path().display()),
+        format!("--source-address={speaker_addr}"),
+        format!("--metrics-addr={}", SocketAddr::new(speaker_addr, 9477)),
+    ];
+    let mut speaker = Speaker::start(ns.dir(), "worker-v6", &args);
+    let want = podcidr_speaker::routes::router_id::derived("worker-v6");
+    bird.wait_routes(speaker_addr, Afi::Ipv6, WAIT, &|got| {
+        got.iter()
+            .any(|r| r.prefix == net(cidr) && r.next_hop == speaker_addr)
+    })
+    .unwrap_or_else(|e| panic!("{e}\n--- speaker log ---\n{}", speaker.log_tail(30)));
+    let shown = bird
+        .control(&format!(
+            "show protocols all {}",
+            crate::harness::bird::proto_name(speaker_addr)
+        ))
+        .unwrap();
+    let neighbor_id = shown
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Neighbor ID:"))
+        .map(str::trim)
+        .unwrap_or_else(|| panic!("no neighbor ID in:\n{shown}"));
+    assert_eq!(neighbor_id, want.to_string(), "{shown}");
+
+    let exit = speaker.terminate();
+    assert!(exit.success(), "exit {exit}:\n{}", speaker.log_tail(30));
 }
