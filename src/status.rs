@@ -449,7 +449,7 @@ impl fmt::Display for Advertised<'_> {
                 format!(", first {n} shown")
             }
         };
-        writeln!(
+        write!(
             f,
             "Routes advertised to {}: {} held{}, {} pending{}",
             p.peer,
@@ -458,6 +458,10 @@ impl fmt::Display for Advertised<'_> {
             r.pending,
             shown(r.pending_routes.len(), r.pending),
         )?;
+        if r.unwritten_octets > 0 {
+            write!(f, ", {} octets not yet written", r.unwritten_octets)?;
+        }
+        writeln!(f)?;
         let header = [
             "Network",
             "Next Hop",
@@ -694,6 +698,7 @@ mod tests {
             established: true,
             held: 250,
             pending: 2,
+            unwritten_octets: 0,
             limit: 1,
             routes: vec![route("10.244.1.0/24", None)],
             pending_routes: vec![route("10.244.9.0/24", Some("withdraw"))],
@@ -718,6 +723,17 @@ mod tests {
         let text = Advertised(&p, &all, 1000).to_string();
         assert!(
             text.starts_with("Routes advertised to 100.64.0.2:179: 1 held, 0 pending\n"),
+            "{text}"
+        );
+        let writing = RoutesReport {
+            unwritten_octets: 4096,
+            ..all.clone()
+        };
+        let text = Advertised(&p, &writing, 1000).to_string();
+        assert!(
+            text.starts_with(
+                "Routes advertised to 100.64.0.2:179: 1 held, 0 pending, 4096 octets not yet written\n"
+            ),
             "{text}"
         );
 

@@ -13,7 +13,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 
 use crate::config::Community;
-use crate::peer::{RibSnapshot, SentRoute};
+use crate::peer::{RoutesAnswer, SentRoute};
 use crate::routes::report::{large_text, origin_name};
 
 /// Everything `/status` reports.
@@ -158,6 +158,9 @@ pub struct RoutesReport {
     pub held: u64,
     /// Prefixes queued to announce or withdraw, not yet handed to the session.
     pub pending: u64,
+    /// Octets encoded (held routes' UPDATEs among them) and not yet taken by the socket.
+    #[serde(default)]
+    pub unwritten_octets: u64,
     /// The most routes listed in each of `routes` and `pending_routes`.
     pub limit: usize,
     /// The first held routes, by prefix.
@@ -199,9 +202,10 @@ impl PeerReport {
 }
 
 impl RoutesReport {
-    /// A peer task's snapshot as of `now` (wall clock; the snapshot's own times are
+    /// A peer task's answer as of `now` (wall clock; the snapshot's own times are
     /// monotonic, so each `since` becomes `now` minus its age).
-    pub fn from_snapshot(snap: &RibSnapshot, limit: usize, now: SystemTime) -> RoutesReport {
+    pub fn from_answer(answer: &RoutesAnswer, limit: usize, now: SystemTime) -> RoutesReport {
+        let snap = &answer.rib;
         let now_unix = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
         let route = |r: &SentRoute| {
             let since_unix = match (r.since, snap.taken) {
@@ -236,6 +240,7 @@ impl RoutesReport {
             established: snap.established,
             held: snap.held,
             pending: snap.pending,
+            unwritten_octets: answer.write_buffer as u64,
             limit,
             routes: snap.routes.iter().map(route).collect(),
             pending_routes: snap.pending_routes.iter().map(route).collect(),
@@ -249,6 +254,7 @@ impl RoutesReport {
             established: false,
             held: 0,
             pending: 0,
+            unwritten_octets: 0,
             limit,
             routes: Vec::new(),
             pending_routes: Vec::new(),

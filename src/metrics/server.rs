@@ -237,7 +237,7 @@ pub async fn respond_async(head: &[u8], metrics: &Metrics) -> (Response, bool) {
             .find(|p| p.address == key.address && p.port == key.port)
         {
             p.routes = Some(match answer {
-                Some(snap) => super::board::RoutesReport::from_snapshot(&snap, limit, now),
+                Some(answer) => super::board::RoutesReport::from_answer(&answer, limit, now),
                 None => super::board::RoutesReport::unanswered(limit),
             });
         }

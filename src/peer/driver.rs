@@ -17,7 +17,10 @@ use super::listener::Inbound;
 use super::observer::{Direction, PeerObserver};
 use super::socket;
 use super::spec::PeerSpec;
-use super::{Beat, PeerError, PeerStatus, RoutesQuery, Shutdown, DAEMON_GONE_MESSAGE, IDLE_WAKE};
+use super::{
+    Beat, PeerError, PeerStatus, RoutesAnswer, RoutesQuery, Shutdown, DAEMON_GONE_MESSAGE,
+    IDLE_WAKE,
+};
 use crate::bgp::session::{
     detect_collision, Action, Input, NotificationInfo, Session, Side, State, StopReason,
 };
@@ -266,7 +269,10 @@ impl Task {
                 Event::DesiredClosed => desired_open = false,
                 Event::Query(q) => {
                     // Err: the asker gave up waiting.
-                    let _ = q.reply.send(self.rib.snapshot(q.limit, now));
+                    let _ = q.reply.send(RoutesAnswer {
+                        rib: self.rib.snapshot(q.limit, now),
+                        write_buffer: self.main.conn.as_ref().map_or(0, |c| c.wbuf.len()),
+                    });
                 }
                 Event::QueriesClosed => self.queries = None,
                 Event::Nothing => {}

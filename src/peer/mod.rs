@@ -125,14 +125,23 @@ impl PeerStatus {
     }
 }
 
-/// A request for a [`RibSnapshot`] of a peer task's Adj-RIB-Out (`status --routes`):
-/// the task answers between two events, so the send path never waits on a reader and
-/// nothing is copied until someone asks.
+/// A request for a [`RibSnapshot`] (in a [`RoutesAnswer`]) of a peer task's Adj-RIB-Out
+/// (`status --routes`): the task answers between two events, so the send path never
+/// waits on a reader and nothing is copied until someone asks.
 #[derive(Debug)]
 pub struct RoutesQuery {
     /// Routes listed at most, held and pending each (both are counted whole).
     pub limit: usize,
-    pub reply: oneshot::Sender<RibSnapshot>,
+    pub reply: oneshot::Sender<RoutesAnswer>,
+}
+
+/// A peer task's answer to a [`RoutesQuery`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RoutesAnswer {
+    pub rib: RibSnapshot,
+    /// UPDATEs (and KEEPALIVEs) encoded and not yet taken by the socket, in octets: what
+    /// the held routes' last changes may still be waiting in.
+    pub write_buffer: usize,
 }
 
 /// Queries waiting for one task: a few readers at once, more are refused at once.
@@ -144,7 +153,7 @@ pub async fn query_routes(
     queries: &mpsc::Sender<RoutesQuery>,
     limit: usize,
     timeout: Duration,
-) -> Option<RibSnapshot> {
+) -> Option<RoutesAnswer> {
     let (reply, answer) = oneshot::channel();
     queries.try_send(RoutesQuery { limit, reply }).ok()?;
     tokio::time::timeout(timeout, answer).await.ok()?.ok()
