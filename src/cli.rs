@@ -70,11 +70,14 @@ pub enum Command {
       --cluster-state config/cluster-state/outage --node master1 --announce cluster -o json")]
     Plan(PlanArgs),
     /// Show a running speaker's sessions like `show bgp summary`, with its node, IPAM
-    /// mode, sources and drift warnings (its /status endpoint). Exit 0 when a config is
-    /// in force and every peer is Established, 1 otherwise, 2 when it cannot be reached.
+    /// mode, sources and drift warnings (its /status endpoint); with --routes, what each
+    /// peer holds from it and what is pending, like `show bgp neighbor X
+    /// advertised-routes`. Exit 0 when a config is in force and every peer is
+    /// Established, 1 otherwise, 2 when it cannot be reached.
     #[command(after_help = "Examples:
   podcidr-speaker status --addr 10.5.0.11:9477
-  podcidr-speaker status --addr 127.0.0.1:9477 --json")]
+  podcidr-speaker status --addr 127.0.0.1:9477 --json
+  podcidr-speaker status --routes --limit 20")]
     Status(StatusArgs),
     /// Diagnose the cluster's pod CIDRs: per node the Node and CiliumNode CIDRs, which is
     /// in force for the IPAM mode, drift, overlaps between nodes and CIDRs outside the
@@ -150,7 +153,8 @@ pub struct RunArgs {
     pub source_address: Option<IpAddr>,
 
     /// The BGP Identifier of sessions whose peer sets no router-id (default: the node's
-    /// IPv4 InternalIP, else an IPv4 --source-address).
+    /// IPv4 InternalIP, else an IPv4 --source-address, else one derived from the node
+    /// name).
     #[arg(long, env = "PODCIDR_ROUTER_ID", value_name = "IPV4")]
     pub router_id: Option<Ipv4Addr>,
 
@@ -284,6 +288,14 @@ pub struct StatusArgs {
     /// Print the /status JSON document instead of the tables.
     #[arg(long)]
     pub json: bool,
+    /// Also show each peer's Adj-RIB-Out: the routes it holds from this speaker (next
+    /// hop, attributes, since when) and what is pending, counted whole.
+    #[arg(long)]
+    pub routes: bool,
+    /// With --routes: list at most this many routes per peer (held, and pending; the
+    /// speaker caps it at 10000).
+    #[arg(long, value_name = "N", default_value_t = crate::metrics::server::DEFAULT_ROUTES_LIMIT, requires = "routes")]
+    pub limit: usize,
 }
 
 #[derive(Debug, Args)]

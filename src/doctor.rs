@@ -11,6 +11,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::io::Write;
+use std::net::Ipv4Addr;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -20,6 +21,7 @@ use kube::api::{ListParams, ObjectList};
 use kube::{Api, Client};
 use serde::de::DeserializeOwned;
 
+use crate::routes::router_id::{router_id, shared, RouterIdOrigin};
 use crate::sources::file::load;
 use crate::sources::kube::{self as kube_source, ConfigMapRef};
 use crate::sources::model::{
@@ -344,9 +346,47 @@ pub fn diagnose(state: &ClusterState, ipam: IpamOverride) -> Diagnosis {
         unreadable: Vec::new(),
         warnings: view
             .filter(|_| in_force_known)
-            .map(|v| v.warnings.iter().map(ToString::to_string).collect())
-            .unwrap_or_default(),
+            .map(|v| {
+                v.warnings
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default()
+            .into_iter()
+            .chain(shared_router_ids(state))
+            .collect(),
     }
+}
+
+/// One warning per BGP Identifier that two nodes or more would use, under the rule the
+/// speaker follows without `--router-id` or `--source-address` ([`router_id`]): peers
+/// may refuse the second session, or break ties between their paths at random.
+fn shared_router_ids(state: &ClusterState) -> Vec<String> {
+    let ids: Vec<(Arc<str>, Ipv4Addr, RouterIdOrigin)> = state
+        .nodes
+        .iter()
+        .map(|(name, facts)| {
+            let (id, origin) = router_id(None, facts.internal_ipv4, None, name);
+            (Arc::from(name.as_str()), id, origin)
+        })
+        .collect();
+    let origin_of: BTreeMap<&str, RouterIdOrigin> =
+        ids.iter().map(|(n, _, o)| (n.as_ref(), *o)).collect();
+    shared(ids.iter().map(|(n, id, _)| (n, *id)))
+        .into_iter()
+        .map(|(id, nodes)| {
+            let list: Vec<String> = nodes
+                .iter()
+                .map(|n| format!("{n} ({})", origin_of[n.as_ref()]))
+                .collect();
+            format!(
+                "BGP Identifier {id} would be shared by {}: set router-id in the bgp-config \
+                 (a node selector per node) or give the nodes distinct IPv4 InternalIPs",
+                list.join(", ")
+            )
+        })
+        .collect()
 }
 
 impl fmt::Display for Diagnosis {
@@ -872,6 +912,54 @@ mod tests {
         let text = d.to_string();
         assert!(text.contains("? (ipam undecided)"), "{text}");
         assert!(text.contains("\"eni\" is not supported"), "{text}");
+    }
+
+    #[test]
+    fn nodes_that_would_share_a_bgp_identifier_are_warned_about() {
+        let mut s = state(
+            "cluster-pool",
+            &["10.0.0.0/16"],
+            &[
+                ("a", &[], None),
+                ("b", &[], None),
+                ("c", &[], None),
+                ("d", &[], None),
+            ],
+        );
+        let ip = Ipv4Addr::new(192, 0, 2, 7);
+        // a and b report one InternalIP; c is IPv6-only and derives the same value as
+        // d's InternalIP; nothing else is shared.
+        s.nodes.get_mut("a").unwrap().internal_ipv4 = Some(ip);
+        s.nodes.get_mut("b").unwrap().internal_ipv4 = Some(ip);
+        s.nodes.get_mut("c").unwrap().internal_ipv6 = Some("fd00::c".parse().unwrap());
+        s.nodes.get_mut("d").unwrap().internal_ipv4 = Some(crate::routes::router_id::derived("c"));
+        let d = diagnose(&s, IpamOverride::Auto);
+        let shared: Vec<&String> = d
+            .warnings
+            .iter()
+            .filter(|w| w.starts_with("BGP Identifier"))
+            .collect();
+        assert_eq!(shared.len(), 2, "{:?}", d.warnings);
+        let ab =
+            format!("{ip} would be shared by a (the IPv4 InternalIP), b (the IPv4 InternalIP)");
+        assert!(shared.iter().any(|w| w.contains(&ab)), "{shared:?}");
+        assert!(
+            shared
+                .iter()
+                .any(|w| w.contains("c (derived from the node name), d (the IPv4 InternalIP)")),
+            "{shared:?}"
+        );
+        assert!(d.ok(), "a warning, not a problem");
+        assert!(d.to_string().contains("BGP Identifier"));
+
+        s.nodes.get_mut("b").unwrap().internal_ipv4 = Some(Ipv4Addr::new(192, 0, 2, 8));
+        s.nodes.get_mut("d").unwrap().internal_ipv4 = None;
+        let d = diagnose(&s, IpamOverride::Auto);
+        assert!(
+            !d.warnings.iter().any(|w| w.starts_with("BGP Identifier")),
+            "{:?}",
+            d.warnings
+        );
     }
 
     #[test]

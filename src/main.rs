@@ -98,6 +98,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Status(args) => Ok(ExitCode::from(podcidr_speaker::status::command(
             &args.addr,
             args.json,
+            args.routes.then_some(args.limit),
             &mut std::io::stdout(),
             &mut std::io::stderr(),
         ))),

@@ -306,7 +306,7 @@ async fn shutdown_stops_accepting() {
 async fn status_command(addr: String, json: bool) -> (u8, String, String) {
     tokio::task::spawn_blocking(move || {
         let (mut out, mut err) = (Vec::new(), Vec::new());
-        let code = status::command(&addr, json, &mut out, &mut err);
+        let code = status::command(&addr, json, None, &mut out, &mut err);
         (
             code,
             String::from_utf8(out).unwrap(),

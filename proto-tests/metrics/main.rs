@@ -21,6 +21,7 @@ mod doctor;
 mod exposition;
 mod http;
 mod live;
+mod prometheus;
 mod record;
 
 use std::path::PathBuf;

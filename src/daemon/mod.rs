@@ -42,6 +42,7 @@ use crate::config::state::ConfigState;
 use crate::config::{Config, ConfigErrors, PeerKey};
 use crate::metrics::{server as metrics_server, Metrics};
 use crate::peer::{Listener, PeerError, RunOverrides};
+use crate::routes::router_id::router_id;
 use crate::routes::{self, AnnounceMode, Finding, FindingTracker, LocalNode, Overrides, Plan};
 use crate::sources::kube::{self as kube_source, KubeSourceConfig, Retry, WatchScope};
 use crate::sources::{
@@ -371,7 +372,15 @@ impl Daemon {
         };
         let run = RunOverrides {
             source_address: self.settings.source_address,
-            router_id: self.settings.router_id.or(node_v4).or(source_v4),
+            router_id: Some(
+                router_id(
+                    self.settings.router_id,
+                    node_v4,
+                    source_v4,
+                    self.settings.node_name(),
+                )
+                .0,
+            ),
             next_hop_v4: node_v4.or(source_v4),
             next_hop_v6: node_v6.or(match self.settings.source_address {
                 Some(IpAddr::V6(a)) => Some(a),

@@ -254,6 +254,7 @@ impl Peers {
         self.metrics.add_peer(key, asn, SystemTime::now());
         match peer::spawn(spec.clone(), desired_rx, observer, shutdown_rx, inbound) {
             Ok(handle) => {
+                self.metrics.set_routes_queries(key, handle.queries.clone());
                 self.refused.remove(&key);
                 info!(peer = %key, asn, routes = routes.len(), "peer task started");
                 self.running.insert(
@@ -405,6 +406,7 @@ mod tests {
                 join,
                 status,
                 beat,
+                queries: tokio::sync::mpsc::channel(1).0,
             },
             spec,
             routes,

@@ -180,7 +180,7 @@ impl fmt::Display for DryRun {
             Some(id) => writeln!(f, "router-id:      {id} (where the config sets none)")?,
             None => writeln!(
                 f,
-                "router-id:      (the config's, else the node's IPv4 address, else the IPv4 source address)"
+                "router-id:      (the config's, else the node's IPv4 address, else the IPv4 source address, else derived from the node name)"
             )?,
         }
         writeln!(f, "metrics-addr:   {}", s.metrics_addr)?;

@@ -8,8 +8,13 @@
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
+
+use crate::config::Community;
+use crate::peer::{RoutesAnswer, SentRoute};
+use crate::routes::report::{large_text, origin_name};
 
 /// Everything `/status` reports.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -136,6 +141,54 @@ pub struct PeerReport {
     pub messages_received: u64,
     /// Why the session last went down or failed, as text.
     pub last_error: Option<String>,
+    /// The Adj-RIB-Out, when asked for (`/status?routes=N`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub routes: Option<RoutesReport>,
+}
+
+/// What a peer's Adj-RIB-Out holds and what is still to send, like a router's `show bgp
+/// neighbor X advertised-routes`: both counted whole, the first `limit` of each listed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoutesReport {
+    /// The peer task answered; `false` when it was busy or gone (counts are then 0).
+    pub answered: bool,
+    /// A session is up (without one the peer holds nothing from us).
+    pub established: bool,
+    /// Routes the peer holds from us.
+    pub held: u64,
+    /// Prefixes queued to announce or withdraw, not yet handed to the session.
+    pub pending: u64,
+    /// Octets encoded (held routes' UPDATEs among them) and not yet taken by the socket.
+    #[serde(default)]
+    pub unwritten_octets: u64,
+    /// The most routes listed in each of `routes` and `pending_routes`.
+    pub limit: usize,
+    /// The first held routes, by prefix.
+    pub routes: Vec<RouteReport>,
+    /// The first pending changes, in the order they will leave (withdrawals first).
+    pub pending_routes: Vec<RouteReport>,
+}
+
+/// One route as sent, or to be sent, to one peer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RouteReport {
+    pub prefix: String,
+    /// `announce` or `withdraw` for a pending change; `None` for a held route.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending: Option<String>,
+    /// The NEXT_HOP (or MP_REACH_NLRI next hop) as resolved for this session; `None`
+    /// for a withdrawal or a route the session cannot carry.
+    pub next_hop: Option<String>,
+    pub origin: Option<String>,
+    /// AS_PATH as sent (empty on iBGP).
+    pub as_path: Vec<u32>,
+    pub med: Option<u32>,
+    /// Sent on iBGP only.
+    pub local_pref: Option<u32>,
+    /// RFC 1997 communities as `ASN:VALUE`, then large ones as `large:A:B:C`.
+    pub communities: Vec<String>,
+    /// When the UPDATE carrying it was handed to the session (held routes only).
+    pub since_unix: Option<u64>,
 }
 
 impl PeerReport {
@@ -145,5 +198,66 @@ impl PeerReport {
 
     pub fn received_total(&self) -> u64 {
         self.received.values().sum()
+    }
+}
+
+impl RoutesReport {
+    /// A peer task's answer as of `now` (wall clock; the snapshot's own times are
+    /// monotonic, so each `since` becomes `now` minus its age).
+    pub fn from_answer(answer: &RoutesAnswer, limit: usize, now: SystemTime) -> RoutesReport {
+        let snap = &answer.rib;
+        let now_unix = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let route = |r: &SentRoute| {
+            let since_unix = match (r.since, snap.taken) {
+                (Some(since), Some(taken)) => {
+                    Some(now_unix.saturating_sub(taken.saturating_duration_since(since).as_secs()))
+                }
+                _ => None,
+            };
+            let a = r.attrs.as_ref();
+            RouteReport {
+                prefix: r.prefix.to_string(),
+                pending: r.pending.map(|p| p.as_str().to_owned()),
+                next_hop: a.map(|a| a.next_hop.to_string()),
+                origin: a.map(|a| origin_name(a.origin).to_owned()),
+                as_path: a.map(|a| a.as_path.clone()).unwrap_or_default(),
+                med: a.and_then(|a| a.med),
+                local_pref: a.and_then(|a| a.local_pref),
+                communities: a
+                    .map(|a| {
+                        a.communities
+                            .iter()
+                            .map(|c| Community(*c).to_string())
+                            .chain(a.large_communities.iter().map(large_text))
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+                since_unix,
+            }
+        };
+        RoutesReport {
+            answered: true,
+            established: snap.established,
+            held: snap.held,
+            pending: snap.pending,
+            unwritten_octets: answer.write_buffer as u64,
+            limit,
+            routes: snap.routes.iter().map(route).collect(),
+            pending_routes: snap.pending_routes.iter().map(route).collect(),
+        }
+    }
+
+    /// A peer task that did not answer in time (or is gone).
+    pub fn unanswered(limit: usize) -> RoutesReport {
+        RoutesReport {
+            answered: false,
+            established: false,
+            held: 0,
+            pending: 0,
+            unwritten_octets: 0,
+            limit,
+            routes: Vec::new(),
+            pending_routes: Vec::new(),
+        }
     }
 }

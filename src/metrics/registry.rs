@@ -27,9 +27,10 @@ use crate::bgp::wire::{Afi, ErrorKind, MessageType};
 use crate::config::state::{ConfigStatus, Update};
 use crate::config::PeerKey;
 use crate::doctor::overlaps;
-use crate::peer::{Beat, PeerStatus, Refusal};
+use crate::peer::{Beat, PeerStatus, Refusal, RoutesQuery};
 use crate::sources::model::{IpamError, IpamMode, NodeView};
 use crate::sources::{Resource, SourceStatus};
+use tokio::sync::mpsc;
 
 /// The prefix of every metric name.
 pub const NAMESPACE: &str = "podcidr_speaker";
@@ -138,6 +139,8 @@ struct PeerEntry {
     /// The session's last error as last read from the driver's status, so that only a
     /// new one replaces a later NOTIFICATION or socket error as `last_error`.
     session_error: Option<String>,
+    /// Where the peer task takes `status --routes` queries.
+    queries: Option<mpsc::Sender<RoutesQuery>>,
     /// (direction, code, subcode) label sets of this peer's NOTIFICATION series.
     notifications: BTreeSet<(&'static str, &'static str, &'static str)>,
 }
@@ -236,6 +239,23 @@ impl Metrics {
         if let Some(entry) = self.peer_entry(&mut inner, peer, now) {
             entry.asn = Some(asn);
         }
+    }
+
+    /// Where the running task of `peer` answers `status --routes` (replaced when the
+    /// task is started again; dropped with the peer).
+    pub fn set_routes_queries(&self, peer: PeerKey, queries: mpsc::Sender<RoutesQuery>) {
+        if let Some(entry) = self.lock().peers.get_mut(&peer) {
+            entry.queries = Some(queries);
+        }
+    }
+
+    /// Every peer task that answers `status --routes`, by peer.
+    pub fn routes_queries(&self) -> Vec<(PeerKey, mpsc::Sender<RoutesQuery>)> {
+        self.lock()
+            .peers
+            .iter()
+            .filter_map(|(k, e)| e.queries.clone().map(|q| (*k, q)))
+            .collect()
     }
 
     /// Deletes every series with this peer's label and its `/status` entry: a peer
@@ -506,6 +526,7 @@ impl Metrics {
                 last_error: None,
                 not_announced: BTreeSet::new(),
                 session_error: None,
+                queries: None,
                 notifications: BTreeSet::new(),
             }
         }))
@@ -777,6 +798,7 @@ impl Metrics {
                     messages_sent: e.messages_sent,
                     messages_received: e.messages_received,
                     last_error: e.last_error.clone(),
+                    routes: None,
                 })
                 .collect(),
         }

@@ -26,6 +26,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
+use std::time::Instant;
 
 /// What the session negotiated that shapes the UPDATEs, and the addresses that stand for
 /// [`NextHop::SessionLocal`].
@@ -85,7 +86,7 @@ pub type Refusals = BTreeMap<(AfiSafi, Refusal), u64>;
 pub struct AdjRibOut {
     /// What the peer has been sent in this session (RFC 4271 section 3.2: the
     /// Adj-RIB-Out as advertised).
-    held: BTreeMap<IpNet, Arc<RouteAttrs>>,
+    held: BTreeMap<IpNet, Held>,
     held_count: [u64; 2],
     desired: Arc<DesiredRoutes>,
     session: Option<RibSession>,
@@ -98,6 +99,20 @@ pub struct AdjRibOut {
     resend: BTreeSet<AfiSafi>,
     tables_done: VecDeque<AfiSafi>,
     refusals: Refusals,
+}
+
+/// One route the peer holds from us: its attributes and when the UPDATE that carried
+/// them was handed to the session (for `status --routes`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Held {
+    pub attrs: Arc<RouteAttrs>,
+    pub since: Instant,
+}
+
+impl AsRef<RouteAttrs> for Held {
+    fn as_ref(&self) -> &RouteAttrs {
+        &self.attrs
+    }
 }
 
 /// The pending part of the current diff.
@@ -165,7 +180,7 @@ impl AdjRibOut {
     }
 
     /// What the peer has been sent.
-    pub fn held(&self) -> &BTreeMap<IpNet, Arc<RouteAttrs>> {
+    pub fn held(&self) -> &BTreeMap<IpNet, Held> {
         &self.held
     }
 
@@ -230,6 +245,53 @@ impl AdjRibOut {
         self.tables_done.pop_front()
     }
 
+    /// What the peer holds and what is still to send, the first `limit` of each (by
+    /// prefix; the pending ones in the order they will leave, withdrawals first) and
+    /// the count of all: `show bgp neighbor X advertised-routes`. Attributes are as
+    /// sent: the next hop resolved for this session, LOCAL_PREF on iBGP only. O(limit)
+    /// plus the withdrawal queues it skips: nothing is copied beyond what is shown.
+    pub fn snapshot(&self, limit: usize, now: Instant) -> RibSnapshot {
+        let Some(session) = &self.session else {
+            return RibSnapshot {
+                taken: Some(now),
+                ..RibSnapshot::default()
+            };
+        };
+        let routes = self
+            .held
+            .iter()
+            .take(limit)
+            .map(|(p, h)| SentRoute {
+                prefix: *p,
+                attrs: as_sent(session, Family::of(p), &h.attrs),
+                since: Some(h.since),
+                pending: None,
+            })
+            .collect();
+        let withdrawals = self.work.withdraw.iter().flatten().map(|p| SentRoute {
+            prefix: *p,
+            attrs: None,
+            since: None,
+            pending: Some(PendingChange::Withdraw),
+        });
+        let announcements = self.work.groups.iter().flat_map(|g| {
+            g.prefixes.iter().map(|p| SentRoute {
+                prefix: *p,
+                attrs: as_sent(session, g.family, &g.attrs),
+                since: None,
+                pending: Some(PendingChange::Announce),
+            })
+        });
+        RibSnapshot {
+            established: true,
+            taken: Some(now),
+            held: self.held.len() as u64,
+            routes,
+            pending: self.pending() as u64,
+            pending_routes: withdrawals.chain(announcements).take(limit).collect(),
+        }
+    }
+
     /// Routes not sent since the last call, per family and reason.
     pub fn take_refusals(&mut self) -> Refusals {
         std::mem::take(&mut self.refusals)
@@ -239,7 +301,9 @@ impl AdjRibOut {
     /// there is work, whatever `max_bytes`): whole messages of at most the negotiated
     /// maximum size each. `held` already includes what they carry. `None` when nothing is
     /// pending.
-    pub fn next_batch(&mut self, max_bytes: usize) -> Option<Vec<Update>> {
+    /// `now` stamps the routes they carry (what [`AdjRibOut::snapshot`] reports as
+    /// `since`).
+    pub fn next_batch(&mut self, max_bytes: usize, now: Instant) -> Option<Vec<Update>> {
         let session = self.session.as_ref()?;
         if self.work.is_empty() {
             return None;
@@ -260,7 +324,7 @@ impl AdjRibOut {
             if self.work.groups.is_empty() {
                 break;
             }
-            self.announce_batch(room, &mut updates);
+            self.announce_batch(room, now, &mut updates);
         }
         self.check_tables();
         if updates.is_empty() {
@@ -293,7 +357,9 @@ impl AdjRibOut {
             // too.
             for (p, r) in self.desired.iter() {
                 let fam = Family::of(p).afi_safi();
-                if self.resend.contains(&fam) && self.held.get(p).is_some_and(|h| **h == *r.attrs) {
+                if self.resend.contains(&fam)
+                    && self.held.get(p).is_some_and(|h| *h.attrs == *r.attrs)
+                {
                     announce.push((*p, r.attrs.clone()));
                 }
             }
@@ -363,7 +429,7 @@ impl AdjRibOut {
         updates.extend(kept);
     }
 
-    fn announce_batch(&mut self, room: usize, updates: &mut Vec<Update>) {
+    fn announce_batch(&mut self, room: usize, now: Instant, updates: &mut Vec<Update>) {
         let Some(session) = &self.session else {
             return;
         };
@@ -394,7 +460,11 @@ impl AdjRibOut {
         });
         put_back(&mut group.prefixes, &chunk[used..]);
         for p in &chunk[..used] {
-            if self.held.insert(*p, group.attrs.clone()).is_none() {
+            let held = Held {
+                attrs: group.attrs.clone(),
+                since: now,
+            };
+            if self.held.insert(*p, held).is_none() {
                 self.held_count[fam as usize] += 1;
             }
         }
@@ -435,6 +505,81 @@ impl AdjRibOut {
             self.tables_done.push_back(f);
         }
     }
+}
+
+/// A bounded view of an Adj-RIB-Out ([`AdjRibOut::snapshot`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RibSnapshot {
+    /// A session is up; without one the peer holds nothing from us.
+    pub established: bool,
+    /// When the snapshot was taken (the `since` of each route is before it).
+    pub taken: Option<Instant>,
+    /// Routes the peer holds, all counted.
+    pub held: u64,
+    /// The first held routes, by prefix.
+    pub routes: Vec<SentRoute>,
+    /// Prefixes still to announce or withdraw, all counted.
+    pub pending: u64,
+    /// The first pending ones, in the order they will leave.
+    pub pending_routes: Vec<SentRoute>,
+}
+
+/// One route of a [`RibSnapshot`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SentRoute {
+    pub prefix: IpNet,
+    /// The attributes as sent (or to be sent); `None` for a withdrawal, or for a route
+    /// this session cannot carry (it is refused when its turn comes).
+    pub attrs: Option<AttrsAsSent>,
+    /// When the UPDATE that carried it was handed to the session (held routes only).
+    pub since: Option<Instant>,
+    /// Not yet sent: what will be.
+    pub pending: Option<PendingChange>,
+}
+
+/// A route's attributes as they go on the wire for one session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttrsAsSent {
+    pub next_hop: IpAddr,
+    pub origin: crate::bgp::wire::Origin,
+    pub as_path: Vec<u32>,
+    pub med: Option<u32>,
+    /// Only on iBGP (RFC 4271 section 5.1.5).
+    pub local_pref: Option<u32>,
+    pub communities: Vec<u32>,
+    pub large_communities: Vec<crate::bgp::wire::LargeCommunity>,
+}
+
+/// A change of the Adj-RIB-Out not yet sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PendingChange {
+    Announce,
+    Withdraw,
+}
+
+impl PendingChange {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PendingChange::Announce => "announce",
+            PendingChange::Withdraw => "withdraw",
+        }
+    }
+}
+
+fn as_sent(session: &RibSession, fam: Family, attrs: &RouteAttrs) -> Option<AttrsAsSent> {
+    let next_hop = match next_hop(session, fam, attrs).ok()? {
+        ResolvedNextHop::V4(a) => IpAddr::V4(a),
+        ResolvedNextHop::V6(a) => IpAddr::V6(a),
+    };
+    Some(AttrsAsSent {
+        next_hop,
+        origin: attrs.origin,
+        as_path: attrs.as_path.clone(),
+        med: attrs.med,
+        local_pref: attrs.local_pref.filter(|_| session.ibgp),
+        communities: attrs.communities.clone(),
+        large_communities: attrs.large_communities.clone(),
+    })
 }
 
 /// Whether the session can carry a route of this family and attribute set.
@@ -596,6 +741,11 @@ mod tests {
         }
     }
 
+    /// When a batch is taken; only [`AdjRibOut::snapshot`] reads it.
+    fn t0() -> Instant {
+        Instant::now()
+    }
+
     fn four_octet() -> Context {
         Context {
             four_octet_as: true,
@@ -687,7 +837,7 @@ mod tests {
 
     fn drain(rib: &mut AdjRibOut, peer: &mut Peer, max_bytes: usize, ctx: &Context) -> usize {
         let mut batches = 0;
-        while let Some(b) = rib.next_batch(max_bytes) {
+        while let Some(b) = rib.next_batch(max_bytes, t0()) {
             let bytes = peer.apply(&b, ctx);
             assert!(bytes <= max_bytes.max(ctx.max_message_len()), "{bytes}");
             batches += 1;
@@ -706,7 +856,10 @@ mod tests {
             .collect();
         routes.extend((0..20_000).map(|i| (v6(i), a.clone())));
         rib.set_desired(desired(routes.clone()));
-        assert!(rib.next_batch(1 << 20).is_none(), "no session, no work");
+        assert!(
+            rib.next_batch(1 << 20, t0()).is_none(),
+            "no session, no work"
+        );
         rib.established(session(ctx));
         assert_eq!(rib.pending(), 80_000);
 
@@ -744,14 +897,14 @@ mod tests {
         let mut rib = AdjRibOut::new();
         rib.set_desired(desired((0..100_000).map(|i| (v4(i), attrs(1)))));
         rib.established(session(ctx));
-        let b = rib.next_batch(256 * 1024).unwrap();
+        let b = rib.next_batch(256 * 1024, t0()).unwrap();
         assert_eq!(b.len(), 64);
         // What was not asked for stays unencoded.
         assert_eq!(rib.held().len() + rib.pending(), 100_000);
         let carried: usize = b.iter().map(|u| u.nlri.len()).sum();
         assert_eq!(rib.held().len(), carried);
         // A tiny budget still makes progress, one message at a time.
-        assert_eq!(rib.next_batch(10).unwrap().len(), 1);
+        assert_eq!(rib.next_batch(10, t0()).unwrap().len(), 1);
         // Extended messages: fewer, larger messages for the same budget.
         let mut ext = AdjRibOut::new();
         ext.set_desired(desired((0..100_000).map(|i| (v4(i), attrs(1)))));
@@ -759,7 +912,7 @@ mod tests {
             extended_message: true,
             ..ctx
         }));
-        let b = ext.next_batch(256 * 1024).unwrap();
+        let b = ext.next_batch(256 * 1024, t0()).unwrap();
         assert_eq!(b.len(), 4);
         assert_eq!(b[0].nlri.len(), (65535 - 23 - 34) / 4);
     }
@@ -772,7 +925,7 @@ mod tests {
         rib.set_desired(desired(first));
         rib.established(session(ctx));
         let mut peer = Peer::default();
-        let b = rib.next_batch(8 * 1024).unwrap();
+        let b = rib.next_batch(8 * 1024, t0()).unwrap();
         peer.apply(&b, &ctx);
         assert!(rib.has_work());
         // Half gone, the other half with new attributes, and some new IPv6.
@@ -799,9 +952,9 @@ mod tests {
             (v6(1), attrs(1)),
         ]));
         rib.established(session(ctx));
-        while rib.next_batch(1 << 20).is_some() {}
+        while rib.next_batch(1 << 20, t0()).is_some() {}
         rib.set_desired(desired([(v4(2), attrs(1)), (v4(3), attrs(1))]));
-        let b = rib.next_batch(1 << 20).unwrap();
+        let b = rib.next_batch(1 << 20, t0()).unwrap();
         let summary: Vec<(Vec<Nlri>, Vec<Nlri>)> = b.iter().map(update_prefixes).collect();
         assert_eq!(
             summary,
@@ -811,10 +964,10 @@ mod tests {
                 (vec![v4(3).into()], vec![]),
             ]
         );
-        assert!(rib.next_batch(1 << 20).is_none());
+        assert!(rib.next_batch(1 << 20, t0()).is_none());
         // Unchanged: nothing at all.
         rib.set_desired(desired([(v4(2), attrs(1)), (v4(3), attrs(1))]));
-        assert!(rib.next_batch(1 << 20).is_none());
+        assert!(rib.next_batch(1 << 20, t0()).is_none());
     }
 
     #[test]
@@ -828,9 +981,9 @@ mod tests {
         // No IPv6 route: that table is complete at once; IPv4 is not.
         assert_eq!(rib.poll_table_sent(), Some(AfiSafi::IPV6_UNICAST));
         assert_eq!(rib.poll_table_sent(), None);
-        let _ = rib.next_batch(4096).unwrap();
+        let _ = rib.next_batch(4096, t0()).unwrap();
         assert_eq!(rib.poll_table_sent(), None);
-        while rib.next_batch(4096).is_some() {}
+        while rib.next_batch(4096, t0()).is_some() {}
         assert_eq!(rib.poll_table_sent(), Some(AfiSafi::IPV4_UNICAST));
         assert_eq!(rib.poll_table_sent(), None);
     }
@@ -845,17 +998,17 @@ mod tests {
             (v6(1), attrs(1)),
         ]));
         rib.established(session(ctx));
-        while rib.next_batch(1 << 20).is_some() {}
+        while rib.next_batch(1 << 20, t0()).is_some() {}
         rib.send_table(AfiSafi::IPV4_UNICAST, true);
         assert_eq!(rib.poll_table_sent(), None);
-        let b = rib.next_batch(1 << 20).unwrap();
+        let b = rib.next_batch(1 << 20, t0()).unwrap();
         let summary: Vec<(Vec<Nlri>, Vec<Nlri>)> = b.iter().map(update_prefixes).collect();
         assert_eq!(summary, vec![(vec![v4(1).into(), v4(2).into()], vec![])]);
         assert_eq!(rib.poll_table_sent(), Some(AfiSafi::IPV4_UNICAST));
         // The refresh is over: an unchanged set sends nothing again.
         let same = rib.desired().clone();
         rib.set_desired(same);
-        assert!(rib.next_batch(1 << 20).is_none());
+        assert!(rib.next_batch(1 << 20, t0()).is_none());
     }
 
     #[test]
@@ -904,7 +1057,7 @@ mod tests {
             ..session(ctx)
         });
         v4_only.send_table(AfiSafi::IPV4_UNICAST, false);
-        let b = v4_only.next_batch(1 << 20).unwrap();
+        let b = v4_only.next_batch(1 << 20, t0()).unwrap();
         assert_eq!(b.len(), 1);
         assert_eq!(
             v4_only.take_refusals(),
@@ -926,7 +1079,7 @@ mod tests {
             ibgp: true,
             ..session(ctx)
         });
-        let b = rib.next_batch(1 << 20).unwrap();
+        let b = rib.next_batch(1 << 20, t0()).unwrap();
         assert!(b[0].attributes.contains(&PathAttribute::LocalPref(200)));
         let mut out = BytesMut::new();
         encode_message(&Message::Update(b[0].clone()), &ctx, &mut out).unwrap();
@@ -951,16 +1104,99 @@ mod tests {
     }
 
     #[test]
+    fn a_snapshot_lists_held_routes_as_sent_and_the_pending_changes_bounded() {
+        let ctx = four_octet();
+        let mut rib = AdjRibOut::new();
+        let start = Instant::now();
+        assert!(!rib.snapshot(10, start).established);
+        rib.set_desired(desired((1..=3).map(|i| (v4(i), attrs(i)))));
+        rib.established(session(ctx));
+        while rib.next_batch(1 << 20, start).is_some() {}
+        // v4(1) goes, v4(4) and v6(1) come: one withdrawal, two announcements pending.
+        let mut next: Vec<(IpNet, Arc<RouteAttrs>)> = vec![(v4(2), attrs(2)), (v4(3), attrs(3))];
+        next.push((v4(4), attrs(4)));
+        next.push((v6(1), attrs(5)));
+        rib.set_desired(desired(next));
+        let later = start + std::time::Duration::from_secs(7);
+        let snap = rib.snapshot(10, later);
+        assert!(snap.established);
+        assert_eq!(snap.taken, Some(later));
+        assert_eq!((snap.held, snap.pending), (3, 3));
+        let held: Vec<IpNet> = snap.routes.iter().map(|r| r.prefix).collect();
+        assert_eq!(held, [v4(1), v4(2), v4(3)]);
+        let first = &snap.routes[1];
+        assert_eq!(first.since, Some(start));
+        assert_eq!(first.pending, None);
+        let a = first.attrs.as_ref().unwrap();
+        assert_eq!(
+            a.next_hop,
+            IpAddr::V4(Ipv4Addr::new(0x64, 0x40, 0x00, 0x01))
+        );
+        assert_eq!(a.as_path, [65001]);
+        assert_eq!(a.med, Some(2));
+        assert_eq!(a.local_pref, None, "eBGP: LOCAL_PREF is not sent");
+        assert_eq!(a.communities, [0xfde9_0064]);
+        let pending: Vec<(IpNet, Option<PendingChange>)> = snap
+            .pending_routes
+            .iter()
+            .map(|r| (r.prefix, r.pending))
+            .collect();
+        assert_eq!(
+            pending,
+            [
+                (v4(1), Some(PendingChange::Withdraw)),
+                (v4(4), Some(PendingChange::Announce)),
+                (v6(1), Some(PendingChange::Announce)),
+            ]
+        );
+        assert!(snap.pending_routes[0].attrs.is_none());
+        let v6_hop = snap.pending_routes[2].attrs.as_ref().unwrap().next_hop;
+        assert_eq!(v6_hop, "fd00::1".parse::<IpAddr>().unwrap());
+
+        // Bounded: the counts stay whole.
+        let small = rib.snapshot(1, later);
+        assert_eq!((small.routes.len(), small.pending_routes.len()), (1, 1));
+        assert_eq!((small.held, small.pending), (3, 3));
+
+        // Sent: the new routes carry the later time, the old ones keep theirs.
+        while rib.next_batch(1 << 20, later).is_some() {}
+        let snap = rib.snapshot(10, later);
+        assert_eq!((snap.held, snap.pending), (4, 0));
+        let since: Vec<(IpNet, Option<Instant>)> =
+            snap.routes.iter().map(|r| (r.prefix, r.since)).collect();
+        assert_eq!(
+            since,
+            [
+                (v4(2), Some(start)),
+                (v4(3), Some(start)),
+                (v4(4), Some(later)),
+                (v6(1), Some(later)),
+            ]
+        );
+
+        let mut ibgp = session(ctx);
+        ibgp.ibgp = true;
+        rib.established(ibgp);
+        while rib.next_batch(1 << 20, later).is_some() {}
+        let lp = rib.snapshot(1, later).routes[0]
+            .attrs
+            .clone()
+            .unwrap()
+            .local_pref;
+        assert_eq!(lp, Some(200), "iBGP: LOCAL_PREF is sent");
+    }
+
+    #[test]
     fn down_forgets_what_the_peer_held() {
         let ctx = four_octet();
         let mut rib = AdjRibOut::new();
         rib.set_desired(desired([(v4(1), attrs(1))]));
         rib.established(session(ctx));
-        while rib.next_batch(1 << 20).is_some() {}
+        while rib.next_batch(1 << 20, t0()).is_some() {}
         assert_eq!(rib.held().len(), 1);
         rib.down();
         assert!(rib.held().is_empty());
-        assert!(rib.next_batch(1 << 20).is_none());
+        assert!(rib.next_batch(1 << 20, t0()).is_none());
         // The next session sends everything again.
         rib.established(session(ctx));
         assert_eq!(rib.pending(), 1);

@@ -17,7 +17,10 @@ use super::listener::Inbound;
 use super::observer::{Direction, PeerObserver};
 use super::socket;
 use super::spec::PeerSpec;
-use super::{Beat, PeerError, PeerStatus, Shutdown, DAEMON_GONE_MESSAGE, IDLE_WAKE};
+use super::{
+    Beat, PeerError, PeerStatus, RoutesAnswer, RoutesQuery, Shutdown, DAEMON_GONE_MESSAGE,
+    IDLE_WAKE,
+};
 use crate::bgp::session::{
     detect_collision, Action, Input, NotificationInfo, Session, Side, State, StopReason,
 };
@@ -33,7 +36,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, warn};
 
 /// The write buffer is refilled from the Adj-RIB-Out only while it holds less than this:
@@ -156,6 +159,8 @@ enum Event {
     InboundClosed,
     Desired,
     DesiredClosed,
+    Query(RoutesQuery),
+    QueriesClosed,
     Nothing,
 }
 
@@ -181,6 +186,8 @@ pub(crate) struct Task {
     /// The socket took the whole write buffer and routes remain: refill on the next
     /// turn without waiting for an event (none would come).
     refill: bool,
+    /// `status --routes` asking for the Adj-RIB-Out; `None` once every sender is gone.
+    queries: Option<mpsc::Receiver<RoutesQuery>>,
 }
 
 impl Task {
@@ -189,6 +196,7 @@ impl Task {
         observer: Arc<dyn PeerObserver>,
         status: watch::Sender<PeerStatus>,
         beat: Arc<Beat>,
+        queries: mpsc::Receiver<RoutesQuery>,
     ) -> Result<Task, PeerError> {
         let session = Session::new(spec.session.clone())?;
         Ok(Task {
@@ -210,6 +218,7 @@ impl Task {
             last_io_error: None,
             beat,
             refill: false,
+            queries: Some(queries),
         })
     }
 
@@ -258,6 +267,14 @@ impl Task {
                     }
                 }
                 Event::DesiredClosed => desired_open = false,
+                Event::Query(q) => {
+                    // Err: the asker gave up waiting.
+                    let _ = q.reply.send(RoutesAnswer {
+                        rib: self.rib.snapshot(q.limit, now),
+                        write_buffer: self.main.conn.as_ref().map_or(0, |c| c.wbuf.len()),
+                    });
+                }
+                Event::QueriesClosed => self.queries = None,
                 Event::Nothing => {}
             }
             self.after_event(now).await;
@@ -288,6 +305,7 @@ impl Task {
         let cand = self.candidate.as_ref().and_then(|c| c.conn.as_ref());
         let dial = self.dial.as_mut();
         let refill = self.refill;
+        let queries = self.queries.as_mut();
         tokio::select! {
             biased;
             r = shutdown.changed() => match r {
@@ -312,6 +330,10 @@ impl Task {
             r = desired.changed(), if desired_open => match r {
                 Ok(()) => Event::Desired,
                 Err(_) => Event::DesiredClosed,
+            },
+            q = query(queries) => match q {
+                Some(q) => Event::Query(q),
+                None => Event::QueriesClosed,
             },
             // Last of the ready ones: more of the table, once nothing else is pending.
             () = std::future::ready(()), if refill => Event::Nothing,
@@ -355,7 +377,7 @@ impl Task {
             if used >= WRITE_THRESHOLD {
                 break;
             }
-            let Some(batch) = self.rib.next_batch(WRITE_THRESHOLD - used) else {
+            let Some(batch) = self.rib.next_batch(WRITE_THRESHOLD - used, now) else {
                 break;
             };
             self.input(Which::Main, now, Input::Updates(batch)).await;
@@ -900,6 +922,13 @@ async fn dialing(dial: Option<&mut Dial>) -> Result<TcpStream, PeerError> {
 async fn accept(inbound: Option<&mut Inbound>) -> Option<TcpStream> {
     match inbound {
         Some(i) => i.recv().await,
+        None => pending().await,
+    }
+}
+
+async fn query(queries: Option<&mut mpsc::Receiver<RoutesQuery>>) -> Option<RoutesQuery> {
+    match queries {
+        Some(q) => q.recv().await,
         None => pending().await,
     }
 }

@@ -8,11 +8,13 @@
 //! - [`plan`](mod@plan): the planner, its rules (peer selection, next hops, ownership of
 //!   prefixes claimed by several nodes, attributes) and the tracker of its findings.
 //! - [`report`]: the `plan` command's table and JSON rendering of a [`Plan`].
+//! - [`router_id`](mod@router_id): the BGP Identifier of a node without a configured one.
 //! - this file: the types the planner hands the peer driver, and [`diff`].
 
 mod error;
 pub mod plan;
 pub mod report;
+pub mod router_id;
 
 pub use error::RoutesError;
 pub use plan::{
@@ -86,7 +88,7 @@ impl RouteDiff {
 /// The minimal announce/withdraw sets between what a peer holds and what it must hold:
 /// unchanged routes (equal attributes, compared by value) produce nothing. Both inputs
 /// are sorted maps, so this is one merge walk, O(held + desired).
-pub fn diff(held: &BTreeMap<IpNet, Arc<RouteAttrs>>, desired: &DesiredRoutes) -> RouteDiff {
+pub fn diff<H: AsRef<RouteAttrs>>(held: &BTreeMap<IpNet, H>, desired: &DesiredRoutes) -> RouteDiff {
     let mut out = RouteDiff::default();
     let mut held_iter = held.iter().peekable();
     let mut want_iter = desired.iter().peekable();
@@ -111,7 +113,7 @@ pub fn diff(held: &BTreeMap<IpNet, Arc<RouteAttrs>>, desired: &DesiredRoutes) ->
                     want_iter.next();
                 }
                 std::cmp::Ordering::Equal => {
-                    if **held_attrs != route.attrs {
+                    if (*held_attrs).as_ref() != &*route.attrs {
                         out.announce.push((**w, route.attrs.clone()));
                     }
                     held_iter.next();

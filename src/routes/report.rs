@@ -497,7 +497,7 @@ fn next_hop_text(next_hop: &NextHop) -> String {
 }
 
 /// RFC 4271 section 5.1.1 names, as routers print them.
-fn origin_name(origin: Origin) -> &'static str {
+pub fn origin_name(origin: Origin) -> &'static str {
     match origin {
         Origin::Igp => "igp",
         Origin::Egp => "egp",
@@ -514,7 +514,7 @@ fn community_strings(a: &RouteAttrs) -> Vec<String> {
 }
 
 /// The config's notation for a large community (RFC 8092 section 5 writes `a:b:c`).
-fn large_text(l: &LargeCommunity) -> String {
+pub fn large_text(l: &LargeCommunity) -> String {
     format!(
         "large:{}:{}:{}",
         l.global_admin, l.local_data1, l.local_data2
