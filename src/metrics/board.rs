@@ -136,6 +136,10 @@ pub struct PeerReport {
     pub messages_received: u64,
     /// Why the session last went down or failed, as text.
     pub last_error: Option<String>,
+    /// When the session dials again, while it waits in Idle after a failure (seconds
+    /// since the Unix epoch). Absent from the documents of older speakers.
+    #[serde(default)]
+    pub next_retry_unix: Option<u64>,
 }
 
 impl PeerReport {
