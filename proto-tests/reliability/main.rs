@@ -45,3 +45,4 @@ mod fixture;
 mod load;
 mod malformed;
 mod raw_peer;
+mod restart;
