@@ -906,7 +906,10 @@ fn the_next_retry_of_a_waiting_session_is_in_the_status() {
         },
         t(107),
     );
-    assert_eq!(m.status(t(107), Instant::now()).peers[0].next_retry_unix, None);
+    assert_eq!(
+        m.status(t(107), Instant::now()).peers[0].next_retry_unix,
+        None
+    );
 }
 
 #[test]
