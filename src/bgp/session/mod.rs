@@ -16,8 +16,9 @@
 //!
 //! * Connections. [`Action::Connect`] asks for a dial (dropping any pending one);
 //!   [`Input::TcpConnected`] reports it, or a connection the peer opened. In Connect or
-//!   Active the session adopts it (the driver drops any other pending dial); otherwise it
-//!   answers [`Action::RejectConnection`]. [`Action::CloseConnection`] ends the session's
+//!   Active the session adopts it (the driver drops any other pending dial), and so it
+//!   does with the peer's connection while waiting in Idle to retry
+//!   ([`Session::accepts`]); otherwise it answers [`Action::RejectConnection`]. [`Action::CloseConnection`] ends the session's
 //!   own connection (after flushing a NOTIFICATION when `notify`).
 //! * Collisions (section 6.8): one `Session` per connection. When a connection arrives
 //!   while the long-lived session is past Active, the driver starts a second session on
