@@ -343,7 +343,7 @@ impl fmt::Display for Summary<'_> {
                 "Last error",
             ]);
             for p in &s.peers {
-                t.row(peer_row(p));
+                t.row(peer_row(p, s.now_unix));
             }
             write!(f, "{t}")?;
         }
@@ -529,7 +529,7 @@ fn route_row(r: &RouteReport, last: String) -> [String; 7] {
     ]
 }
 
-fn peer_row(p: &PeerReport) -> [String; 9] {
+fn peer_row(p: &PeerReport, now_unix: u64) -> [String; 9] {
     let state = match p.state.as_str() {
         "idle" => "Idle",
         "connect" => "Connect",
@@ -539,10 +539,15 @@ fn peer_row(p: &PeerReport) -> [String; 9] {
         "established" => "Established",
         other => other,
     };
+    // Waiting after a failure: when the next attempt is due.
+    let state = match p.next_retry_unix {
+        Some(at) => format!("{state}, retry in {}s", at.saturating_sub(now_unix)),
+        None => state.to_owned(),
+    };
     [
         p.peer.clone(),
         p.asn.map_or_else(|| "?".to_owned(), |a| a.to_string()),
-        state.to_owned(),
+        state,
         duration(p.uptime_seconds.unwrap_or(p.state_seconds)),
         p.announced_total().to_string(),
         p.pending.to_string(),
@@ -665,6 +670,7 @@ mod tests {
             messages_sent: 3,
             messages_received: 3,
             last_error: None,
+            next_retry_unix: None,
             routes: Some(routes),
         }
     }

@@ -865,8 +865,51 @@ fn peer_status(key: PeerKey, pending: usize, last_error: Option<SessionError>) -
         pending,
         write_buffer: 0,
         last_io_error: None,
+        next_retry: None,
         finished: false,
     }
+}
+
+/// The session waits in Idle to dial again: `/status` says when (wall clock), and only
+/// while it is Idle.
+#[test]
+fn the_next_retry_of_a_waiting_session_is_in_the_status() {
+    let m = Metrics::new();
+    let a = peer("192.0.2.1", 179);
+    m.add_peer(a, 65001, t(0));
+    m.record_session_state(a, State::Idle, State::Connect, t(1));
+    m.record_session_state(a, State::Connect, State::Idle, t(2));
+    let status = PeerStatus {
+        state: State::Idle,
+        next_retry: Some(Instant::now() + Duration::from_secs(7)),
+        ..peer_status(a, 0, Some(SessionError::ConnectionFailed))
+    };
+    m.record_peer_status(&status, t(100));
+    let report = m.status(t(101), Instant::now()).peers[0].clone();
+    // 7 s from t(100), give or take the clock's move between the two readings.
+    assert!(
+        matches!(report.next_retry_unix, Some(106..=107)),
+        "{report:?}"
+    );
+    let shown = podcidr_speaker::status::Summary(&m.status(t(101), Instant::now())).to_string();
+    assert!(
+        shown.contains("Idle, retry in 5s") || shown.contains("Idle, retry in 6s"),
+        "{shown}"
+    );
+
+    // Dialing again: no retry time.
+    m.record_session_state(a, State::Idle, State::Connect, t(107));
+    m.record_peer_status(
+        &PeerStatus {
+            state: State::Connect,
+            ..peer_status(a, 0, None)
+        },
+        t(107),
+    );
+    assert_eq!(
+        m.status(t(107), Instant::now()).peers[0].next_retry_unix,
+        None
+    );
 }
 
 #[test]

@@ -101,7 +101,8 @@ pub struct Peer {
     pub graceful_restart: bool,
     /// `graceful-restart-time`: the Restart Time advertised, 1s..4095s.
     pub graceful_restart_time: Duration,
-    /// `connect-retry-time`: ConnectRetryTimer (RFC 4271 section 10).
+    /// `connect-retry-time`: ConnectRetryTimer (RFC 4271 section 10), the cap of the
+    /// retry backoff (which starts at about a second) and the longest a dial may take.
     pub connect_retry_time: Duration,
     /// `origin` of the pod CIDR routes (RFC 4271 section 5.1.1): IGP or INCOMPLETE.
     pub origin: Origin,

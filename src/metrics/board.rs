@@ -141,6 +141,10 @@ pub struct PeerReport {
     pub messages_received: u64,
     /// Why the session last went down or failed, as text.
     pub last_error: Option<String>,
+    /// When the session dials again, while it waits in Idle after a failure (seconds
+    /// since the Unix epoch). Absent from the documents of older speakers.
+    #[serde(default)]
+    pub next_retry_unix: Option<u64>,
     /// The Adj-RIB-Out, when asked for (`/status?routes=N`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub routes: Option<RoutesReport>,

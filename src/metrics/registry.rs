@@ -134,6 +134,8 @@ struct PeerEntry {
     messages_sent: u64,
     messages_received: u64,
     last_error: Option<String>,
+    /// When the session dials again, while it waits in Idle after a failure.
+    next_retry: Option<SystemTime>,
     /// (afi, reason) label sets of this peer's not-announced series.
     not_announced: BTreeSet<(&'static str, &'static str)>,
     /// The session's last error as last read from the driver's status, so that only a
@@ -480,6 +482,11 @@ impl Metrics {
             .pending
             .with_label_values(&[entry.label.as_str()])
             .set(saturating_i64(pending));
+        // The task's clock is monotonic; the document's is the wall clock.
+        let mono = Instant::now();
+        entry.next_retry = status
+            .next_retry
+            .map(|at| now + at.saturating_duration_since(mono));
         let session_error = status.stats.last_error.as_ref().map(ToString::to_string);
         if session_error.is_some() && session_error != entry.session_error {
             entry.last_error.clone_from(&session_error);
@@ -524,6 +531,7 @@ impl Metrics {
                 messages_sent: 0,
                 messages_received: 0,
                 last_error: None,
+                next_retry: None,
                 not_announced: BTreeSet::new(),
                 session_error: None,
                 queries: None,
@@ -799,6 +807,10 @@ impl Metrics {
                     messages_received: e.messages_received,
                     last_error: e.last_error.clone(),
                     routes: None,
+                    next_retry_unix: e
+                        .next_retry
+                        .filter(|_| e.state == State::Idle)
+                        .map(whole_seconds),
                 })
                 .collect(),
         }

@@ -735,7 +735,9 @@ impl Task {
             }
         };
         let state = self.main.session.state();
-        if matches!(state, State::Connect | State::Active) && self.main.conn.is_none() {
+        // In Connect or Active, and for the peer's connection also while waiting to
+        // retry: a connection the peer opens then is never reset.
+        if self.main.conn.is_none() && self.main.session.accepts(inbound) {
             debug!(local = %conn.local, remote = %conn.remote, inbound, "connection up");
             self.dial = None;
             self.main.conn = Some(conn);
@@ -748,7 +750,7 @@ impl Task {
             State::OpenSent | State::OpenConfirm | State::Established
         );
         if inbound && collision_possible && self.candidate.is_none() {
-            match Session::inbound(self.spec.session.clone(), now) {
+            match Session::inbound_beside(&self.main.session, now) {
                 Ok(session) => {
                     debug!(remote = %conn.remote, "inbound connection while ours is up: collision candidate");
                     self.candidate = Some(Link {
@@ -874,6 +876,7 @@ impl Task {
             s.pending = rib.pending();
             s.write_buffer = conn.map_or(0, |c| c.wbuf.len());
             s.last_io_error = last_io_error.clone();
+            s.next_retry = session.next_retry();
         });
     }
 }

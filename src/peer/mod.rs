@@ -103,6 +103,8 @@ pub struct PeerStatus {
     /// The last socket error or refusal to announce; the session's own last error is in
     /// `stats.last_error`.
     pub last_io_error: Option<String>,
+    /// When the session dials again after a failure, while it waits in Idle.
+    pub next_retry: Option<Instant>,
     /// The task has ended.
     pub finished: bool,
 }
@@ -120,6 +122,7 @@ impl PeerStatus {
             pending: 0,
             write_buffer: 0,
             last_io_error: None,
+            next_retry: None,
             finished: false,
         }
     }

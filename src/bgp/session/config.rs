@@ -28,8 +28,9 @@ pub struct SessionConfig {
     /// The keepalive interval; `None` means a third of the negotiated hold time. Never
     /// more than a third of the negotiated hold time whatever is configured.
     pub keepalive: Option<u16>,
-    /// The base ConnectRetryTime (RFC 4271 section 10): the first retry delay, doubled on
-    /// each consecutive failure up to [`super::MAX_BACKOFF`] and jittered.
+    /// The ConnectRetryTime (RFC 4271 section 10): the longest wait between two attempts
+    /// (the retry delay starts at [`super::FIRST_RETRY`] and doubles on each consecutive
+    /// failure up to it, jittered), and how long a dial may take.
     pub connect_retry: Duration,
     /// Never dial: only accept the peer's connections (RFC 4271
     /// PassiveTcpEstablishment, without the later active attempt).

@@ -65,7 +65,8 @@ impl Negotiated {
 
 /// The OPEN we send (RFC 4271 section 4.2). The 4-octet AS capability is always present
 /// (RFC 6793 section 3); "My Autonomous System" is AS_TRANS when our AS needs four octets.
-pub(crate) fn local_open(cfg: &SessionConfig) -> Open {
+/// `restarting`: the Restart State bit of the graceful restart capability.
+pub(crate) fn local_open(cfg: &SessionConfig, restarting: bool) -> Open {
     let mut capabilities: Vec<Capability> = cfg
         .families
         .iter()
@@ -80,9 +81,12 @@ pub(crate) fn local_open(cfg: &SessionConfig) -> Open {
     }
     if let Some(gr) = cfg.graceful_restart {
         capabilities.push(Capability::GracefulRestart(GracefulRestart {
-            // We never wait for the peer's End-of-RIB, so the deadlock the R bit prevents
-            // (RFC 4724 section 4.1) cannot arise; we do not claim a restart we cannot know.
-            restart_state: false,
+            // RFC 4724 section 4.1: set in the OPENs of a speaker that has restarted, so
+            // that the peer does not wait for our End-of-RIB before sending its routes
+            // (we never wait for the peer's: we select no route from them). A process
+            // cannot tell a restart from a first start, and claiming one costs nothing
+            // on a first start: the peer holds no stale routes of ours to keep.
+            restart_state: restarting,
             notification: false,
             restart_time: gr.restart_time,
             families: cfg
@@ -257,7 +261,7 @@ mod tests {
 
     #[test]
     fn local_open_uses_as_trans_and_lists_every_capability() {
-        let open = local_open(&cfg());
+        let open = local_open(&cfg(), false);
         assert_eq!(open.my_as, AS_TRANS);
         assert_eq!(open.asn(), 4_200_000_001);
         assert_eq!(open.version, 4);
@@ -281,17 +285,28 @@ mod tests {
         assert!(!gr.restart_state);
         assert_eq!(gr.families.len(), 2);
         assert!(gr.families.iter().all(|f| f.forwarding_preserved));
+        let restarting = local_open(&cfg(), true);
+        assert_eq!(
+            restarting.capabilities.iter().find_map(|c| match c {
+                Capability::GracefulRestart(gr) => Some(gr.restart_state),
+                _ => None,
+            }),
+            Some(true)
+        );
     }
 
     #[test]
     fn local_open_with_two_octet_as_puts_it_in_my_as() {
-        let open = local_open(&SessionConfig {
-            local_asn: 64512,
-            route_refresh: false,
-            graceful_restart: None,
-            extended_message: false,
-            ..cfg()
-        });
+        let open = local_open(
+            &SessionConfig {
+                local_asn: 64512,
+                route_refresh: false,
+                graceful_restart: None,
+                extended_message: false,
+                ..cfg()
+            },
+            true,
+        );
         assert_eq!(open.my_as, 64512);
         assert_eq!(
             open.capabilities,
