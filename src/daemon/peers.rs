@@ -20,6 +20,7 @@ use crate::config::{Peer, PeerKey};
 use crate::metrics::Metrics;
 use crate::peer::{self, Listener, PeerHandle, PeerSpec, RunOverrides, Shutdown};
 use crate::routes::{DesiredRoutes, Plan};
+use crate::sources::secrets::{peer_md5_key, SecretError, SecretsView};
 
 /// How long a stopping task may take before it is aborted: twice the driver's own
 /// bound on the goodbye, plus scheduling slack.
@@ -31,6 +32,10 @@ pub const SHUTDOWN_MESSAGE: &str = "podcidr-speaker shutting down";
 /// The RFC 9003 message of the NOTIFICATION sent before a session is opened again with
 /// new parameters.
 pub const RESET_MESSAGE: &str = "podcidr-speaker: session parameters changed";
+
+/// The RFC 9003 message of the NOTIFICATION sent when a session's TCP MD5 key (its
+/// `password-secret`) is gone: the session stays down rather than run without it.
+pub const KEY_GONE_MESSAGE: &str = "podcidr-speaker: tcp md5 key unavailable";
 
 /// One running peer task and what it was started with.
 struct Running {
@@ -77,8 +82,16 @@ impl Peers {
     }
 
     /// Moves the tasks to `plan`. `event` is when the source change that led to this
-    /// plan arrived, for the event-to-update latency.
-    pub async fn reconcile(&mut self, plan: &Plan, overrides: &RunOverrides, event: Instant) {
+    /// plan arrived, for the event-to-update latency. `secrets` holds the keys of
+    /// `password-secret` (`None`: no secret source runs): a peer whose key cannot be
+    /// had does not run, and only that peer.
+    pub async fn reconcile(
+        &mut self,
+        plan: &Plan,
+        overrides: &RunOverrides,
+        secrets: Option<&SecretsView>,
+        event: Instant,
+    ) {
         let gone: Vec<PeerKey> = self
             .running
             .keys()
@@ -93,9 +106,22 @@ impl Peers {
 
         let mut restart = Vec::new();
         let mut start = Vec::new();
+        let mut blocked = Vec::new();
         for (key, peer_plan) in &plan.peers {
+            let md5_key = match peer_md5_key(&peer_plan.peer, secrets) {
+                Ok(k) => k,
+                Err(e) => {
+                    blocked.push((*key, peer_plan.peer.peer_asn, e));
+                    continue;
+                }
+            };
             let spec = match PeerSpec::from_config(&peer_plan.peer, overrides) {
-                Ok(spec) => spec,
+                // The key read from a Secret goes to the socket: a new one makes the
+                // transport differ, which resets this session alone.
+                Ok(mut spec) => {
+                    spec.transport.md5_key = md5_key;
+                    spec
+                }
                 Err(e) => {
                     self.refuse(*key, &e.to_string());
                     if self.running.contains_key(key) {
@@ -139,7 +165,16 @@ impl Peers {
                 waiting.spawn(join_bounded(r.handle));
             }
         }
+        for (key, ..) in &blocked {
+            if let Some(r) = self.running.remove(key) {
+                r.stop(Shutdown::Admin(KEY_GONE_MESSAGE.into()));
+                waiting.spawn(join_bounded(r.handle));
+            }
+        }
         while waiting.join_next().await.is_some() {}
+        for (key, asn, error) in blocked {
+            self.block(key, asn, &error);
+        }
         for (key, peer, spec, routes) in restart.into_iter().chain(start) {
             if let Some(old) = self.stopping.remove(&key) {
                 // Bounded: the stopping task aborts its peer task after STOP_TIMEOUT.
@@ -284,6 +319,23 @@ impl Peers {
             self.stopping.insert(key, task);
         }
         self.metrics.remove_peer(key);
+    }
+
+    /// A peer whose TCP MD5 key cannot be had: no task, its series and `/status` entry
+    /// say why (session down, the error as its last error).
+    fn block(&mut self, key: PeerKey, asn: u32, error: &SecretError) {
+        let now = SystemTime::now();
+        let reason = error.to_string();
+        self.metrics.add_peer(key, asn, now);
+        self.metrics.record_error(key, &reason, now);
+        if error.is_pending() {
+            if self.refused.get(&key) != Some(&reason) {
+                info!(peer = %key, reason = %reason, "waiting for the session's tcp md5 key");
+                self.refused.insert(key, reason);
+            }
+        } else {
+            self.refuse(key, &reason);
+        }
     }
 
     fn refuse(&mut self, key: PeerKey, reason: &str) {

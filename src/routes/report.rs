@@ -368,6 +368,9 @@ fn session_details(p: &super::plan::PeerPlan) -> String {
     if peer.password.is_some() {
         s.push_str(", md5");
     }
+    if let Some(r) = &peer.password_secret {
+        let _ = write!(s, ", md5 from {r}");
+    }
     if peer.ebgp_multihop {
         s.push_str(", ebgp-multihop");
     }
@@ -459,7 +462,8 @@ fn peer_json(peer: &Peer) -> Value {
         "hold_time_seconds": peer.hold_time.as_secs(),
         "keepalive_time_seconds": peer.keepalive_time.as_secs(),
         "router_id": peer.router_id.map(|r| r.to_string()),
-        "md5": peer.password.is_some(),
+        "md5": peer.password.is_some() || peer.password_secret.is_some(),
+        "md5_secret": peer.password_secret.as_ref().map(|r| json!({"name": r.name, "key": r.key})),
         "ebgp_multihop": peer.ebgp_multihop,
         "ttl_security": peer.ttl_security,
         "passive": peer.passive,
