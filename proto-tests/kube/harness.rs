@@ -53,6 +53,7 @@ pub enum Route {
     CiliumConfig,
     BgpConfig,
     Events,
+    Secrets,
 }
 
 fn route(request: &Request<KubeBody>) -> Route {
@@ -62,6 +63,7 @@ fn route(request: &Request<KubeBody>) -> Route {
         "/api/v1/nodes" => Route::Nodes,
         "/apis/cilium.io/v2/ciliumnodes" => Route::CiliumNodes,
         p if p.starts_with("/apis/events.k8s.io/") => Route::Events,
+        p if p.contains("/secrets") => Route::Secrets,
         p if p.ends_with("/configmaps") && query.contains("metadata.name%3Dcilium-config") => {
             Route::CiliumConfig
         }
@@ -94,6 +96,7 @@ impl MockApi {
             Route::CiliumConfig,
             Route::BgpConfig,
             Route::Events,
+            Route::Secrets,
         ] {
             let (tx, rx) = mpsc::unbounded_channel();
             senders.insert(r, tx);
@@ -196,6 +199,21 @@ impl Call {
             .expect("response");
         self.responder.send_response(response);
         WatchStream { tx }
+    }
+
+    /// Answers 200 with a body that breaks before its first byte (a connection reset).
+    pub fn broken(self) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let _ = tx.send(Err(std::io::Error::new(
+            std::io::ErrorKind::ConnectionReset,
+            "mock connection reset",
+        )));
+        let response = Response::builder()
+            .status(StatusCode::OK)
+            .header("content-type", "application/json")
+            .body(TestBody::Stream(rx))
+            .expect("response");
+        self.responder.send_response(response);
     }
 
     /// Answers with an API error Status.
@@ -317,5 +335,14 @@ pub fn config_map(namespace: &str, name: &str, rv: &str, data: Value) -> Value {
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": name, "namespace": namespace, "resourceVersion": rv},
         "data": data
+    })
+}
+
+/// A Secret as the API returns it: `data` base64-encoded, as on the wire.
+pub fn secret(namespace: &str, name: &str, rv: &str, data_base64: Value) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+        "metadata": {"name": name, "namespace": namespace, "resourceVersion": rv},
+        "data": data_base64
     })
 }

@@ -132,7 +132,7 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
     ));
 
     let (tx, mut rx) = sources::channel(SOURCE_QUEUE);
-    let secret_names = start_sources(&settings, tx, &mut tasks).await?;
+    let secret_names = start_sources(&settings, &metrics, tx, &mut tasks).await?;
     let mut daemon = Daemon::new(
         settings,
         Arc::clone(&metrics),
@@ -202,6 +202,7 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
 /// sender of the Secret names to follow (`password-secret`).
 async fn start_sources(
     settings: &Settings,
+    metrics: &Arc<Metrics>,
     tx: SourceSender,
     tasks: &mut JoinSet<()>,
 ) -> Result<tokio::sync::watch::Sender<BTreeSet<String>>, DaemonError> {
@@ -263,8 +264,11 @@ async fn start_sources(
                 (AnnounceMode::Local, Some(node)) => WatchScope::Local { node: node.clone() },
                 _ => WatchScope::Cluster,
             };
-            let (events, publisher) =
-                kube_source::events::KubeEvents::spawn(client.clone(), settings.node.clone());
+            let (events, publisher) = kube_source::events::KubeEvents::spawn(
+                client.clone(),
+                settings.node.clone(),
+                Arc::clone(metrics) as Arc<dyn kube_source::events::EventObserver>,
+            );
             let config = KubeSourceConfig {
                 scope,
                 cilium_config: kube_source::ConfigMapRef::cilium_config(),

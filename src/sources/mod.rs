@@ -22,7 +22,8 @@
 //!
 //! let client = client(API_READ_TIMEOUT).await?; // no request waits for ever
 //! let (tx, mut rx) = sources::channel(16);
-//! let (events, _publisher) = events::KubeEvents::spawn(client.clone(), Some("node-a".into()));
+//! let (events, _publisher) =
+//!     events::KubeEvents::spawn(client.clone(), Some("node-a".into()), Arc::new(events::Unobserved));
 //! let config = KubeSourceConfig {
 //!     scope: WatchScope::Local { node: "node-a".into() },
 //!     cilium_config: ConfigMapRef::cilium_config(),
