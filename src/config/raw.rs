@@ -546,6 +546,7 @@ impl Walker<'_> {
             "router-id",
             "source-address",
             "password",
+            "password-secret",
             "ebgp-multihop",
             "bfd-profile",
             "node-selectors",
@@ -558,7 +559,6 @@ impl Walker<'_> {
             "max-prefix",
             "passive",
             "ttl-security",
-            "password-secret",
         ];
         debug_assert_eq!(
             KEYS.len(),

@@ -419,6 +419,17 @@ mod tests {
     }
 
     #[test]
+    fn a_new_key_from_the_secret_resets_and_the_same_key_does_not() {
+        let p = peer("    password-secret: {name: tor-md5, key: tor-a}\n");
+        let mut old = spec(&p, [192, 0, 2, 10], None);
+        old.transport.md5_key = Some(crate::config::Secret::new("one"));
+        let mut new = old.clone();
+        assert!(!needs_reset(&p, &old, &p, &new));
+        new.transport.md5_key = Some(crate::config::Secret::new("two"));
+        assert!(needs_reset(&p, &old, &p, &new));
+    }
+
+    #[test]
     fn run_time_identity_changes_reset() {
         let p = peer("");
         let old = spec(&p, [192, 0, 2, 10], Some("192.0.2.10"));
