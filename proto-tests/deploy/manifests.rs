@@ -320,7 +320,11 @@ fn rbac_grants_secrets_by_name_only() {
         assert!(!secrets.is_empty(), "{}: no Secret granted", install.dir);
         for g in secrets {
             assert_eq!(g.name, MD5_SECRET, "{}: {g:?}", install.dir);
-            assert!(["get", "watch"].contains(&g.verb.as_str()), "{}: {g:?}", install.dir);
+            assert!(
+                ["get", "watch"].contains(&g.verb.as_str()),
+                "{}: {g:?}",
+                install.dir
+            );
             assert_eq!(g.scope, install.config_map.0, "{}: {g:?}", install.dir);
         }
     }

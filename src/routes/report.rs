@@ -682,6 +682,37 @@ warnings:
     }
 
     #[test]
+    fn a_password_secret_shows_as_its_reference() {
+        let text = CONFIG.replacen(
+            "password: s3cret-md5-key",
+            "password-secret: {name: bgp-peer-passwords, key: tor-a}",
+            1,
+        );
+        let config = crate::config::parse(&text).unwrap();
+        let view = view();
+        let plan = plan(
+            &view,
+            &config,
+            &LocalNode::new("n1"),
+            AnnounceMode::Local,
+            &Overrides::default(),
+        );
+        let out = table(&plan, &view, &config);
+        assert!(
+            out.contains("keepalive 30s, md5 from secret bgp-peer-passwords key tor-a, 1 route"),
+            "{out}"
+        );
+        let json = render_plan(&plan, &view, &config, Format::Json);
+        let v: Value = serde_json::from_str(&json).unwrap();
+        let peer = &v["peers"][0];
+        assert_eq!(peer["md5"], true, "{json}");
+        assert_eq!(
+            peer["md5_secret"],
+            json!({"name": "bgp-peer-passwords", "key": "tor-a"})
+        );
+    }
+
+    #[test]
     fn conflicts_pools_and_missing_next_hops_are_warnings() {
         let config = crate::config::parse(
             "
