@@ -311,8 +311,9 @@ fn password_secret_names_a_secret_key_and_excludes_password() {
         ["s1", "s2"]
     );
 
+    type Fields<'a> = Vec<(&'a str, &'a str)>;
     #[rustfmt::skip]
-    let cases: Vec<(Vec<(&str, &str)>, Vec<&str>)> = vec![
+    let cases: Vec<(Fields, Vec<&str>)> = vec![
         (vec![("password", "hunter2"), ("password-secret", "{name: s, key: k}")],
          vec!["peers[0].password-secret: cannot be combined with peers[0].password (the TCP MD5 key comes from one place)"]),
         (vec![("password-secret", "{name: s}")], vec!["peers[0].password-secret.key: is required"]),

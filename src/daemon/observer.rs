@@ -76,6 +76,13 @@ impl PeerObserver for PeerMetrics {
     }
 }
 
+/// Kubernetes Events not written are counted by reason.
+impl crate::sources::kube::events::EventObserver for Metrics {
+    fn not_written(&self, loss: crate::sources::kube::events::EventLoss) {
+        self.record_kube_event_lost(loss);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -139,12 +146,5 @@ mod tests {
                 .any(|l| l.contains("type=\"update\"") && l.ends_with(" 1")),
             "{text}"
         );
-    }
-}
-
-/// Kubernetes Events not written are counted by reason.
-impl crate::sources::kube::events::EventObserver for Metrics {
-    fn not_written(&self, loss: crate::sources::kube::events::EventLoss) {
-        self.record_kube_event_lost(loss);
     }
 }

@@ -66,11 +66,13 @@ pub async fn run(
         let names_changed = last_sent
             .as_ref()
             .is_none_or(|v| !v.secrets.keys().eq(view.secrets.keys()));
+        let mut sent = false;
         if last_sent.as_ref() != Some(&view) {
             if names_changed || candidate.as_ref() == Some(&view) {
                 candidate = None;
                 last_sent = Some(view.clone());
                 out.send(SourceUpdate::Secrets(Arc::new(view))).await?;
+                sent = true;
             } else {
                 candidate = Some(view);
             }
@@ -80,16 +82,18 @@ pub async fn run(
         out.status(resource, |s| {
             s.up = error.is_none();
             s.synced |= last_sent.is_some();
-            s.relists += 1;
+            if sent {
+                s.events += 1;
+                s.relists += 1;
+                s.last_event = Some(SystemTime::now());
+            }
             match &error {
                 Some(e) => {
+                    // Counted once per distinct error, not on every poll.
                     s.errors += u64::from(s.last_error.as_ref() != Some(e));
                     s.last_error = Some(e.clone());
                 }
-                None => {
-                    s.last_event = Some(SystemTime::now());
-                    s.last_error = None;
-                }
+                None => s.last_error = None,
             }
         });
         tokio::select! {

@@ -29,6 +29,9 @@ use super::{Retry, RetryBackoff, WATCH_TIMEOUT};
 use crate::sources::secrets::{secret_data, SecretNames, SecretOrigin, SecretState, SecretsView};
 use crate::sources::{Closed, Resource, SourceSender, SourceUpdate};
 
+/// A watch that ends sooner than this without an error is resumed after the backoff.
+const MIN_WATCH: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// What one name's follower reports.
 enum Report {
     State(SecretState),
@@ -183,6 +186,7 @@ async fn follow(
         };
         // Watch until it fails; resume after a normal end.
         let failed = loop {
+            let started = tokio::time::Instant::now();
             let mut stream = match api.watch(&params, &version).await {
                 Ok(stream) => stream.boxed(),
                 Err(e) => break Some(describe(&e)),
@@ -219,8 +223,13 @@ async fn follow(
                 }
             }
             match outcome {
-                // The server ended the watch (its timeout): resume where it stopped.
-                None => continue,
+                // The server ended the watch (its timeout): resume where it stopped; a
+                // server that ends every watch at once is not asked again in a loop.
+                None => {
+                    if started.elapsed() < MIN_WATCH {
+                        pause(&mut backoff).await;
+                    }
+                }
                 Some(failure) => break failure,
             }
         };
