@@ -153,6 +153,7 @@ fn extensions_sample_uses_every_extension_key() {
         "max-prefix",
         "passive",
         "ttl-security",
+        "password-secret",
     ] {
         assert!(
             text.contains(&format!("{key}:")),
@@ -191,6 +192,11 @@ fn check_accepts_the_samples() {
     );
     assert!(out.contains(", md5,"), "{out}");
     assert!(!out.contains("yourPassword"), "{out}");
+    // A password-secret shows which Secret key holds the key, never a value.
+    assert!(
+        out.contains(", md5 from secret bgp-peer-passwords key tor-a,"),
+        "{out}"
+    );
 }
 
 #[test]
