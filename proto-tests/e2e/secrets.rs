@@ -161,6 +161,12 @@ fn a_rotated_secret_resets_only_its_own_session() {
     })
     .unwrap_or_else(|e| panic!("{e}\n{}", log()));
 
+    assert!(
+        log().contains("tcp md5 key changed (password-secret), opening the session again"),
+        "the reset says why:\n{}",
+        log()
+    );
+
     // The BIRD session never moved.
     settle();
     let bird_state = bird.session_state(n1).unwrap();

@@ -191,6 +191,16 @@ impl Call {
     /// Answers a watch request with a stream the test feeds.
     pub fn watch(self) -> WatchStream {
         assert!(self.is_watch(), "expected a watch, got {}", self.uri());
+        self.stream()
+    }
+
+    /// Answers 200 with a body that breaks before its first byte (a connection reset).
+    pub fn broken(self) {
+        self.stream().fail();
+    }
+
+    /// Answers 200 with a body the returned stream feeds.
+    fn stream(self) -> WatchStream {
         let (tx, rx) = mpsc::unbounded_channel();
         let response = Response::builder()
             .status(StatusCode::OK)
@@ -199,21 +209,6 @@ impl Call {
             .expect("response");
         self.responder.send_response(response);
         WatchStream { tx }
-    }
-
-    /// Answers 200 with a body that breaks before its first byte (a connection reset).
-    pub fn broken(self) {
-        let (tx, rx) = mpsc::unbounded_channel();
-        let _ = tx.send(Err(std::io::Error::new(
-            std::io::ErrorKind::ConnectionReset,
-            "mock connection reset",
-        )));
-        let response = Response::builder()
-            .status(StatusCode::OK)
-            .header("content-type", "application/json")
-            .body(TestBody::Stream(rx))
-            .expect("response");
-        self.responder.send_response(response);
     }
 
     /// Answers with an API error Status.

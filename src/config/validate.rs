@@ -596,40 +596,34 @@ impl Validator {
     /// `password-secret`: a Secret name (a DNS subdomain, RFC 1123, as Kubernetes
     /// names objects) and a data key (Kubernetes' rule for Secret keys).
     fn secret_ref(&mut self, r: &RawSecretRef) -> Option<SecretKeyRef> {
+        const NAME: &str = "must be a Secret name: lowercase letters, digits, '-' and '.', \
+                            starting and ending with a letter or digit, at most 253 characters";
+        const KEY: &str = "must be a Secret data key: letters, digits, '-', '_' and '.', \
+                           at most 253 characters, not starting with \"..\"";
         let name = self.required(&r.name, &r.path, "name", r.at);
         let key = self.required(&r.key, &r.path, "key", r.at);
         let (name, key) = (name?, key?);
-        let mut ok = true;
-        if name.value.is_empty() {
-            self.errors.push(ConfigError::new(
-                name.path.clone(),
-                Some(name.at),
-                ConfigErrorKind::Missing,
-            ));
-            ok = false;
-        } else if !is_dns_subdomain(&name.value) {
-            let reason = "must be a Secret name: lowercase letters, digits, '-' and '.', \
-                          starting and ending with a letter or digit, at most 253 characters";
-            self.invalid(name, shown(name), reason);
-            ok = false;
-        }
-        if key.value.is_empty() {
-            self.errors.push(ConfigError::new(
-                key.path.clone(),
-                Some(key.at),
-                ConfigErrorKind::Missing,
-            ));
-            ok = false;
-        } else if !is_secret_key(&key.value) {
-            let reason = "must be a Secret data key: letters, digits, '-', '_' and '.', \
-                          at most 253 characters, not starting with \"..\"";
-            self.invalid(key, shown(key), reason);
-            ok = false;
-        }
-        ok.then(|| SecretKeyRef {
+        let name_ok = self.secret_ref_part(name, is_dns_subdomain, NAME);
+        let key_ok = self.secret_ref_part(key, is_secret_key, KEY);
+        (name_ok && key_ok).then(|| SecretKeyRef {
             name: name.value.clone(),
             key: key.value.clone(),
         })
+    }
+
+    /// One part of `password-secret`: "" is missing (an empty string means "not set").
+    fn secret_ref_part(&mut self, part: &Text, valid: fn(&str) -> bool, reason: &str) -> bool {
+        if part.value.is_empty() {
+            let missing =
+                ConfigError::new(part.path.clone(), Some(part.at), ConfigErrorKind::Missing);
+            self.errors.push(missing);
+            false
+        } else if !valid(&part.value) {
+            self.invalid(part, shown(part), reason);
+            false
+        } else {
+            true
+        }
     }
 
     /// A BGP Identifier: 4 octets (RFC 4271 section 4.2), non-zero (RFC 6286).

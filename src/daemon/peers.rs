@@ -132,7 +132,14 @@ impl Peers {
             };
             match self.running.get_mut(key) {
                 Some(r) if needs_reset(&r.peer, &r.spec, &peer_plan.peer, &spec) => {
-                    info!(peer = %key, "session parameters changed, opening the session again");
+                    let mut same_but_key = spec.clone();
+                    same_but_key.transport.md5_key = r.spec.transport.md5_key.clone();
+                    if r.spec != spec && r.spec == same_but_key {
+                        // Only the Secret's value changed: say so (never the key itself).
+                        info!(peer = %key, "tcp md5 key changed (password-secret), opening the session again");
+                    } else {
+                        info!(peer = %key, "session parameters changed, opening the session again");
+                    }
                     restart.push((*key, peer_plan.peer.clone(), spec, &peer_plan.routes));
                 }
                 Some(r) => {
