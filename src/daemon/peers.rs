@@ -102,7 +102,18 @@ impl Peers {
             info!(peer = %key, "peer no longer selected for this node, closing its session");
             self.retire(key, Shutdown::Deconfigured);
         }
-        self.refused.retain(|k, _| plan.peers.contains_key(k));
+        // A peer that could not run (no key, a refused spec) and is no longer selected:
+        // the series its refusal kept (session down, the reason) go with it.
+        let unselected: Vec<PeerKey> = self
+            .refused
+            .keys()
+            .filter(|k| !plan.peers.contains_key(k) && !self.running.contains_key(k))
+            .copied()
+            .collect();
+        for key in unselected {
+            self.metrics.remove_peer(key);
+            self.refused.remove(&key);
+        }
 
         let mut restart = Vec::new();
         let mut start = Vec::new();
@@ -460,6 +471,79 @@ mod tests {
             &p,
             &spec(&p, [192, 0, 2, 10], Some("192.0.2.10"))
         ));
+    }
+
+    /// A plan for node n1 (kubernetes IPAM, one pod CIDR) under `config`.
+    fn plan_for(config: &str) -> Plan {
+        use crate::sources::model::{
+            node_view, CiliumConfig, ClusterState, IpamOverride, NodeFacts,
+        };
+        let mut state = ClusterState {
+            cilium_config: Some(CiliumConfig {
+                ipam: Some("kubernetes".into()),
+                ..CiliumConfig::default()
+            }),
+            ..ClusterState::default()
+        };
+        state.nodes.insert(
+            "n1".into(),
+            NodeFacts {
+                internal_ipv4: Some("192.0.2.10".parse().unwrap()),
+                node_cidrs: vec!["10.244.1.0/24".parse().unwrap()],
+                ..NodeFacts::default()
+            },
+        );
+        let view = node_view(&state, IpamOverride::Auto).unwrap();
+        let config = crate::config::parse(config).unwrap();
+        crate::routes::plan(
+            &view,
+            &config,
+            &crate::routes::LocalNode::new("n1"),
+            crate::routes::AnnounceMode::Local,
+            &crate::routes::Overrides::default(),
+        )
+    }
+
+    #[tokio::test]
+    async fn a_peer_without_its_key_runs_no_task_shows_why_and_goes_when_unselected() {
+        use crate::sources::secrets::{SecretOrigin, SecretState};
+        let metrics = Metrics::new();
+        let mut peers = Peers::new(Arc::clone(&metrics), None);
+        let plan = plan_for(
+            "peers:\n  - peer-address: 192.0.2.1\n    peer-asn: 65000\n    my-asn: 65001\n    password-secret: {name: s, key: k}\n",
+        );
+        let key = *plan.peers.keys().next().unwrap();
+        let run = RunOverrides {
+            router_id: Some(Ipv4Addr::new(192, 0, 2, 10)),
+            ..RunOverrides::default()
+        };
+        let mut secrets = SecretsView::new(SecretOrigin::Namespace("kube-system".into()));
+        secrets.secrets.insert("s".into(), SecretState::Missing);
+        peers
+            .reconcile(&plan, &run, Some(&secrets), Instant::now())
+            .await;
+        assert!(peers.running.is_empty(), "no session without its key");
+        let status = metrics.status(SystemTime::now(), Instant::now());
+        let entry = status
+            .peers
+            .iter()
+            .find(|p| p.peer == key.to_string())
+            .unwrap();
+        assert!(!entry.up);
+        assert_eq!(
+            entry.last_error.as_deref(),
+            Some("password-secret: secret s not found in namespace kube-system")
+        );
+        // No secret source at all: refused as well, never run without the key.
+        peers.reconcile(&plan, &run, None, Instant::now()).await;
+        assert!(peers.running.is_empty());
+        // No longer selected: its series go.
+        let empty = plan_for("peers: []\n");
+        peers
+            .reconcile(&empty, &run, Some(&secrets), Instant::now())
+            .await;
+        let status = metrics.status(SystemTime::now(), Instant::now());
+        assert!(status.peers.is_empty(), "{:?}", status.peers);
     }
 
     fn running(peer: Peer, beat: Arc<peer::Beat>, join: JoinHandle<()>) -> Running {
