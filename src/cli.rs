@@ -7,7 +7,7 @@ use std::sync::LazyLock;
 
 use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 
-use crate::daemon::{ClusterSource, ConfigSource, Settings};
+use crate::daemon::{ClusterSource, ConfigSource, SecretsSource, Settings};
 use crate::routes::report::Format;
 use crate::routes::AnnounceMode;
 use crate::sources::kube::BgpConfigMapRef;
@@ -171,6 +171,12 @@ pub struct RunArgs {
     #[arg(long, env = "PODCIDR_LISTEN_ADDR", value_name = "ADDR:PORT")]
     pub listen_addr: Option<SocketAddr>,
 
+    /// Read the Secrets of `password-secret` from this directory (`DIR/NAME/KEY`, as
+    /// Secret volumes mounted at `DIR/NAME`) instead of the API server, reloaded on
+    /// change. Default: the API server, in the namespace of `--bgp-config-map`.
+    #[arg(long, env = "PODCIDR_SECRETS_DIR", value_name = "DIR")]
+    pub secrets_dir: Option<PathBuf>,
+
     /// Log lines as text or as one JSON object each. The filter is RUST_LOG's
     /// (default `info`).
     #[arg(long, env = "PODCIDR_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
@@ -239,6 +245,13 @@ impl RunArgs {
             router_id: self.router_id,
             metrics_addr: self.metrics_addr,
             listen_addr: self.listen_addr,
+            secrets: match (&self.secrets_dir, &self.cluster_state) {
+                (Some(dir), _) => SecretsSource::Dir(dir.clone()),
+                (None, None) => SecretsSource::Kubernetes {
+                    namespace: self.bgp_config_map.namespace.clone(),
+                },
+                (None, Some(_)) => SecretsSource::None,
+            },
         }
     }
 }

@@ -259,6 +259,11 @@ fn json_output_has_the_same_routes_and_warnings() {
     let peer = &peers[0];
     assert_eq!(peer["peer"], "10.5.0.1:179");
     assert_eq!(peer["ttl_security"], true);
+    assert_eq!(peer["md5"], true);
+    assert_eq!(
+        peer["md5_secret"],
+        serde_json::json!({"name": "bgp-peer-passwords", "key": "tor-a"})
+    );
     assert_eq!(peer["source_address"], "192.168.20.31");
     let routes: Vec<(&str, &str)> = peer["routes"]
         .as_array()

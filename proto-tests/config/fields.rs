@@ -282,6 +282,73 @@ fn invalid_peer_values() {
 }
 
 #[test]
+fn password_secret_names_a_secret_key_and_excludes_password() {
+    use podcidr_speaker::config::SecretKeyRef;
+    let p = the_peer(&[("password-secret", "{name: tor-md5, key: tor-a}")]);
+    assert_eq!(
+        p.password_secret,
+        Some(SecretKeyRef {
+            name: "tor-md5".into(),
+            key: "tor-a".into()
+        })
+    );
+    assert!(p.password.is_none());
+    // An empty password next to it means no password, as everywhere.
+    let p = the_peer(&[
+        ("password", "\"\""),
+        ("password-secret", "{name: a.b-c, key: K_1.x}"),
+    ]);
+    assert_eq!(
+        p.password_secret.as_ref().map(|r| r.key.as_str()),
+        Some("K_1.x")
+    );
+    // "" and null: not set.
+    for absent in ["\"\"", "~"] {
+        assert_eq!(
+            the_peer(&[("password-secret", absent)]).password_secret,
+            None
+        );
+    }
+    // Distinct Secrets, each once, for the source to follow.
+    let c = crate::ok("peers:\n- {peer-address: 10.0.0.1, peer-asn: 65000, my-asn: 65001, password-secret: {name: s1, key: a}}\n- {peer-address: 10.0.0.2, peer-asn: 65000, my-asn: 65001, password-secret: {name: s1, key: b}}\n- {peer-address: 10.0.0.3, peer-asn: 65000, my-asn: 65001, password-secret: {name: s2, key: a}}\n");
+    assert_eq!(
+        c.secret_names().into_iter().collect::<Vec<_>>(),
+        ["s1", "s2"]
+    );
+
+    type Fields<'a> = Vec<(&'a str, &'a str)>;
+    #[rustfmt::skip]
+    let cases: Vec<(Fields, Vec<&str>)> = vec![
+        (vec![("password", "hunter2"), ("password-secret", "{name: s, key: k}")],
+         vec!["peers[0].password-secret: cannot be combined with peers[0].password (the TCP MD5 key comes from one place)"]),
+        (vec![("password-secret", "{name: s}")], vec!["peers[0].password-secret.key: is required"]),
+        (vec![("password-secret", "{key: k}")], vec!["peers[0].password-secret.name: is required"]),
+        (vec![("password-secret", "{name: \"\", key: k}")], vec!["peers[0].password-secret.name: is required"]),
+        (vec![("password-secret", "{name: Tor_MD5, key: k}")], vec![r#"peers[0].password-secret.name: "Tor_MD5" must be a Secret name: lowercase letters, digits, '-' and '.', starting and ending with a letter or digit, at most 253 characters"#]),
+        (vec![("password-secret", "{name: ../etc, key: k}")], vec![r#"peers[0].password-secret.name: "../etc" must be a Secret name: lowercase letters, digits, '-' and '.', starting and ending with a letter or digit, at most 253 characters"#]),
+        (vec![("password-secret", "{name: s, key: ..data}")], vec![r#"peers[0].password-secret.key: "..data" must be a Secret data key: letters, digits, '-', '_' and '.', at most 253 characters, not starting with "..""#]),
+        (vec![("password-secret", "{name: s, key: a/b}")], vec![r#"peers[0].password-secret.key: "a/b" must be a Secret data key: letters, digits, '-', '_' and '.', at most 253 characters, not starting with "..""#]),
+        (vec![("password-secret", "{name: s, key: k, namespace: x}")], vec![r#"peers[0].password-secret: unknown key "namespace" (expected one of: name, key)"#]),
+        (vec![("password-secret", "tor-md5")], vec![r#"peers[0].password-secret: string "tor-md5" must be a mapping"#]),
+    ];
+    for (fields, want) in &cases {
+        let text = peer(fields);
+        assert_eq!(errors(&text), *want, "for {fields:?}\n{text}");
+    }
+    // Not a speaker-wide default: each peer names its own key.
+    let text = format!(
+        "{}speaker:\n  password-secret: {{name: s, key: k}}\n",
+        peer(&[])
+    );
+    let errs = errors(&text);
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert!(
+        errs[0].starts_with("speaker: unknown key \"password-secret\""),
+        "{errs:?}"
+    );
+}
+
+#[test]
 fn passwords_never_appear_in_errors() {
     let secret = "hunter2-but-with-a\\nnewline";
     let text = peer(&[("password", &format!("\"{secret}\"")), ("hold-time", "1s")]);
@@ -310,7 +377,7 @@ fn duplicate_keys_and_all_errors_at_once() {
             r#"peers[1].peer-address: "x" is not an IP address"#,
             "peers[1].peer-asn: 0 is not a valid AS number (1 to 4294967295)",
             r#"peers[1].hold-time: "1s" must be 0 or at least 3s"#,
-            r#"peers[1]: unknown key "colour" (expected one of: peer-address, peer-asn, my-asn, peer-port, hold-time, keepalive-time, router-id, source-address, password, ebgp-multihop, bfd-profile, node-selectors, graceful-restart, graceful-restart-time, connect-retry-time, origin, pod-cidr-communities, pod-cidr-local-pref, max-prefix, passive, ttl-security)"#,
+            r#"peers[1]: unknown key "colour" (expected one of: peer-address, peer-asn, my-asn, peer-port, hold-time, keepalive-time, router-id, source-address, password, password-secret, ebgp-multihop, bfd-profile, node-selectors, graceful-restart, graceful-restart-time, connect-retry-time, origin, pod-cidr-communities, pod-cidr-local-pref, max-prefix, passive, ttl-security)"#,
         ]
     );
 }

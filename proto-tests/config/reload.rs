@@ -98,6 +98,10 @@ fn reload_table() {
         case("explicit default hold time", base(), peer0("  hold-time: 90s\n  keepalive-time: 30s\n  peer-port: 179\n"), vec![(A, Keep), (B, Keep), (IBGP, Keep)]),
         case("password added", base(), peer0("  password: s3cret\n"), vec![(A, Reset), (B, Keep), (IBGP, Keep)]),
         case("password changed", peer0("  password: one\n"), peer0("  password: two\n"), vec![(A, Reset), (B, Keep), (IBGP, Keep)]),
+        // The Secret's content is not in the config: a new reference resets, the same one keeps.
+        case("password-secret added", base(), peer0("  password-secret: {name: s, key: a}\n"), vec![(A, Reset), (B, Keep), (IBGP, Keep)]),
+        case("password-secret key changed", peer0("  password-secret: {name: s, key: a}\n"), peer0("  password-secret: {name: s, key: b}\n"), vec![(A, Reset), (B, Keep), (IBGP, Keep)]),
+        case("password-secret rewritten alike", peer0("  password-secret: {name: s, key: a}\n"), peer0("  password-secret:\n    key: a\n    name: s\n"), vec![(A, Keep), (B, Keep), (IBGP, Keep)]),
         case("my-asn changed", base(), edit("  my-asn: 65083\n", "  my-asn: 65084\n"), vec![(A, Reset), (B, Keep), (IBGP, Keep)]),
         case("peer-asn changed", base(), edit("  peer-asn: 65000\n", "  peer-asn: 65001\n"), vec![(A, Reset), (B, Keep), (IBGP, Keep)]),
         case("router-id set", base(), peer0("  router-id: 10.5.1.1\n"), vec![(A, Reset), (B, Keep), (IBGP, Keep)]),

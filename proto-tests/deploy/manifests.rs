@@ -30,6 +30,8 @@ struct Install {
 }
 
 const CILIUM_CONFIG: (&str, &str) = ("kube-system", "bgp-config");
+/// The Secret the manifests let the speaker read TCP MD5 keys from (`password-secret`).
+const MD5_SECRET: &str = "bgp-peer-passwords";
 const METALLB_CONFIG: (&str, &str) = ("metallb-system", "config");
 
 const INSTALLS: &[Install] = &[
@@ -306,6 +308,28 @@ fn rbac_is_exactly_the_minimum_in_every_install() {
     }
 }
 
+/// Secrets are granted by name only, get and watch only: no rule of any install lets
+/// the speaker list Secrets or read one it was not given.
+#[test]
+fn rbac_grants_secrets_by_name_only() {
+    let Some(renders) = render_all() else { return };
+    for (install, objects) in renders {
+        let granted = speaker_grants(&objects)
+            .unwrap_or_else(|problems| panic!("{}: {problems:#?}", install.dir));
+        let secrets: Vec<&Grant> = granted.iter().filter(|g| g.resource == "secrets").collect();
+        assert!(!secrets.is_empty(), "{}: no Secret granted", install.dir);
+        for g in secrets {
+            assert_eq!(g.name, MD5_SECRET, "{}: {g:?}", install.dir);
+            assert!(
+                ["get", "watch"].contains(&g.verb.as_str()),
+                "{}: {g:?}",
+                install.dir
+            );
+            assert_eq!(g.scope, install.config_map.0, "{}: {g:?}", install.dir);
+        }
+    }
+}
+
 #[test]
 fn rbac_check_rejects_extra_missing_and_widened_rules() {
     let good = parse_docs(GOOD_RBAC).expect("inline RBAC parses");
@@ -313,7 +337,19 @@ fn rbac_check_rejects_extra_missing_and_widened_rules() {
     assert_eq!(speaker_grants(&good), Ok(expected.clone()));
 
     type Mutation = fn(&mut Vec<Value>);
-    let mutations: [(&str, Mutation); 10] = [
+    let mutations: [(&str, Mutation); 13] = [
+        ("secrets without resourceNames", |docs| {
+            remove_key(at_mut(&mut docs[2], &["rules", "1"]), "resourceNames");
+        }),
+        ("list on the named secret", |docs| {
+            push_str(at_mut(&mut docs[2], &["rules", "1", "verbs"]), "list");
+        }),
+        ("another secret", |docs| {
+            push_str(
+                at_mut(&mut docs[2], &["rules", "1", "resourceNames"]),
+                "kube-system-admin-token",
+            );
+        }),
         ("an extra verb on nodes", |docs| {
             push_str(at_mut(&mut docs[0], &["rules", "0", "verbs"]), "update");
         }),
@@ -755,6 +791,11 @@ fn expected_grants(config_map: (&str, &str)) -> BTreeSet<Grant> {
             verb,
         ));
         expected.insert(grant(config_map.0, "", "configmaps", config_map.1, verb));
+    }
+    // TCP MD5 keys: the named Secrets of the bgp-config's namespace, get and watch only
+    // (the speaker never lists Secrets).
+    for verb in ["get", "watch"] {
+        expected.insert(grant(config_map.0, "", "secrets", MD5_SECRET, verb));
     }
     // Events about Nodes: kube-rs's Recorder stores those of cluster-scoped objects in
     // "default".
@@ -1443,6 +1484,7 @@ kind: Role
 metadata: {name: podcidr-speaker-config, namespace: kube-system}
 rules:
   - {apiGroups: [""], resources: [configmaps], resourceNames: [cilium-config, bgp-config], verbs: [get, list, watch]}
+  - {apiGroups: [""], resources: [secrets], resourceNames: [bgp-peer-passwords], verbs: [get, watch]}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding

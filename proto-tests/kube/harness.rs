@@ -53,6 +53,7 @@ pub enum Route {
     CiliumConfig,
     BgpConfig,
     Events,
+    Secrets,
 }
 
 fn route(request: &Request<KubeBody>) -> Route {
@@ -62,6 +63,7 @@ fn route(request: &Request<KubeBody>) -> Route {
         "/api/v1/nodes" => Route::Nodes,
         "/apis/cilium.io/v2/ciliumnodes" => Route::CiliumNodes,
         p if p.starts_with("/apis/events.k8s.io/") => Route::Events,
+        p if p.contains("/secrets") => Route::Secrets,
         p if p.ends_with("/configmaps") && query.contains("metadata.name%3Dcilium-config") => {
             Route::CiliumConfig
         }
@@ -94,6 +96,7 @@ impl MockApi {
             Route::CiliumConfig,
             Route::BgpConfig,
             Route::Events,
+            Route::Secrets,
         ] {
             let (tx, rx) = mpsc::unbounded_channel();
             senders.insert(r, tx);
@@ -188,6 +191,16 @@ impl Call {
     /// Answers a watch request with a stream the test feeds.
     pub fn watch(self) -> WatchStream {
         assert!(self.is_watch(), "expected a watch, got {}", self.uri());
+        self.stream()
+    }
+
+    /// Answers 200 with a body that breaks before its first byte (a connection reset).
+    pub fn broken(self) {
+        self.stream().fail();
+    }
+
+    /// Answers 200 with a body the returned stream feeds.
+    fn stream(self) -> WatchStream {
         let (tx, rx) = mpsc::unbounded_channel();
         let response = Response::builder()
             .status(StatusCode::OK)
@@ -317,5 +330,14 @@ pub fn config_map(namespace: &str, name: &str, rv: &str, data: Value) -> Value {
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": name, "namespace": namespace, "resourceVersion": rv},
         "data": data
+    })
+}
+
+/// A Secret as the API returns it: `data` base64-encoded, as on the wire.
+pub fn secret(namespace: &str, name: &str, rv: &str, data_base64: Value) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+        "metadata": {"name": name, "namespace": namespace, "resourceVersion": rv},
+        "data": data_base64
     })
 }

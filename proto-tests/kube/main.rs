@@ -9,7 +9,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use harness::{cilium_node, config_map, node, Call, MockApi, Route, WatchStream, WAIT};
+use harness::{cilium_node, config_map, node, secret, Call, MockApi, Route, WatchStream, WAIT};
 use ipnet::IpNet;
 use podcidr_speaker::sources::kube::{
     self as kube_source, BgpConfigMapRef, ConfigMapRef, KubeSourceConfig, Retry, WatchScope,
@@ -696,7 +696,11 @@ async fn kube_events_posts_a_drift_event_on_the_node() {
     use podcidr_speaker::sources::kube::events::KubeEvents;
     bounded(async {
         let (client, mut api) = MockApi::start();
-        let (events, task) = KubeEvents::spawn(client, Some("speaker-master1".into()));
+        let (events, task) = KubeEvents::spawn(
+            client,
+            Some("speaker-master1".into()),
+            Arc::new(podcidr_speaker::sources::kube::events::Unobserved),
+        );
         events.publish(&Report::Drift {
             node: "master1".into(),
             uid: Some("uid-master1".into()),
@@ -909,6 +913,263 @@ async fn a_deleted_cilium_config_changes_nothing_and_every_event_kind_is_followe
         let view = s.view().await;
         assert_eq!(view.ipam, IpamMode::ClusterPool);
         assert_eq!(prefixes(&view, "master1"), nets(&["10.5.113.0/24"]));
+    })
+    .await;
+}
+
+fn drift_report(node: &str) -> Report {
+    Report::Drift {
+        node: node.into(),
+        uid: None,
+        drift: Drift {
+            node_cidrs: nets(&["10.5.112.0/24"]),
+            cilium_cidrs: nets(&["10.5.113.0/24"]),
+        },
+        ipam: IpamMode::ClusterPool,
+    }
+}
+
+/// The value of `podcidr_speaker_kube_events_lost_total{reason}` in the exposition.
+fn events_lost(metrics: &podcidr_speaker::metrics::Metrics, reason: &str) -> f64 {
+    let series = format!("podcidr_speaker_kube_events_lost_total{{reason=\"{reason}\"}} ");
+    let text = metrics.encode();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(&series))
+        .unwrap_or_else(|| panic!("no {series} in\n{text}"));
+    line[series.len()..].trim().parse().expect("a number")
+}
+
+/// Events that cannot be written are counted by reason: one dropped on a full queue
+/// (no request made for it), one the API server refuses (403), one whose request
+/// breaks; the one accepted counts nothing.
+#[tokio::test]
+async fn kube_events_not_written_are_counted_by_reason() {
+    use podcidr_speaker::sources::kube::events::KubeEvents;
+    bounded(async {
+        let (client, mut api) = MockApi::start();
+        let metrics = podcidr_speaker::metrics::Metrics::new();
+        for reason in ["queue_full", "refused", "failed"] {
+            assert_eq!(
+                events_lost(&metrics, reason),
+                0.0,
+                "{reason} from the start"
+            );
+        }
+        let (events, task) = KubeEvents::with_queue(client, Some("s1".into()), metrics.clone(), 1);
+        events.publish(&drift_report("n1"));
+        // The task holds n1's request open: the queue of one takes n2, n3 is dropped.
+        let first = api.next(Route::Events).await;
+        events.publish(&drift_report("n2"));
+        events.publish(&drift_report("n3"));
+        assert_eq!(events_lost(&metrics, "queue_full"), 1.0);
+        assert_eq!(events_lost(&metrics, "refused"), 0.0);
+        first.status_error(403, "Forbidden");
+        let mut second = api.next(Route::Events).await;
+        let body = second.body_json().await;
+        assert_eq!(body["regarding"]["name"], "n2");
+        second.json(http::StatusCode::CREATED, &body);
+        events.publish(&drift_report("n4"));
+        let third = api.next(Route::Events).await;
+        third.broken();
+        drop(events);
+        tokio::time::timeout(WAIT, task).await.unwrap().unwrap();
+        assert!(api.idle(Route::Events), "n3 was never sent");
+        assert_eq!(events_lost(&metrics, "queue_full"), 1.0);
+        assert_eq!(events_lost(&metrics, "refused"), 1.0);
+        assert_eq!(events_lost(&metrics, "failed"), 1.0);
+    })
+    .await;
+}
+
+const SECRETS: &str = "/api/v1/namespaces/kube-system/secrets";
+
+async fn secrets_view(
+    rx: &mut SourceReceiver,
+) -> Arc<podcidr_speaker::sources::secrets::SecretsView> {
+    match tokio::time::timeout(WAIT, rx.updates.recv()).await {
+        Ok(Some(SourceUpdate::Secrets(v))) => v,
+        other => panic!("expected a secrets update, got {other:?}"),
+    }
+}
+
+/// A request of the secret follower: a GET of the one Secret, or a watch of it alone;
+/// never a list, never a watch of every Secret (RBAC grants only get and watch on the
+/// named Secrets).
+fn assert_secret_get(call: &Call, name: &str) {
+    assert_eq!(call.request.method(), http::Method::GET);
+    assert_eq!(call.request.uri().path(), format!("{SECRETS}/{name}"));
+    assert!(!call.is_watch(), "{}", call.uri());
+}
+
+fn assert_secret_watch(call: &Call, name: &str, resource_version: &str) {
+    assert_eq!(call.request.uri().path(), SECRETS);
+    assert!(call.is_watch(), "a list of secrets: {}", call.uri());
+    assert_eq!(
+        call.param("fieldSelector"),
+        Some(format!("metadata.name={name}")),
+        "{}",
+        call.uri()
+    );
+    assert_eq!(
+        call.param("resourceVersion").as_deref(),
+        Some(resource_version)
+    );
+    assert_eq!(call.param("limit"), None, "{}", call.uri());
+}
+
+/// The `password-secret` follower: the named Secret's data (base64 on the wire)
+/// through GET and watch, a rotation, a deletion, a name added that does not exist, and
+/// one the API refuses; each failure is that Secret's alone and never shows a value.
+#[tokio::test]
+async fn secret_follower_gets_and_watches_only_the_named_secrets() {
+    use podcidr_speaker::config::SecretKeyRef;
+    use podcidr_speaker::sources::kube::secrets;
+    use podcidr_speaker::sources::secrets::{SecretError, SecretsView};
+    bounded(async {
+        let (client, mut api) = MockApi::start();
+        let (tx, mut rx) = channel(16);
+        let (names, names_rx) =
+            tokio::sync::watch::channel(std::collections::BTreeSet::from(["tor-md5".to_owned()]));
+        let task = tokio::spawn(secrets::run(
+            client,
+            "kube-system".into(),
+            names_rx,
+            Retry::Fixed(Duration::from_millis(20)),
+            tx,
+        ));
+        let key = |v: &SecretsView, name: &str, key: &str| {
+            v.resolve(&SecretKeyRef {
+                name: name.into(),
+                key: key.into(),
+            })
+            .map(|k| k.expose().to_owned())
+        };
+        // Nothing read yet: pending, not missing.
+        let v = secrets_view(&mut rx).await;
+        assert!(key(&v, "tor-md5", "tor-a").unwrap_err().is_pending());
+
+        let get = api.next(Route::Secrets).await;
+        assert_secret_get(&get, "tor-md5");
+        // "old-key\n" and "b-key": a trailing line break is not part of the key.
+        get.json(
+            http::StatusCode::OK,
+            &secret(
+                "kube-system",
+                "tor-md5",
+                "5",
+                json!({"tor-a": "b2xkLWtleQo=", "tor-b": "Yi1rZXk="}),
+            ),
+        );
+        let v = secrets_view(&mut rx).await;
+        assert_eq!(key(&v, "tor-md5", "tor-a"), Ok("old-key".into()));
+        assert_eq!(key(&v, "tor-md5", "tor-b"), Ok("b-key".into()));
+
+        let watch = api.next(Route::Secrets).await;
+        assert_secret_watch(&watch, "tor-md5", "5");
+        let stream = watch.watch();
+        // Rotation of tor-a; tor-b unchanged.
+        stream.modified(secret(
+            "kube-system",
+            "tor-md5",
+            "6",
+            json!({"tor-a": "bmV3LWtleQ==", "tor-b": "Yi1rZXk="}),
+        ));
+        let v = secrets_view(&mut rx).await;
+        assert_eq!(key(&v, "tor-md5", "tor-a"), Ok("new-key".into()));
+        assert_eq!(key(&v, "tor-md5", "tor-b"), Ok("b-key".into()));
+        match key(&v, "tor-md5", "tor-c") {
+            Err(e @ SecretError::KeyMissing { .. }) => assert_eq!(
+                e.to_string(),
+                "password-secret: secret tor-md5 in namespace kube-system has no key tor-c"
+            ),
+            other => panic!("{other:?}"),
+        }
+
+        // Two more names: one that does not exist, one the API refuses.
+        names.send_replace(
+            ["tor-md5", "absent", "forbidden"]
+                .map(String::from)
+                .into_iter()
+                .collect(),
+        );
+        let mut pending = vec!["absent", "forbidden"];
+        while !pending.is_empty() {
+            let call = api.next(Route::Secrets).await;
+            let name = call.request.uri().path().rsplit('/').next().unwrap().to_owned();
+            assert_secret_get(&call, &name);
+            pending.retain(|n| *n != name);
+            if name == "absent" {
+                call.status_error(404, "NotFound");
+            } else {
+                call.status_error(403, "Forbidden");
+            }
+        }
+        let v = loop {
+            let v = secrets_view(&mut rx).await;
+            let settled = ["absent", "forbidden"]
+                .iter()
+                .all(|n| !key(&v, n, "k").is_err_and(|e| e.is_pending()));
+            if settled {
+                break v;
+            }
+        };
+        assert!(matches!(
+            key(&v, "absent", "k"),
+            Err(SecretError::SecretMissing { .. })
+        ));
+        let forbidden = key(&v, "forbidden", "k").unwrap_err().to_string();
+        assert!(
+            forbidden.starts_with(
+                "password-secret: secret forbidden in namespace kube-system cannot be read: api error 403"
+            ),
+            "{forbidden}"
+        );
+        // The others are unaffected.
+        assert_eq!(key(&v, "tor-md5", "tor-a"), Ok("new-key".into()));
+        let status = rx.status.borrow().resources[&Resource::Secrets].clone();
+        assert!(status.synced, "every name answered once: {status:?}");
+        assert!(!status.up, "one name cannot be read");
+        let absent_watch = loop {
+            let call = api.next(Route::Secrets).await;
+            if call.request.uri().path() == SECRETS {
+                break call;
+            }
+            // The refused one is asked again after the backoff: still refused.
+            assert_secret_get(&call, "forbidden");
+            call.status_error(403, "Forbidden");
+        };
+        // A Secret that did not exist is watched from any version: its creation
+        // arrives as ADDED.
+        assert_secret_watch(&absent_watch, "absent", "0");
+        let absent = absent_watch.watch();
+        absent.added(secret("kube-system", "absent", "9", json!({"k": "Yi1rZXk="})));
+        let v = loop {
+            let v = secrets_view(&mut rx).await;
+            if key(&v, "absent", "k").is_ok() {
+                break v;
+            }
+        };
+        assert_eq!(key(&v, "absent", "k"), Ok("b-key".into()));
+
+        // The first Secret is deleted: missing; no fallback to no key.
+        stream.deleted(secret("kube-system", "tor-md5", "10", json!({})));
+        let v = loop {
+            let v = secrets_view(&mut rx).await;
+            if key(&v, "tor-md5", "tor-a").is_err() {
+                break v;
+            }
+        };
+        assert_eq!(
+            key(&v, "tor-md5", "tor-a").unwrap_err().to_string(),
+            "password-secret: secret tor-md5 not found in namespace kube-system"
+        );
+        let debug = format!("{v:?}");
+        assert!(!debug.contains("new-key") && !debug.contains("b-key"), "{debug}");
+
+        drop(rx);
+        let ended = tokio::time::timeout(WAIT, task).await.expect("task ended");
+        assert!(ended.expect("no panic").is_err(), "ends with Closed");
     })
     .await;
 }

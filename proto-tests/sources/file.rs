@@ -444,3 +444,106 @@ fn single_node_sample_loads() {
         Some("fd00:192:168:20::31".parse().unwrap())
     );
 }
+
+async fn next_secrets(
+    rx: &mut SourceReceiver,
+) -> Arc<podcidr_speaker::sources::secrets::SecretsView> {
+    match tokio::time::timeout(WAIT, rx.updates.recv()).await {
+        Ok(Some(SourceUpdate::Secrets(v))) => v,
+        other => panic!("expected a secrets update, got {other:?}"),
+    }
+}
+
+/// `--secrets-dir`: `DIR/NAME/KEY` as a Secret volume mounts it (keys as symlinks into
+/// `..data`, swapped at once on a rotation); only the named directories are read; a
+/// rotation, a key removed, a Secret deleted; a name added later.
+#[tokio::test]
+async fn secrets_dir_follows_the_named_secrets() {
+    use podcidr_speaker::config::SecretKeyRef;
+    use podcidr_speaker::sources::secrets::{SecretError, SecretsView};
+    bounded(async {
+        let dir = scratch("secrets-dir");
+        // tor-md5 laid out like a kubelet Secret volume.
+        let vol = dir.join("tor-md5");
+        std::fs::create_dir_all(vol.join("..2026_v1")).unwrap();
+        std::fs::write(vol.join("..2026_v1/tor-a"), "old-key\n").unwrap();
+        std::fs::write(vol.join("..2026_v1/tor-b"), "b-key").unwrap();
+        std::os::unix::fs::symlink("..2026_v1", vol.join("..data")).unwrap();
+        for k in ["tor-a", "tor-b"] {
+            std::os::unix::fs::symlink(format!("..data/{k}"), vol.join(k)).unwrap();
+        }
+        // A Secret the config does not name: never read.
+        std::fs::create_dir_all(dir.join("unnamed")).unwrap();
+        std::fs::write(dir.join("unnamed/k"), "x").unwrap();
+
+        let (tx, mut rx) = channel(16);
+        let (names, names_rx) =
+            tokio::sync::watch::channel(std::collections::BTreeSet::from(["tor-md5".to_owned()]));
+        let task = tokio::spawn(file::secrets::run(
+            dir.clone(),
+            names_rx,
+            Duration::from_millis(50),
+            tx,
+        ));
+        let key = |v: &SecretsView, name: &str, key: &str| {
+            v.resolve(&SecretKeyRef {
+                name: name.into(),
+                key: key.into(),
+            })
+            .map(|k| k.expose().to_owned())
+        };
+        let v = next_secrets(&mut rx).await;
+        assert_eq!(key(&v, "tor-md5", "tor-a"), Ok("old-key".into()));
+        assert_eq!(key(&v, "tor-md5", "tor-b"), Ok("b-key".into()));
+        assert_eq!(v.secrets.keys().collect::<Vec<_>>(), ["tor-md5"]);
+        assert!(
+            key(&v, "tor-md5", "..data").is_err(),
+            "dot entries are not keys"
+        );
+
+        // The kubelet's rotation: a new timestamped dir, then ..data swapped by rename.
+        std::fs::create_dir_all(vol.join("..2026_v2")).unwrap();
+        std::fs::write(vol.join("..2026_v2/tor-a"), "new-key").unwrap();
+        std::fs::write(vol.join("..2026_v2/tor-b"), "b-key").unwrap();
+        std::os::unix::fs::symlink("..2026_v2", vol.join("..data_tmp")).unwrap();
+        std::fs::rename(vol.join("..data_tmp"), vol.join("..data")).unwrap();
+        let v = next_secrets(&mut rx).await;
+        assert_eq!(key(&v, "tor-md5", "tor-a"), Ok("new-key".into()));
+        assert_eq!(key(&v, "tor-md5", "tor-b"), Ok("b-key".into()));
+
+        // A name added: read at once; its directory does not exist.
+        names.send_replace(["tor-md5", "later"].map(String::from).into_iter().collect());
+        let v = next_secrets(&mut rx).await;
+        assert!(matches!(
+            key(&v, "later", "k"),
+            Err(SecretError::SecretMissing { .. })
+        ));
+        assert_eq!(
+            key(&v, "later", "k").unwrap_err().to_string(),
+            format!(
+                "password-secret: secret later not found in --secrets-dir {}",
+                dir.display()
+            )
+        );
+        std::fs::create_dir_all(dir.join("later")).unwrap();
+        std::fs::write(dir.join("later/k"), "later-key\n").unwrap();
+        let v = next_secrets(&mut rx).await;
+        assert_eq!(key(&v, "later", "k"), Ok("later-key".into()));
+        assert_eq!(key(&v, "tor-md5", "tor-a"), Ok("new-key".into()));
+
+        // tor-md5 deleted: missing, the other unaffected.
+        std::fs::remove_dir_all(&vol).unwrap();
+        let v = next_secrets(&mut rx).await;
+        assert!(matches!(
+            key(&v, "tor-md5", "tor-a"),
+            Err(SecretError::SecretMissing { .. })
+        ));
+        assert_eq!(key(&v, "later", "k"), Ok("later-key".into()));
+        let status = rx.status.borrow().resources[&Resource::SecretsDir].clone();
+        assert!(status.up && status.synced, "{status:?}");
+        drop(rx);
+        let ended = tokio::time::timeout(WAIT, task).await.expect("task ended");
+        assert!(ended.expect("no panic").is_err());
+    })
+    .await;
+}

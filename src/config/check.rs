@@ -137,7 +137,7 @@ fn plural(n: usize, what: &str) -> String {
     format!("{n} {what}{}", if n == 1 { "" } else { "s" })
 }
 
-/// One line per peer; the password shows only as "md5".
+/// One line per peer; the password shows only as "md5" (or which Secret holds it).
 pub struct PeerSummary<'a>(pub &'a Peer);
 
 impl fmt::Display for PeerSummary<'_> {
@@ -162,6 +162,9 @@ impl fmt::Display for PeerSummary<'_> {
         }
         if p.password.is_some() {
             f.write_str(", md5")?;
+        }
+        if let Some(r) = &p.password_secret {
+            write!(f, ", md5 from {r}")?;
         }
         if p.ebgp_multihop {
             f.write_str(", multihop")?;

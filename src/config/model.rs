@@ -91,6 +91,9 @@ pub struct Peer {
     pub source_address: Option<IpAddr>,
     /// `password`: the TCP MD5 signature key (RFC 2385).
     pub password: Option<Secret>,
+    /// `password-secret`: the TCP MD5 key is a key of a Kubernetes Secret (standalone:
+    /// a file of `--secrets-dir`), resolved at run time. Never set with `password`.
+    pub password_secret: Option<SecretKeyRef>,
     /// `ebgp-multihop`: the peer is not directly connected (TTL 255 instead of 1).
     pub ebgp_multihop: bool,
     /// `bfd-profile`: the name of a profile in `Config::bfd_profiles`.
@@ -132,6 +135,7 @@ pub struct SessionParams<'a> {
     pub router_id: Option<Ipv4Addr>,
     pub source_address: Option<IpAddr>,
     pub password: Option<&'a Secret>,
+    pub password_secret: Option<&'a SecretKeyRef>,
     pub ebgp_multihop: bool,
     pub ttl_security: bool,
     pub passive: bool,
@@ -184,6 +188,7 @@ impl Peer {
             router_id: self.router_id,
             source_address: self.source_address,
             password: self.password.as_ref(),
+            password_secret: self.password_secret.as_ref(),
             ebgp_multihop: self.ebgp_multihop,
             ttl_security: self.ttl_security,
             passive: self.passive,
@@ -294,6 +299,74 @@ impl Secret {
     /// The key itself, for the socket option only.
     pub fn expose(&self) -> &str {
         &self.0
+    }
+}
+
+impl Secret {
+    /// The TCP MD5 key (RFC 2385) held in a Secret or a file: one trailing line break
+    /// (what `echo` and editors leave) is not part of it; the rest must be 1 to
+    /// [`MD5_KEY_MAX`] bytes without a line break. The error never shows the value.
+    pub fn md5_key(text: &str) -> Result<Secret, Md5KeyProblem> {
+        let key = text
+            .strip_suffix("\r\n")
+            .or_else(|| text.strip_suffix('\n'))
+            .unwrap_or(text);
+        Md5KeyProblem::of(key).map_or_else(|| Ok(Secret::new(key)), Err)
+    }
+}
+
+/// Linux's TCP_MD5SIG_MAXKEYLEN; RFC 2385 sets no bound.
+pub const MD5_KEY_MAX: usize = 80;
+
+/// Why a text is not a usable TCP MD5 key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Md5KeyProblem {
+    #[error("is empty")]
+    Empty,
+    #[error("must not contain a line break")]
+    LineBreak,
+    #[error("is longer than {MD5_KEY_MAX} bytes, the TCP MD5 key limit")]
+    TooLong,
+}
+
+impl Md5KeyProblem {
+    /// The problem of `key` as it stands (no line break is stripped).
+    pub fn of(key: &str) -> Option<Md5KeyProblem> {
+        if key.is_empty() {
+            Some(Md5KeyProblem::Empty)
+        } else if key.contains(['\n', '\r']) {
+            Some(Md5KeyProblem::LineBreak)
+        } else if key.len() > MD5_KEY_MAX {
+            Some(Md5KeyProblem::TooLong)
+        } else {
+            None
+        }
+    }
+}
+
+/// `password-secret`: a key of a Secret in the bgp-config's namespace. Shown (in
+/// `plan`, `check`, errors) by name and key, never with the value.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SecretKeyRef {
+    /// The Secret's `metadata.name`.
+    pub name: String,
+    /// The key in its `data`.
+    pub key: String,
+}
+
+impl fmt::Display for SecretKeyRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "secret {} key {}", self.name, self.key)
+    }
+}
+
+impl Config {
+    /// The names of the Secrets `password-secret` refers to, each once.
+    pub fn secret_names(&self) -> std::collections::BTreeSet<String> {
+        self.peers
+            .iter()
+            .filter_map(|p| p.password_secret.as_ref().map(|r| r.name.clone()))
+            .collect()
     }
 }
 

@@ -56,6 +56,10 @@ pub(crate) const EXTENSION_KEYS: &[&str] = &[
     "ttl-security",
 ];
 
+/// Speaker extensions of a peer only (no speaker-wide default).
+const PEER_ONLY_KEYS: &[&str] = &["password-secret"];
+
+const SECRET_REF_KEYS: &[&str] = &["name", "key"];
 const SELECTOR_KEYS: &[&str] = &["match-labels", "match-expressions"];
 const EXPRESSION_KEYS: &[&str] = &["key", "operator", "values"];
 const POOL_KEYS: &[&str] = &[
@@ -121,10 +125,20 @@ pub(crate) struct RawPeer {
     pub router_id: Option<Text>,
     pub source_address: Option<Text>,
     pub password: Option<Text>,
+    pub password_secret: Option<RawSecretRef>,
     pub ebgp_multihop: Option<Bool>,
     pub bfd_profile: Option<Text>,
     pub node_selectors: Vec<RawSelector>,
     pub ext: RawExtensions,
+}
+
+/// `password-secret`: `{name, key}`.
+#[derive(Debug)]
+pub(crate) struct RawSecretRef {
+    pub path: String,
+    pub at: Location,
+    pub name: Option<Text>,
+    pub key: Option<Text>,
 }
 
 /// The speaker's own settings; see `config/README.md`.
@@ -560,6 +574,7 @@ impl Walker<'_> {
             "router-id",
             "source-address",
             "password",
+            "password-secret",
             "ebgp-multihop",
             "bfd-profile",
             "node-selectors",
@@ -573,7 +588,10 @@ impl Walker<'_> {
             "passive",
             "ttl-security",
         ];
-        debug_assert_eq!(KEYS.len(), METALLB_PEER_KEYS.len() + EXTENSION_KEYS.len());
+        debug_assert_eq!(
+            KEYS.len(),
+            METALLB_PEER_KEYS.len() + EXTENSION_KEYS.len() + PEER_ONLY_KEYS.len()
+        );
         let f = self.mapping(node, &path, KEYS)?;
         let (selectors, sel_path) = f.get("node-selectors");
         let mut node_selectors = Vec::new();
@@ -599,10 +617,28 @@ impl Walker<'_> {
             router_id: self.optional_text(f.get("router-id")),
             source_address: self.optional_text(f.get("source-address")),
             password: self.optional_text(f.get("password")),
+            password_secret: self.secret_ref(f.get("password-secret")),
             ebgp_multihop: self.boolean(f.get("ebgp-multihop")),
             bfd_profile: self.optional_text(f.get("bfd-profile")),
             node_selectors,
             ext: self.extensions(&f),
+            path,
+        })
+    }
+
+    /// A `{name, key}` mapping; null or "" is absent (an empty string means "not set").
+    fn secret_ref(&mut self, (node, path): (Option<&Node>, String)) -> Option<RawSecretRef> {
+        let node = node?;
+        if let NodeKind::Scalar(s) = &node.kind {
+            if s.is_null() || s.text.is_empty() {
+                return None;
+            }
+        }
+        let f = self.mapping(node, &path, SECRET_REF_KEYS)?;
+        Some(RawSecretRef {
+            at: f.at,
+            name: self.text(f.get("name")),
+            key: self.text(f.get("key")),
             path,
         })
     }

@@ -27,8 +27,6 @@ use super::model::*;
 use super::raw::*;
 use super::selector::{LabelSelector, Operator, Requirement, RequirementField};
 
-/// TCP_MD5SIG_MAXKEYLEN on Linux.
-const MD5_KEY_MAX: usize = 80;
 /// Restart Time is 12 bits (RFC 4724 section 3).
 const MAX_RESTART_TIME: u64 = 4095;
 /// Hold Time is 16 bits (RFC 4271 section 4.2).
@@ -533,19 +531,30 @@ impl Validator {
         let password = match &r.password {
             // An empty password is absent already (raw's one rule for optional strings).
             None => Some(None),
-            Some(p) if p.value.contains(['\n', '\r']) => {
-                self.invalid(p, "<redacted>".into(), "must not contain a line break");
-                None
+            Some(p) => match Md5KeyProblem::of(&p.value) {
+                None => Some(Some(Secret::new(p.value.clone()))),
+                Some(problem) => {
+                    self.invalid(p, "<redacted>".into(), problem.to_string());
+                    None
+                }
+            },
+        };
+        let password_secret = match &r.password_secret {
+            None => Some(None),
+            Some(s) => {
+                let given = r.password.as_ref().filter(|p| !p.value.is_empty());
+                if let Some(p) = given {
+                    self.other(
+                        &s.path,
+                        s.at,
+                        format!(
+                            "cannot be combined with {} (the TCP MD5 key comes from one place)",
+                            p.path
+                        ),
+                    );
+                }
+                self.secret_ref(s).map(Some)
             }
-            Some(p) if p.value.len() > MD5_KEY_MAX => {
-                self.invalid(
-                    p,
-                    "<redacted>".into(),
-                    format!("is longer than {MD5_KEY_MAX} bytes, the TCP MD5 key limit"),
-                );
-                None
-            }
-            Some(p) => Some(Some(Secret::new(p.value.clone()))),
         };
         let ibgp = matches!((my_asn, peer_asn), (Some(a), Some(b)) if a == b);
         let ebgp_multihop = r.ebgp_multihop.as_ref().is_some_and(|b| b.value);
@@ -626,6 +635,7 @@ impl Validator {
             router_id: router_id?,
             source_address: source_address?,
             password: password?,
+            password_secret: password_secret?,
             ebgp_multihop,
             bfd_profile: bfd_profile?,
             node_selectors: if selectors_ok {
@@ -653,6 +663,39 @@ impl Validator {
                 None => speaker.ttl_security && !ebgp_multihop,
             },
         })
+    }
+
+    /// `password-secret`: a Secret name (a DNS subdomain, RFC 1123, as Kubernetes
+    /// names objects) and a data key (Kubernetes' rule for Secret keys).
+    fn secret_ref(&mut self, r: &RawSecretRef) -> Option<SecretKeyRef> {
+        const NAME: &str = "must be a Secret name: lowercase letters, digits, '-' and '.', \
+                            starting and ending with a letter or digit, at most 253 characters";
+        const KEY: &str = "must be a Secret data key: letters, digits, '-', '_' and '.', \
+                           at most 253 characters, not starting with \"..\"";
+        let name = self.required(&r.name, &r.path, "name", r.at);
+        let key = self.required(&r.key, &r.path, "key", r.at);
+        let (name, key) = (name?, key?);
+        let name_ok = self.secret_ref_part(name, is_dns_subdomain, NAME);
+        let key_ok = self.secret_ref_part(key, is_secret_key, KEY);
+        (name_ok && key_ok).then(|| SecretKeyRef {
+            name: name.value.clone(),
+            key: key.value.clone(),
+        })
+    }
+
+    /// One part of `password-secret`: "" is missing (an empty string means "not set").
+    fn secret_ref_part(&mut self, part: &Text, valid: fn(&str) -> bool, reason: &str) -> bool {
+        if part.value.is_empty() {
+            let missing =
+                ConfigError::new(part.path.clone(), Some(part.at), ConfigErrorKind::Missing);
+            self.errors.push(missing);
+            false
+        } else if !valid(&part.value) {
+            self.invalid(part, shown(part), reason);
+            false
+        } else {
+            true
+        }
     }
 
     /// A BGP Identifier: 4 octets (RFC 4271 section 4.2), non-zero (RFC 6286).
@@ -1222,6 +1265,28 @@ fn address_hint<T: FromStr>(s: &str) -> &'static str {
 
 fn overlaps(a: &IpNet, b: &IpNet) -> bool {
     a.contains(&b.network()) || b.contains(&a.network())
+}
+
+/// A Kubernetes object name (RFC 1123 DNS subdomain): what a Secret may be called.
+fn is_dns_subdomain(s: &str) -> bool {
+    let alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+    s.len() <= 253
+        && s.split('.').all(|label| {
+            !label.is_empty()
+                && label.starts_with(alnum)
+                && label.ends_with(alnum)
+                && label.chars().all(|c| alnum(c) || c == '-')
+        })
+}
+
+/// A key of a Secret's `data` (Kubernetes' IsConfigMapKey): never a path element of
+/// its own (`.`, `..`, `..x`), so `--secrets-dir` reads only NAME/KEY.
+fn is_secret_key(s: &str) -> bool {
+    s.len() <= 253
+        && s != "."
+        && !s.starts_with("..")
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }
 
 #[cfg(test)]

@@ -24,7 +24,7 @@ mod observer;
 mod peers;
 pub mod settings;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -35,7 +35,7 @@ use tokio::task::JoinSet;
 use tracing::{debug, info, warn};
 
 pub use peers::{SHUTDOWN_MESSAGE, STOP_TIMEOUT};
-pub use settings::{dry_run, ClusterSource, ConfigSource, DryRun, Settings};
+pub use settings::{dry_run, ClusterSource, ConfigSource, DryRun, SecretsSource, Settings};
 
 use crate::config::reload::ReloadPlan;
 use crate::config::state::ConfigState;
@@ -45,6 +45,7 @@ use crate::peer::{Listener, PeerError, RunOverrides};
 use crate::routes::router_id::router_id;
 use crate::routes::{self, AnnounceMode, Finding, FindingTracker, LocalNode, Overrides, Plan};
 use crate::sources::kube::{self as kube_source, KubeSourceConfig, Retry, WatchScope};
+use crate::sources::secrets::{SecretOrigin, SecretsView};
 use crate::sources::{
     self, ClusterSnapshot, IpamError, SourceError, SourceSender, SourceStatus, SourceUpdate,
 };
@@ -132,11 +133,12 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
     ));
 
     let (tx, mut rx) = sources::channel(SOURCE_QUEUE);
-    start_sources(&settings, tx, &mut tasks).await?;
+    let secret_names = start_sources(&settings, &metrics, tx, &mut tasks).await?;
     let mut daemon = Daemon::new(
         settings,
         Arc::clone(&metrics),
         Peers::new(metrics, listener),
+        secret_names,
     );
     info!(
         node = %daemon.settings.node_name(),
@@ -197,12 +199,38 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
     Ok(())
 }
 
-/// Starts the source tasks the settings ask for, all feeding one channel.
+/// Starts the source tasks the settings ask for, all feeding one channel. Returns the
+/// sender of the Secret names to follow (`password-secret`).
 async fn start_sources(
     settings: &Settings,
+    metrics: &Arc<Metrics>,
     tx: SourceSender,
     tasks: &mut JoinSet<()>,
-) -> Result<(), DaemonError> {
+) -> Result<tokio::sync::watch::Sender<BTreeSet<String>>, DaemonError> {
+    let (names, names_rx) = tokio::sync::watch::channel(BTreeSet::new());
+    let mut kube_client = None;
+    match &settings.secrets {
+        SecretsSource::Dir(dir) => {
+            let (dir, tx) = (dir.clone(), tx.clone());
+            let poll = sources::file::DEFAULT_POLL;
+            tasks.spawn(async move {
+                let _ = sources::file::secrets::run(dir, names_rx, poll, tx).await;
+            });
+        }
+        SecretsSource::Kubernetes { namespace } => {
+            let client = kube_source::client(kube_source::API_READ_TIMEOUT)
+                .await
+                .map_err(DaemonError::Kube)?;
+            kube_client = Some(client.clone());
+            let (namespace, tx) = (namespace.clone(), tx.clone());
+            tasks.spawn(async move {
+                let _ =
+                    kube_source::secrets::run(client, namespace, names_rx, Retry::KubeDefault, tx)
+                        .await;
+            });
+        }
+        SecretsSource::None => {}
+    }
     let poll = sources::file::DEFAULT_POLL;
     let bgp_config_map = match &settings.config {
         ConfigSource::File(path) => {
@@ -227,15 +255,21 @@ async fn start_sources(
             });
         }
         ClusterSource::Kubernetes => {
-            let client = kube_source::client(kube_source::API_READ_TIMEOUT)
-                .await
-                .map_err(DaemonError::Kube)?;
+            let client = match kube_client {
+                Some(client) => client,
+                None => kube_source::client(kube_source::API_READ_TIMEOUT)
+                    .await
+                    .map_err(DaemonError::Kube)?,
+            };
             let scope = match (settings.announce, &settings.node) {
                 (AnnounceMode::Local, Some(node)) => WatchScope::Local { node: node.clone() },
                 _ => WatchScope::Cluster,
             };
-            let (events, publisher) =
-                kube_source::events::KubeEvents::spawn(client.clone(), settings.node.clone());
+            let (events, publisher) = kube_source::events::KubeEvents::spawn(
+                client.clone(),
+                settings.node.clone(),
+                Arc::clone(metrics) as Arc<dyn kube_source::events::EventObserver>,
+            );
             let config = KubeSourceConfig {
                 scope,
                 cilium_config: kube_source::ConfigMapRef::cilium_config(),
@@ -251,7 +285,7 @@ async fn start_sources(
             });
         }
     }
-    Ok(())
+    Ok(names)
 }
 
 /// What the main loop knows and decides from.
@@ -270,10 +304,28 @@ struct Daemon {
     blocked: Option<String>,
     /// Peer tasks found wedged at the last check, logged once per change.
     wedged: Vec<PeerKey>,
+    /// The Secrets the config in force names, for the secret source to follow.
+    secret_names: tokio::sync::watch::Sender<BTreeSet<String>>,
+    /// The keys of `password-secret` as last read; `None` when no secret source runs.
+    secrets: Option<Arc<SecretsView>>,
 }
 
 impl Daemon {
-    fn new(settings: Settings, metrics: Arc<Metrics>, peers: Peers) -> Self {
+    fn new(
+        settings: Settings,
+        metrics: Arc<Metrics>,
+        peers: Peers,
+        secret_names: tokio::sync::watch::Sender<BTreeSet<String>>,
+    ) -> Self {
+        // Until the source's first read every named Secret is pending, not missing.
+        let secrets = match &settings.secrets {
+            SecretsSource::Dir(dir) => Some(SecretOrigin::Directory(dir.clone())),
+            SecretsSource::Kubernetes { namespace } => {
+                Some(SecretOrigin::Namespace(namespace.clone()))
+            }
+            SecretsSource::None => None,
+        }
+        .map(|origin| Arc::new(SecretsView::new(origin)));
         Self {
             settings,
             metrics,
@@ -285,6 +337,8 @@ impl Daemon {
             plan: None,
             blocked: None,
             wedged: Vec::new(),
+            secret_names,
+            secrets,
         }
     }
 
@@ -322,6 +376,21 @@ impl Daemon {
                 update.log();
                 self.metrics
                     .record_config_reload(&update, &self.config.status(), now);
+                let names = self
+                    .config
+                    .config()
+                    .map(|c| c.secret_names())
+                    .unwrap_or_default();
+                self.secret_names.send_if_modified(|old| {
+                    let changed = *old != names;
+                    *old = names;
+                    changed
+                });
+            }
+            SourceUpdate::Secrets(view) => {
+                if self.secrets.is_some() {
+                    self.secrets = Some(view);
+                }
             }
         }
     }
@@ -387,7 +456,9 @@ impl Daemon {
                 _ => None,
             }),
         };
-        self.peers.reconcile(&plan, &run, event).await;
+        self.peers
+            .reconcile(&plan, &run, self.secrets.as_deref(), event)
+            .await;
         debug!(
             peers = plan.peers.len(),
             routes = plan.route_count(),

@@ -20,6 +20,7 @@ use crate::config::{Peer, PeerKey};
 use crate::metrics::Metrics;
 use crate::peer::{self, Listener, PeerHandle, PeerSpec, RunOverrides, Shutdown};
 use crate::routes::{DesiredRoutes, Plan};
+use crate::sources::secrets::{peer_md5_key, SecretError, SecretsView};
 
 /// How long a stopping task may take before it is aborted: twice the driver's own
 /// bound on the goodbye, plus scheduling slack.
@@ -31,6 +32,10 @@ pub const SHUTDOWN_MESSAGE: &str = "podcidr-speaker shutting down";
 /// The RFC 9003 message of the NOTIFICATION sent before a session is opened again with
 /// new parameters.
 pub const RESET_MESSAGE: &str = "podcidr-speaker: session parameters changed";
+
+/// The RFC 9003 message of the NOTIFICATION sent when a session's TCP MD5 key (its
+/// `password-secret`) is gone: the session stays down rather than run without it.
+pub const KEY_GONE_MESSAGE: &str = "podcidr-speaker: tcp md5 key unavailable";
 
 /// One running peer task and what it was started with.
 struct Running {
@@ -77,8 +82,16 @@ impl Peers {
     }
 
     /// Moves the tasks to `plan`. `event` is when the source change that led to this
-    /// plan arrived, for the event-to-update latency.
-    pub async fn reconcile(&mut self, plan: &Plan, overrides: &RunOverrides, event: Instant) {
+    /// plan arrived, for the event-to-update latency. `secrets` holds the keys of
+    /// `password-secret` (`None`: no secret source runs): a peer whose key cannot be
+    /// had does not run, and only that peer.
+    pub async fn reconcile(
+        &mut self,
+        plan: &Plan,
+        overrides: &RunOverrides,
+        secrets: Option<&SecretsView>,
+        event: Instant,
+    ) {
         let gone: Vec<PeerKey> = self
             .running
             .keys()
@@ -89,13 +102,37 @@ impl Peers {
             info!(peer = %key, "peer no longer selected for this node, closing its session");
             self.retire(key, Shutdown::Deconfigured);
         }
-        self.refused.retain(|k, _| plan.peers.contains_key(k));
+        // A peer that could not run (no key, a refused spec) and is no longer selected:
+        // the series its refusal kept (session down, the reason) go with it.
+        let unselected: Vec<PeerKey> = self
+            .refused
+            .keys()
+            .filter(|k| !plan.peers.contains_key(k) && !self.running.contains_key(k))
+            .copied()
+            .collect();
+        for key in unselected {
+            self.metrics.remove_peer(key);
+            self.refused.remove(&key);
+        }
 
         let mut restart = Vec::new();
         let mut start = Vec::new();
+        let mut blocked = Vec::new();
         for (key, peer_plan) in &plan.peers {
+            let md5_key = match peer_md5_key(&peer_plan.peer, secrets) {
+                Ok(k) => k,
+                Err(e) => {
+                    blocked.push((*key, peer_plan.peer.peer_asn, e));
+                    continue;
+                }
+            };
             let spec = match PeerSpec::from_config(&peer_plan.peer, overrides) {
-                Ok(spec) => spec,
+                // The key read from a Secret goes to the socket: a new one makes the
+                // transport differ, which resets this session alone.
+                Ok(mut spec) => {
+                    spec.transport.md5_key = md5_key;
+                    spec
+                }
                 Err(e) => {
                     self.refuse(*key, &e.to_string());
                     if self.running.contains_key(key) {
@@ -106,7 +143,14 @@ impl Peers {
             };
             match self.running.get_mut(key) {
                 Some(r) if needs_reset(&r.peer, &r.spec, &peer_plan.peer, &spec) => {
-                    info!(peer = %key, "session parameters changed, opening the session again");
+                    let mut same_but_key = spec.clone();
+                    same_but_key.transport.md5_key = r.spec.transport.md5_key.clone();
+                    if r.spec != spec && r.spec == same_but_key {
+                        // Only the Secret's value changed: say so (never the key itself).
+                        info!(peer = %key, "tcp md5 key changed (password-secret), opening the session again");
+                    } else {
+                        info!(peer = %key, "session parameters changed, opening the session again");
+                    }
                     restart.push((*key, peer_plan.peer.clone(), spec, &peer_plan.routes));
                 }
                 Some(r) => {
@@ -139,7 +183,16 @@ impl Peers {
                 waiting.spawn(join_bounded(r.handle));
             }
         }
+        for (key, ..) in &blocked {
+            if let Some(r) = self.running.remove(key) {
+                r.stop(Shutdown::Admin(KEY_GONE_MESSAGE.into()));
+                waiting.spawn(join_bounded(r.handle));
+            }
+        }
         while waiting.join_next().await.is_some() {}
+        for (key, asn, error) in blocked {
+            self.block(key, asn, &error);
+        }
         for (key, peer, spec, routes) in restart.into_iter().chain(start) {
             if let Some(old) = self.stopping.remove(&key) {
                 // Bounded: the stopping task aborts its peer task after STOP_TIMEOUT.
@@ -287,6 +340,23 @@ impl Peers {
         self.metrics.remove_peer(key);
     }
 
+    /// A peer whose TCP MD5 key cannot be had: no task, its series and `/status` entry
+    /// say why (session down, the error as its last error).
+    fn block(&mut self, key: PeerKey, asn: u32, error: &SecretError) {
+        let now = SystemTime::now();
+        let reason = error.to_string();
+        self.metrics.add_peer(key, asn, now);
+        self.metrics.record_error(key, &reason, now);
+        if error.is_pending() {
+            if self.refused.get(&key) != Some(&reason) {
+                info!(peer = %key, reason = %reason, "waiting for the session's tcp md5 key");
+                self.refused.insert(key, reason);
+            }
+        } else {
+            self.refuse(key, &reason);
+        }
+    }
+
     fn refuse(&mut self, key: PeerKey, reason: &str) {
         if self.refused.get(&key).map(String::as_str) != Some(reason) {
             error!(peer = %key, error = %reason, "cannot run a session with this peer");
@@ -368,6 +438,17 @@ mod tests {
     }
 
     #[test]
+    fn a_new_key_from_the_secret_resets_and_the_same_key_does_not() {
+        let p = peer("    password-secret: {name: tor-md5, key: tor-a}\n");
+        let mut old = spec(&p, [192, 0, 2, 10], None);
+        old.transport.md5_key = Some(crate::config::Secret::new("one"));
+        let mut new = old.clone();
+        assert!(!needs_reset(&p, &old, &p, &new));
+        new.transport.md5_key = Some(crate::config::Secret::new("two"));
+        assert!(needs_reset(&p, &old, &p, &new));
+    }
+
+    #[test]
     fn run_time_identity_changes_reset() {
         let p = peer("");
         let old = spec(&p, [192, 0, 2, 10], Some("192.0.2.10"));
@@ -391,6 +472,79 @@ mod tests {
             &p,
             &spec(&p, [192, 0, 2, 10], Some("192.0.2.10"))
         ));
+    }
+
+    /// A plan for node n1 (kubernetes IPAM, one pod CIDR) under `config`.
+    fn plan_for(config: &str) -> Plan {
+        use crate::sources::model::{
+            node_view, CiliumConfig, ClusterState, IpamOverride, NodeFacts,
+        };
+        let mut state = ClusterState {
+            cilium_config: Some(CiliumConfig {
+                ipam: Some("kubernetes".into()),
+                ..CiliumConfig::default()
+            }),
+            ..ClusterState::default()
+        };
+        state.nodes.insert(
+            "n1".into(),
+            NodeFacts {
+                internal_ipv4: Some("192.0.2.10".parse().unwrap()),
+                node_cidrs: vec!["10.244.1.0/24".parse().unwrap()],
+                ..NodeFacts::default()
+            },
+        );
+        let view = node_view(&state, IpamOverride::Auto).unwrap();
+        let config = crate::config::parse(config).unwrap();
+        crate::routes::plan(
+            &view,
+            &config,
+            &crate::routes::LocalNode::new("n1"),
+            crate::routes::AnnounceMode::Local,
+            &crate::routes::Overrides::default(),
+        )
+    }
+
+    #[tokio::test]
+    async fn a_peer_without_its_key_runs_no_task_shows_why_and_goes_when_unselected() {
+        use crate::sources::secrets::{SecretOrigin, SecretState};
+        let metrics = Metrics::new();
+        let mut peers = Peers::new(Arc::clone(&metrics), None);
+        let plan = plan_for(
+            "peers:\n  - peer-address: 192.0.2.1\n    peer-asn: 65000\n    my-asn: 65001\n    password-secret: {name: s, key: k}\n",
+        );
+        let key = *plan.peers.keys().next().unwrap();
+        let run = RunOverrides {
+            router_id: Some(Ipv4Addr::new(192, 0, 2, 10)),
+            ..RunOverrides::default()
+        };
+        let mut secrets = SecretsView::new(SecretOrigin::Namespace("kube-system".into()));
+        secrets.secrets.insert("s".into(), SecretState::Missing);
+        peers
+            .reconcile(&plan, &run, Some(&secrets), Instant::now())
+            .await;
+        assert!(peers.running.is_empty(), "no session without its key");
+        let status = metrics.status(SystemTime::now(), Instant::now());
+        let entry = status
+            .peers
+            .iter()
+            .find(|p| p.peer == key.to_string())
+            .unwrap();
+        assert!(!entry.up);
+        assert_eq!(
+            entry.last_error.as_deref(),
+            Some("password-secret: secret s not found in namespace kube-system")
+        );
+        // No secret source at all: refused as well, never run without the key.
+        peers.reconcile(&plan, &run, None, Instant::now()).await;
+        assert!(peers.running.is_empty());
+        // No longer selected: its series go.
+        let empty = plan_for("peers: []\n");
+        peers
+            .reconcile(&empty, &run, Some(&secrets), Instant::now())
+            .await;
+        let status = metrics.status(SystemTime::now(), Instant::now());
+        assert!(status.peers.is_empty(), "{:?}", status.peers);
     }
 
     fn running(peer: Peer, beat: Arc<peer::Beat>, join: JoinHandle<()>) -> Running {

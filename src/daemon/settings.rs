@@ -34,6 +34,17 @@ pub enum ClusterSource {
     Kubernetes,
 }
 
+/// Where the Secrets of `password-secret` come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SecretsSource {
+    /// `--secrets-dir DIR`: `DIR/NAME/KEY`, polled for changes.
+    Dir(PathBuf),
+    /// The API server: each named Secret of this namespace (the bgp-config's).
+    Kubernetes { namespace: String },
+    /// Standalone without `--secrets-dir`: a peer with `password-secret` cannot run.
+    None,
+}
+
 /// Everything `run` needs to know before it starts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settings {
@@ -48,6 +59,7 @@ pub struct Settings {
     pub router_id: Option<Ipv4Addr>,
     pub metrics_addr: SocketAddr,
     pub listen_addr: Option<SocketAddr>,
+    pub secrets: SecretsSource,
 }
 
 impl Settings {
@@ -188,6 +200,16 @@ impl fmt::Display for DryRun {
             Some(a) => writeln!(f, "listen-addr:    {a}")?,
             None => writeln!(f, "listen-addr:    (none: outbound sessions only)")?,
         }
+        match &s.secrets {
+            SecretsSource::Dir(d) => writeln!(f, "secrets:        directory {}", d.display())?,
+            SecretsSource::Kubernetes { namespace } => {
+                writeln!(f, "secrets:        kubernetes API, namespace {namespace}")?
+            }
+            SecretsSource::None => writeln!(
+                f,
+                "secrets:        (none: a peer with password-secret needs --secrets-dir)"
+            )?,
+        }
         if let Some(view) = &self.view {
             writeln!(
                 f,
@@ -279,6 +301,9 @@ mod tests {
             router_id: None,
             metrics_addr: "0.0.0.0:9477".parse().unwrap(),
             listen_addr: None,
+            secrets: SecretsSource::Kubernetes {
+                namespace: "kube-system".into(),
+            },
         }
     }
 

@@ -28,6 +28,7 @@ use crate::config::state::{ConfigStatus, Update};
 use crate::config::PeerKey;
 use crate::doctor::overlaps;
 use crate::peer::{Beat, PeerStatus, Refusal, RoutesQuery};
+use crate::sources::kube::events::EventLoss;
 use crate::sources::model::{IpamError, IpamMode, NodeView};
 use crate::sources::{Resource, SourceStatus};
 use tokio::sync::mpsc;
@@ -103,6 +104,7 @@ struct Families {
     conflicts: IntGauge,
     refused: IntGauge,
     event_to_update: Histogram,
+    kube_events_lost: IntCounterVec,
 }
 
 /// What the status document holds, plus which labelled series exist (so that removing
@@ -734,6 +736,14 @@ impl Metrics {
         self.families.event_to_update.observe(elapsed.as_secs_f64());
     }
 
+    /// A Kubernetes Event that was not written, and why.
+    pub fn record_kube_event_lost(&self, loss: EventLoss) {
+        self.families
+            .kube_events_lost
+            .with_label_values(&[loss.as_str()])
+            .inc();
+    }
+
     // --- output -----------------------------------------------------------------------
 
     /// The Prometheus text exposition (format 0.0.4) of every series.
@@ -971,6 +981,19 @@ impl Families {
                 "From a source change to the UPDATE it caused being written.",
                 &EVENT_TO_UPDATE_BUCKETS,
             ),
+            kube_events_lost: {
+                let c = r.counter_vec(
+                    "kube_events_lost_total",
+                    "Kubernetes Events not written, by reason: queue_full (dropped), \
+                     refused (the API server answered with an error), failed (no answer).",
+                    &["reason"],
+                );
+                // Every reason from the start, so that increase() sees the first loss.
+                for loss in EventLoss::ALL {
+                    c.with_label_values(&[loss.as_str()]);
+                }
+                c
+            },
         }
     }
 }

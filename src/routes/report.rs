@@ -368,6 +368,9 @@ fn session_details(p: &super::plan::PeerPlan) -> String {
     if peer.password.is_some() {
         s.push_str(", md5");
     }
+    if let Some(r) = &peer.password_secret {
+        let _ = write!(s, ", md5 from {r}");
+    }
     if peer.ebgp_multihop {
         s.push_str(", ebgp-multihop");
     }
@@ -459,7 +462,8 @@ fn peer_json(peer: &Peer) -> Value {
         "hold_time_seconds": peer.hold_time.as_secs(),
         "keepalive_time_seconds": peer.keepalive_time.as_secs(),
         "router_id": peer.router_id.map(|r| r.to_string()),
-        "md5": peer.password.is_some(),
+        "md5": peer.password.is_some() || peer.password_secret.is_some(),
+        "md5_secret": peer.password_secret.as_ref().map(|r| json!({"name": r.name, "key": r.key})),
         "ebgp_multihop": peer.ebgp_multihop,
         "ttl_security": peer.ttl_security,
         "passive": peer.passive,
@@ -675,6 +679,37 @@ warnings:
                 assert!(out.contains("md5"), "{format:?}: {out}");
             }
         }
+    }
+
+    #[test]
+    fn a_password_secret_shows_as_its_reference() {
+        let text = CONFIG.replacen(
+            "password: s3cret-md5-key",
+            "password-secret: {name: bgp-peer-passwords, key: tor-a}",
+            1,
+        );
+        let config = crate::config::parse(&text).unwrap();
+        let view = view();
+        let plan = plan(
+            &view,
+            &config,
+            &LocalNode::new("n1"),
+            AnnounceMode::Local,
+            &Overrides::default(),
+        );
+        let out = table(&plan, &view, &config);
+        assert!(
+            out.contains("keepalive 30s, md5 from secret bgp-peer-passwords key tor-a, 1 route"),
+            "{out}"
+        );
+        let json = render_plan(&plan, &view, &config, Format::Json);
+        let v: Value = serde_json::from_str(&json).unwrap();
+        let peer = &v["peers"][0];
+        assert_eq!(peer["md5"], true, "{json}");
+        assert_eq!(
+            peer["md5_secret"],
+            json!({"name": "bgp-peer-passwords", "key": "tor-a"})
+        );
     }
 
     #[test]

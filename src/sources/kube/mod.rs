@@ -22,6 +22,7 @@
 //! The mapping object -> facts lives in [`super::objects`]; the rules in [`super::model`].
 
 pub mod events;
+pub mod secrets;
 pub mod store;
 
 use std::collections::BTreeMap;
