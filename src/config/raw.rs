@@ -54,6 +54,9 @@ pub(crate) const EXTENSION_KEYS: &[&str] = &[
     "ttl-security",
 ];
 
+/// The speaker's extensions that only make sense per peer (not in `speaker`).
+const PEER_EXTENSION_KEYS: &[&str] = &["next-hop-v4", "next-hop-v6"];
+
 const SELECTOR_KEYS: &[&str] = &["match-labels", "match-expressions"];
 const EXPRESSION_KEYS: &[&str] = &["key", "operator", "values"];
 const POOL_KEYS: &[&str] = &[
@@ -122,6 +125,8 @@ pub(crate) struct RawPeer {
     pub ebgp_multihop: Option<Bool>,
     pub bfd_profile: Option<Text>,
     pub node_selectors: Vec<RawSelector>,
+    pub next_hop_v4: Option<Text>,
+    pub next_hop_v6: Option<Text>,
     pub ext: RawExtensions,
 }
 
@@ -544,8 +549,13 @@ impl Walker<'_> {
             "max-prefix",
             "passive",
             "ttl-security",
+            "next-hop-v4",
+            "next-hop-v6",
         ];
-        debug_assert_eq!(KEYS.len(), METALLB_PEER_KEYS.len() + EXTENSION_KEYS.len());
+        debug_assert_eq!(
+            KEYS.len(),
+            METALLB_PEER_KEYS.len() + EXTENSION_KEYS.len() + PEER_EXTENSION_KEYS.len()
+        );
         let f = self.mapping(node, &path, KEYS)?;
         let (selectors, sel_path) = f.get("node-selectors");
         let mut node_selectors = Vec::new();
@@ -574,6 +584,8 @@ impl Walker<'_> {
             ebgp_multihop: self.boolean(f.get("ebgp-multihop")),
             bfd_profile: self.text(f.get("bfd-profile")),
             node_selectors,
+            next_hop_v4: self.text(f.get("next-hop-v4")),
+            next_hop_v6: self.text(f.get("next-hop-v6")),
             ext: self.extensions(&f),
             path,
         })

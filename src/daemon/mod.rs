@@ -364,7 +364,6 @@ impl Daemon {
         self.log_reload(&config, &labels);
 
         let node_v4 = entry.and_then(|e| e.internal_ipv4);
-        let node_v6 = entry.and_then(|e| e.internal_ipv6);
         let source_v4 = match self.settings.source_address {
             Some(IpAddr::V4(a)) => Some(a),
             _ => None,
@@ -372,11 +371,6 @@ impl Daemon {
         let run = RunOverrides {
             source_address: self.settings.source_address,
             router_id: self.settings.router_id.or(node_v4).or(source_v4),
-            next_hop_v4: node_v4.or(source_v4),
-            next_hop_v6: node_v6.or(match self.settings.source_address {
-                Some(IpAddr::V6(a)) => Some(a),
-                _ => None,
-            }),
         };
         self.peers.reconcile(&plan, &run, event).await;
         debug!(
