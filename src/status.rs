@@ -331,6 +331,12 @@ impl fmt::Display for Summary<'_> {
             }
             write!(f, "{t}")?;
         }
+        if s.peers.iter().any(|p| !p.unannounceable.is_empty()) {
+            writeln!(f, "\nNot announced to peers (no route planned)")?;
+            for u in s.peers.iter().flat_map(|p| &p.unannounceable) {
+                writeln!(f, "  {}", u.message)?;
+            }
+        }
 
         if !s.sources.is_empty() {
             writeln!(f)?;

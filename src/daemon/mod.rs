@@ -361,6 +361,13 @@ impl Daemon {
             warn!(node = %name, "this node is not in the cluster: no peer is selected");
         }
         self.log_findings(&plan);
+        self.metrics.record_unannounceable(&plan);
+        let unused = routes::plan::unused_next_hop_fields(&plan);
+        if !unused.is_empty()
+            && self.plan.as_ref().map(routes::plan::unused_next_hop_fields) != Some(unused.clone())
+        {
+            warn!(peers = ?unused, "next-hop-v4/next-hop-v6 is not used with --announce cluster: each route's next hop is its own node's InternalIP");
+        }
         self.log_reload(&config, &labels);
 
         let node_v4 = entry.and_then(|e| e.internal_ipv4);

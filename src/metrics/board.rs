@@ -136,6 +136,21 @@ pub struct PeerReport {
     pub messages_received: u64,
     /// Why the session last went down or failed, as text.
     pub last_error: Option<String>,
+    /// Pod CIDRs the plan gives this peer no route for, and why (absent in documents
+    /// of older speakers).
+    #[serde(default)]
+    pub unannounceable: Vec<UnannounceableReport>,
+}
+
+/// A pod CIDR a peer gets no route for (`routes::Unannounceable`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnannounceableReport {
+    pub node: String,
+    pub prefix: String,
+    /// The `reason` label of `routes_unannounceable`.
+    pub reason: String,
+    /// What it means and what to set, for people.
+    pub message: String,
 }
 
 impl PeerReport {
