@@ -83,6 +83,7 @@ fn ebgp_and_ibgp_routes(kind: Kind, dir: &Path) {
     };
     let attrs = |n: u8, asn: u32, ibgp: bool| {
         Attrs::new(asn, ibgp)
+            .node(n)
             .med(u32::from(n))
             .large(&[(asn, 1, u32::from(n))])
     };
@@ -247,7 +248,7 @@ fn hold_time_and_keepalive(kind: Kind, dir: &Path) {
     let routes = |n: u8| {
         desired(
             &[net(&format!("10.244.{n}.0/24"))],
-            &Attrs::new(65000 + u32::from(n), false),
+            &Attrs::new(65000 + u32::from(n), false).node(n),
         )
     };
     let long = Speaker::start(

@@ -221,8 +221,6 @@ impl Speaker {
         let run = RunOverrides {
             source_address: Some(IpAddr::V4(SPEAKER)),
             router_id: Some(Ipv4Addr::new(10, 0, 0, 5)),
-            next_hop_v4: None,
-            next_hop_v6: Some(Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 2)),
         };
         PeerSpec::from_config(&cfg.peers[0], &run).unwrap()
     }
@@ -340,9 +338,24 @@ fn v6_hosts(n: u32) -> Vec<IpNet> {
         .collect()
 }
 
+/// The routes as the planner writes them for this IPv4 session: IPv4 with the session's
+/// address, IPv6 with the node's IPv6 address (fd00::2) as next hop.
 fn desired(prefixes: &[IpNet]) -> Arc<DesiredRoutes> {
     let a = attrs();
-    desired_with(prefixes.iter().map(|p| (*p, a.clone())))
+    let a6 = Arc::new(RouteAttrs {
+        next_hop: NextHop::Address(IpAddr::V6(Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 2))),
+        ..(*a).clone()
+    });
+    desired_with(prefixes.iter().map(|p| {
+        (
+            *p,
+            if p.addr().is_ipv4() {
+                a.clone()
+            } else {
+                a6.clone()
+            },
+        )
+    }))
 }
 
 fn desired_with(routes: impl IntoIterator<Item = (IpNet, Arc<RouteAttrs>)>) -> Arc<DesiredRoutes> {
