@@ -333,7 +333,6 @@ mod tests {
         let run = RunOverrides {
             router_id: Some(Ipv4Addr::from(router_id)),
             source_address: source.map(|s| s.parse().unwrap()),
-            ..RunOverrides::default()
         };
         PeerSpec::from_config(peer, &run).unwrap()
     }
