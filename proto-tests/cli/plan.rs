@@ -442,7 +442,7 @@ fn a_node_without_an_ipv6_address_gets_no_ipv6_route_on_an_ipv4_session_and_a_wa
 node node-b (labels: kubernetes.io/hostname=node-b) ipam kubernetes, announce local
 peer 100.64.0.2:179 AS 65002 (eBGP, my AS 65001) peers[0], hold-time 90s, keepalive 30s, 1 route
   10.244.4.0/24  next-hop <session local address>  origin incomplete  as-path 65001
-peer 100.64.0.4:179 AS 65002 (eBGP, my AS 65001) peers[1], hold-time 90s, keepalive 30s, 2 routes
+peer 100.64.0.4:179 AS 65002 (eBGP, my AS 65001) peers[1], hold-time 90s, keepalive 30s, next-hop-v6 fd00::1, 2 routes
   10.244.4.0/24       next-hop <session local address>  origin incomplete  as-path 65001
   fd00:10:244:4::/64  next-hop fd00::1                  origin incomplete  as-path 65001
 warnings:
@@ -460,6 +460,8 @@ warnings:
     assert_eq!(w["peer"], "100.64.0.2:179");
     assert_eq!(w["family"], "ipv6");
     assert_eq!(v["peers"][0]["routes"].as_array().unwrap().len(), 1);
+    assert_eq!(v["peers"][0]["next_hop_v6"], Value::Null);
+    assert_eq!(v["peers"][1]["next_hop_v6"], "fd00::1");
 }
 
 #[test]

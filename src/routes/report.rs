@@ -388,6 +388,12 @@ fn session_details(p: &super::plan::PeerPlan) -> String {
     if let Some(a) = p.source_address {
         let _ = write!(s, ", source-address {a}");
     }
+    if let Some(a) = peer.next_hop_v4 {
+        let _ = write!(s, ", next-hop-v4 {a}");
+    }
+    if let Some(a) = peer.next_hop_v6 {
+        let _ = write!(s, ", next-hop-v6 {a}");
+    }
     if peer.password.is_some() {
         s.push_str(", md5");
     }
@@ -491,6 +497,8 @@ fn peer_json(peer: &Peer) -> Value {
         "hold_time_seconds": peer.hold_time.as_secs(),
         "keepalive_time_seconds": peer.keepalive_time.as_secs(),
         "router_id": peer.router_id.map(|r| r.to_string()),
+        "next_hop_v4": peer.next_hop_v4.map(|a| a.to_string()),
+        "next_hop_v6": peer.next_hop_v6.map(|a| a.to_string()),
         "md5": peer.password.is_some(),
         "ebgp_multihop": peer.ebgp_multihop,
         "ttl_security": peer.ttl_security,
