@@ -347,6 +347,12 @@ impl fmt::Display for Summary<'_> {
             }
             write!(f, "{t}")?;
         }
+        if s.peers.iter().any(|p| !p.unannounceable.is_empty()) {
+            writeln!(f, "\nNot announced to peers (no route planned)")?;
+            for u in s.peers.iter().flat_map(|p| &p.unannounceable) {
+                writeln!(f, "  {}", u.message)?;
+            }
+        }
 
         for p in &s.peers {
             if let Some(r) = &p.routes {
@@ -672,6 +678,7 @@ mod tests {
             last_error: None,
             next_retry_unix: None,
             routes: Some(routes),
+            unannounceable: Vec::new(),
         }
     }
 

@@ -46,6 +46,7 @@ fn base_peer_defaults() {
     assert_eq!(p.max_prefix, None);
     assert!(!p.passive);
     assert!(!p.ttl_security);
+    assert_eq!((p.next_hop_v4, p.next_hop_v6), (None, None));
 }
 
 type Check = fn(&Peer) -> bool;
@@ -183,6 +184,22 @@ fn valid_peer_values() {
         }),
         (&[("passive", "true")], |p| p.passive),
         (&[("ttl-security", "true")], |p| p.ttl_security),
+        (&[("next-hop-v6", "\"2001:db8::7\"")], |p| {
+            p.next_hop_v6 == Some("2001:db8::7".parse().unwrap()) && p.next_hop_v4.is_none()
+        }),
+        (&[("next-hop-v4", "192.0.2.7")], |p| {
+            p.next_hop_v4 == Some(Ipv4Addr::new(192, 0, 2, 7))
+        }),
+        (&[("next-hop-v4", "\"\""), ("next-hop-v6", "\"\"")], |p| {
+            p.next_hop_v4.is_none() && p.next_hop_v6.is_none()
+        }),
+        (
+            &[
+                ("peer-address", "2001:db8::1"),
+                ("next-hop-v4", "192.0.2.7"),
+            ],
+            |p| p.next_hop_v4 == Some(Ipv4Addr::new(192, 0, 2, 7)),
+        ),
     ];
     for (fields, check) in cases {
         let p = the_peer(fields);
@@ -238,6 +255,13 @@ fn invalid_peer_values() {
         (vec![("router-id", "2001:db8::1")], vec![r#"peers[0].router-id: "2001:db8::1" must be an IPv4 address (the BGP Identifier is 4 octets, RFC 4271 section 4.2)"#]),
         (vec![("router-id", "0.0.0.0")], vec![r#"peers[0].router-id: "0.0.0.0" must not be 0.0.0.0 (the BGP Identifier is non-zero, RFC 6286)"#]),
         (vec![("router-id", "node1")], vec![r#"peers[0].router-id: "node1" is not an IPv4 address"#]),
+        (vec![("next-hop-v6", "192.0.2.7")], vec![r#"peers[0].next-hop-v6: "192.0.2.7" is not an IPv6 address"#]),
+        (vec![("next-hop-v4", "2001:db8::7")], vec![r#"peers[0].next-hop-v4: "2001:db8::7" is not an IPv4 address"#]),
+        (vec![("next-hop-v6", "fe80::1")], vec![r#"peers[0].next-hop-v6: "fe80::1" is link-local; the IPv6 next hop must be a global address (RFC 2545 section 3)"#]),
+        (vec![("next-hop-v6", "::1")], vec![r#"peers[0].next-hop-v6: "::1" is a loopback address, which routers refuse as a next hop"#]),
+        (vec![("next-hop-v4", "0.0.0.0")], vec![r#"peers[0].next-hop-v4: "0.0.0.0" is not a unicast address; a next hop must be one"#]),
+        (vec![("next-hop-v4", "255.255.255.255")], vec![r#"peers[0].next-hop-v4: "255.255.255.255" is the broadcast address, not a next hop"#]),
+        (vec![("next-hop-v6", "tor")], vec![r#"peers[0].next-hop-v6: "tor" is not an IP address"#]),
         (vec![("source-address", "eth0")], vec![r#"peers[0].source-address: "eth0" is not an IP address"#]),
         (vec![("source-address", "0.0.0.0")], vec![r#"peers[0].source-address: "0.0.0.0" is the unspecified address, not a host; a BGP session needs a unicast address"#]),
         (vec![("source-address", "239.1.1.1")], vec![r#"peers[0].source-address: "239.1.1.1" is a multicast address, not a host; a BGP session needs a unicast address"#]),
@@ -377,7 +401,7 @@ fn duplicate_keys_and_all_errors_at_once() {
             r#"peers[1].peer-address: "x" is not an IP address"#,
             "peers[1].peer-asn: 0 is not a valid AS number (1 to 4294967295)",
             r#"peers[1].hold-time: "1s" must be 0 or at least 3s"#,
-            r#"peers[1]: unknown key "colour" (expected one of: peer-address, peer-asn, my-asn, peer-port, hold-time, keepalive-time, router-id, source-address, password, password-secret, ebgp-multihop, bfd-profile, node-selectors, graceful-restart, graceful-restart-time, connect-retry-time, origin, pod-cidr-communities, pod-cidr-local-pref, max-prefix, passive, ttl-security)"#,
+            r#"peers[1]: unknown key "colour" (expected one of: peer-address, peer-asn, my-asn, peer-port, hold-time, keepalive-time, router-id, source-address, password, password-secret, ebgp-multihop, bfd-profile, node-selectors, graceful-restart, graceful-restart-time, connect-retry-time, origin, pod-cidr-communities, pod-cidr-local-pref, max-prefix, passive, ttl-security, next-hop-v4, next-hop-v6)"#,
         ]
     );
 }
@@ -577,6 +601,13 @@ fn speaker_defaults_fold_into_peers() {
         errors("speaker:\n  peer-asn: 1\n"),
         vec![
             r#"speaker: unknown key "peer-asn" (expected one of: graceful-restart, graceful-restart-time, connect-retry-time, origin, pod-cidr-communities, pod-cidr-local-pref, max-prefix, passive, ttl-security)"#
+        ]
+    );
+    // A next hop is per peer: one address cannot be every node's default.
+    assert_eq!(
+        errors("speaker:\n  next-hop-v6: 2001:db8::1\n"),
+        vec![
+            r#"speaker: unknown key "next-hop-v6" (expected one of: graceful-restart, graceful-restart-time, connect-retry-time, origin, pod-cidr-communities, pod-cidr-local-pref, max-prefix, passive, ttl-security)"#
         ]
     );
 }

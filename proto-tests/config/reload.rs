@@ -111,6 +111,7 @@ fn reload_table() {
         case("passive", base(), peer0("  passive: true\n"), vec![(A, Reset), (B, Keep), (IBGP, Keep)]),
         case("graceful restart for all", base(), format!("speaker:\n  graceful-restart: true\n{BASE}"), vec![(A, Reset), (B, Reset), (IBGP, Reset)]),
         case("pod cidr communities", base(), peer0("  pod-cidr-communities: [65083:1]\n"), vec![(A, Readvertise), (B, Keep), (IBGP, Keep)]),
+        case("next-hop-v6 set", base(), peer0("  next-hop-v6: 2001:db8::5\n"), vec![(A, Readvertise), (B, Keep), (IBGP, Keep)]),
         case("origin default", base(), format!("speaker:\n  origin: igp\n{BASE}"), vec![(A, Readvertise), (B, Readvertise), (IBGP, Readvertise)]),
         // A speaker-wide local-pref reaches the iBGP session only.
         case("local-pref default", base(), format!("speaker:\n  pod-cidr-local-pref: 200\n{BASE}"), vec![(A, Keep), (B, Keep), (IBGP, Readvertise)]),

@@ -15,7 +15,7 @@ use podcidr_speaker::sources::model::{node_view, IpamOverride};
 use podcidr_speaker::sources::{Resource, ResourceStatus, SourceStatus};
 
 use crate::exposition::{parse, Scrape};
-use crate::{outage_dir, peer, t};
+use crate::{dual_stack_plan, outage_dir, peer, t};
 
 fn scrape(m: &Metrics) -> Scrape {
     let text = m.encode();
@@ -1064,4 +1064,45 @@ fn the_peer_observer_reports_land_in_the_same_series() {
             .as_deref(),
         Some("connect to 192.0.2.1:179 timed out after 5s")
     );
+}
+
+#[test]
+fn routes_without_a_next_hop_are_a_gauge_and_a_status_entry_per_peer() {
+    let m = Metrics::new();
+    let p = "192.0.2.1:179";
+    m.record_unannounceable(&dual_stack_plan(None));
+    let s = scrape(&m);
+    assert_eq!(
+        v(
+            &s,
+            "podcidr_speaker_routes_unannounceable",
+            &[("peer", p), ("afi", "ipv6"), ("reason", "no_next_hop")]
+        ),
+        1.0
+    );
+    assert_eq!(s.series("podcidr_speaker_routes_unannounceable").len(), 1);
+    let status = m.status(SystemTime::now(), Instant::now());
+    let entry = &status.peers[0].unannounceable;
+    assert_eq!(entry.len(), 1);
+    assert_eq!(
+        (entry[0].prefix.as_str(), entry[0].reason.as_str()),
+        ("fd00:1::/64", "no_next_hop")
+    );
+    assert!(entry[0].message.contains("peers[0] sets no next-hop-v6"));
+    let text = podcidr_speaker::status::Summary(&status).to_string();
+    assert!(
+        text.contains(
+            "Not announced to peers (no route planned)\n  fd00:1::/64 of node a is not \
+             announced to 192.0.2.1:179: an IPv6 route on an IPv4 session needs an IPv6 next hop"
+        ),
+        "{text}"
+    );
+    // With next-hop-v6 the route is planned: the series and the entry go.
+    m.record_unannounceable(&dual_stack_plan(Some("2001:db8::7")));
+    assert!(scrape(&m)
+        .series("podcidr_speaker_routes_unannounceable")
+        .is_empty());
+    assert!(m.status(SystemTime::now(), Instant::now()).peers[0]
+        .unannounceable
+        .is_empty());
 }

@@ -271,10 +271,29 @@ impl Model {
             let mut routes = BTreeMap::new();
             for (prefix, node) in &owner {
                 let next_hop = match mode {
-                    AnnounceMode::Local if *node == local => match source {
-                        Some(s) if same_family(s, *prefix) => NextHop::Address(s),
-                        _ => NextHop::SessionLocal,
-                    },
+                    // The session's own family: the bound address, else the session's.
+                    AnnounceMode::Local if *node == local && same_family(peer.address, *prefix) => {
+                        match source {
+                            Some(s) => NextHop::Address(s),
+                            None => NextHop::SessionLocal,
+                        }
+                    }
+                    // The other family: the node's address, else --source-address of
+                    // that family; IPv4 then falls back to the session's IPv6 address
+                    // (RFC 8950), IPv6 has nothing.
+                    AnnounceMode::Local if *node == local => {
+                        match self
+                            .next_hop_of(node, *prefix)
+                            .or(over.filter(|o| same_family(*o, *prefix)))
+                        {
+                            Some(ip) => NextHop::Address(ip),
+                            None if prefix.addr().is_ipv4() => NextHop::SessionLocal,
+                            None => {
+                                out.unannounceable.insert((node.to_string(), *prefix));
+                                continue;
+                            }
+                        }
+                    }
                     AnnounceMode::Local => continue,
                     AnnounceMode::Cluster => match self.next_hop_of(node, *prefix) {
                         Some(ip) => NextHop::Address(ip),
@@ -654,7 +673,13 @@ fn check_plan(
         .unannounceable
         .iter()
         .map(|u| {
-            let UnannounceableReason::NoInternalIp { family } = u.reason;
+            let family = match u.reason {
+                UnannounceableReason::NoInternalIp { family } => family,
+                UnannounceableReason::NoNextHop { peer, why } => {
+                    assert!(plan.peers.contains_key(&peer));
+                    why.family
+                }
+            };
             assert_eq!(
                 family,
                 match u.prefix {

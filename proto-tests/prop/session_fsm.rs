@@ -91,6 +91,7 @@ fn config() -> impl Strategy<Value = SessionConfig> {
                     }),
                     families,
                     extended_message: ext,
+                    extended_next_hop: ext,
                     route_refresh: rr,
                     max_prefix: max.map(|(limit, cease)| MaxPrefix {
                         limit,
@@ -787,6 +788,7 @@ fn the_model_rejects_a_keepalive_before_open() {
         graceful_restart: None,
         families: vec![AfiSafi::IPV4_UNICAST],
         extended_message: false,
+        extended_next_hop: false,
         route_refresh: true,
         max_prefix: None,
         jitter_seed: 1,

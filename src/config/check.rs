@@ -172,6 +172,12 @@ impl fmt::Display for PeerSummary<'_> {
         if p.ttl_security {
             f.write_str(", ttl-security")?;
         }
+        if let Some(a) = p.next_hop_v4 {
+            write!(f, ", next-hop-v4 {a}")?;
+        }
+        if let Some(a) = p.next_hop_v6 {
+            write!(f, ", next-hop-v6 {a}")?;
+        }
         if p.passive {
             f.write_str(", passive")?;
         }

@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
 use ipnet::IpNet;
@@ -122,6 +122,12 @@ pub struct Peer {
     pub passive: bool,
     /// `ttl-security`: GTSM (RFC 5082): send with TTL 255, accept only TTL 255.
     pub ttl_security: bool,
+    /// `next-hop-v4` / `next-hop-v6`: the next hop of this peer's pod CIDR routes of that
+    /// family, instead of the one `routes::next_hop` derives (for a fabric where the
+    /// node's address of that family is not the one to route to, or where the node has
+    /// none, e.g. IPv6 routes over an IPv4 session).
+    pub next_hop_v4: Option<Ipv4Addr>,
+    pub next_hop_v6: Option<Ipv6Addr>,
 }
 
 /// What must be equal for an established session to be kept across a reload: the
@@ -151,6 +157,8 @@ pub struct AdvertisementParams<'a> {
     pub communities: &'a [Community],
     pub large_communities: &'a [LargeCommunity],
     pub local_pref: Option<u32>,
+    pub next_hop_v4: Option<Ipv4Addr>,
+    pub next_hop_v6: Option<Ipv6Addr>,
 }
 
 /// Settings a running session applies in place, without a reset or a re-send.
@@ -203,6 +211,8 @@ impl Peer {
             communities: &self.pod_cidr_communities,
             large_communities: &self.pod_cidr_large_communities,
             local_pref: self.pod_cidr_local_pref,
+            next_hop_v4: self.next_hop_v4,
+            next_hop_v6: self.next_hop_v6,
         }
     }
 

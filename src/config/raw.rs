@@ -56,8 +56,9 @@ pub(crate) const EXTENSION_KEYS: &[&str] = &[
     "ttl-security",
 ];
 
-/// Speaker extensions of a peer only (no speaker-wide default).
-const PEER_ONLY_KEYS: &[&str] = &["password-secret"];
+/// Speaker extensions of a peer only (no speaker-wide default): a fixed next hop is right
+/// for one node or one router, never as a default for every peer.
+const PEER_ONLY_KEYS: &[&str] = &["password-secret", "next-hop-v4", "next-hop-v6"];
 
 const SECRET_REF_KEYS: &[&str] = &["name", "key"];
 const SELECTOR_KEYS: &[&str] = &["match-labels", "match-expressions"];
@@ -129,6 +130,8 @@ pub(crate) struct RawPeer {
     pub ebgp_multihop: Option<Bool>,
     pub bfd_profile: Option<Text>,
     pub node_selectors: Vec<RawSelector>,
+    pub next_hop_v4: Option<Text>,
+    pub next_hop_v6: Option<Text>,
     pub ext: RawExtensions,
 }
 
@@ -587,6 +590,8 @@ impl Walker<'_> {
             "max-prefix",
             "passive",
             "ttl-security",
+            "next-hop-v4",
+            "next-hop-v6",
         ];
         debug_assert_eq!(
             KEYS.len(),
@@ -621,6 +626,8 @@ impl Walker<'_> {
             ebgp_multihop: self.boolean(f.get("ebgp-multihop")),
             bfd_profile: self.optional_text(f.get("bfd-profile")),
             node_selectors,
+            next_hop_v4: self.optional_text(f.get("next-hop-v4")),
+            next_hop_v6: self.optional_text(f.get("next-hop-v6")),
             ext: self.extensions(&f),
             path,
         })

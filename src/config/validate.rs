@@ -577,6 +577,8 @@ impl Validator {
                 None
             }
         };
+        let next_hop_v4 = self.next_hop(r.next_hop_v4.as_ref(), true);
+        let next_hop_v6 = self.next_hop(r.next_hop_v6.as_ref(), false);
         let mut node_selectors = Vec::new();
         let mut selectors_ok = true;
         for s in &r.node_selectors {
@@ -662,6 +664,14 @@ impl Validator {
                 Some((v, _, _)) => *v,
                 None => speaker.ttl_security && !ebgp_multihop,
             },
+            next_hop_v4: next_hop_v4?.and_then(|a| match a {
+                IpAddr::V4(a) => Some(a),
+                IpAddr::V6(_) => None,
+            }),
+            next_hop_v6: next_hop_v6?.and_then(|a| match a {
+                IpAddr::V6(a) => Some(a),
+                IpAddr::V4(_) => None,
+            }),
         })
     }
 
@@ -696,6 +706,37 @@ impl Validator {
         } else {
             true
         }
+    }
+
+    /// `next-hop-v4` / `next-hop-v6`: an address of that family that a router can forward
+    /// to. `Some(None)`: not set (absent or "", as MetalLB's empty strings); `None`:
+    /// invalid (reported).
+    fn next_hop(&mut self, field: Option<&Text>, v4: bool) -> Option<Option<IpAddr>> {
+        let Some(f) = field.filter(|f| !f.value.trim().is_empty()) else {
+            return Some(None);
+        };
+        let ip = self.ip(f)?;
+        let why = match ip {
+            _ if ip.is_ipv4() != v4 => {
+                if v4 {
+                    "is not an IPv4 address"
+                } else {
+                    "is not an IPv6 address"
+                }
+            }
+            _ if ip.is_unspecified() || ip.is_multicast() => {
+                "is not a unicast address; a next hop must be one"
+            }
+            _ if ip.is_loopback() => "is a loopback address, which routers refuse as a next hop",
+            IpAddr::V4(a) if a.is_broadcast() => "is the broadcast address, not a next hop",
+            // RFC 2545 section 3: the next hop field holds a global address first.
+            IpAddr::V6(a) if a.is_unicast_link_local() => {
+                "is link-local; the IPv6 next hop must be a global address (RFC 2545 section 3)"
+            }
+            _ => return Some(Some(ip)),
+        };
+        self.invalid(f, shown(f), why);
+        None
     }
 
     /// A BGP Identifier: 4 octets (RFC 4271 section 4.2), non-zero (RFC 6286).

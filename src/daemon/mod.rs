@@ -431,10 +431,16 @@ impl Daemon {
             warn!(node = %name, "this node is not in the cluster: no peer is selected");
         }
         self.log_findings(&plan);
+        self.metrics.record_unannounceable(&plan);
+        let unused = routes::plan::unused_next_hop_fields(&plan);
+        if !unused.is_empty()
+            && self.plan.as_ref().map(routes::plan::unused_next_hop_fields) != Some(unused.clone())
+        {
+            warn!(peers = ?unused, "next-hop-v4/next-hop-v6 is not used with --announce cluster: each route's next hop is its own node's InternalIP");
+        }
         self.log_reload(&config, &labels);
 
         let node_v4 = entry.and_then(|e| e.internal_ipv4);
-        let node_v6 = entry.and_then(|e| e.internal_ipv6);
         let source_v4 = match self.settings.source_address {
             Some(IpAddr::V4(a)) => Some(a),
             _ => None,
@@ -450,11 +456,6 @@ impl Daemon {
                 )
                 .0,
             ),
-            next_hop_v4: node_v4.or(source_v4),
-            next_hop_v6: node_v6.or(match self.settings.source_address {
-                Some(IpAddr::V6(a)) => Some(a),
-                _ => None,
-            }),
         };
         self.peers
             .reconcile(&plan, &run, self.secrets.as_deref(), event)

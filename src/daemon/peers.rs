@@ -379,14 +379,12 @@ async fn join_bounded(handle: PeerHandle) {
 /// Whether a running session must be closed and opened again: a change of what goes
 /// into the TCP connection or the OPEN message. The config's side is
 /// [`Peer::session_params`] (the rule `config::reload` plans with); the rest is what the
-/// daemon fills in at run time (router id, source address, next hops of the other
-/// family).
+/// daemon fills in at run time (router id, source address). Next hops are the routes'
+/// (a change re-sends them on the running session).
 fn needs_reset(old: &Peer, old_spec: &PeerSpec, new: &Peer, new_spec: &PeerSpec) -> bool {
     old.session_params() != new.session_params()
         || old_spec.session.router_id != new_spec.session.router_id
         || old_spec.transport != new_spec.transport
-        || old_spec.next_hop_v4 != new_spec.next_hop_v4
-        || old_spec.next_hop_v6 != new_spec.next_hop_v6
 }
 
 #[cfg(test)]
@@ -406,7 +404,6 @@ mod tests {
         let run = RunOverrides {
             router_id: Some(Ipv4Addr::from(router_id)),
             source_address: source.map(|s| s.parse().unwrap()),
-            ..RunOverrides::default()
         };
         PeerSpec::from_config(peer, &run).unwrap()
     }

@@ -148,6 +148,10 @@ pub struct PeerReport {
     /// The Adj-RIB-Out, when asked for (`/status?routes=N`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub routes: Option<RoutesReport>,
+    /// Pod CIDRs the plan gives this peer no route for, and why (absent in documents
+    /// of older speakers).
+    #[serde(default)]
+    pub unannounceable: Vec<UnannounceableReport>,
 }
 
 /// What a peer's Adj-RIB-Out holds and what is still to send, like a router's `show bgp
@@ -193,6 +197,17 @@ pub struct RouteReport {
     pub communities: Vec<String>,
     /// When the UPDATE carrying it was handed to the session (held routes only).
     pub since_unix: Option<u64>,
+}
+
+/// A pod CIDR a peer gets no route for (`routes::Unannounceable`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnannounceableReport {
+    pub node: String,
+    pub prefix: String,
+    /// The `reason` label of `routes_unannounceable`.
+    pub reason: String,
+    /// What it means and what to set, for people.
+    pub message: String,
 }
 
 impl PeerReport {

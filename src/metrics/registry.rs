@@ -19,7 +19,7 @@ use prometheus::{
 
 use super::board::{
     ConfigReport, DriftReport, OverlapReport, PeerReport, RefusedReport, SourceReport, Status,
-    ViewReport,
+    UnannounceableReport, ViewReport,
 };
 use super::labels::{self, Direction, AFIS, MESSAGE_TYPES};
 use crate::bgp::session::State;
@@ -29,6 +29,7 @@ use crate::config::PeerKey;
 use crate::doctor::overlaps;
 use crate::peer::{Beat, PeerStatus, Refusal, RoutesQuery};
 use crate::sources::kube::events::EventLoss;
+use crate::routes::{Plan, Unannounceable, UnannounceableReason};
 use crate::sources::model::{IpamError, IpamMode, NodeView};
 use crate::sources::{Resource, SourceStatus};
 use tokio::sync::mpsc;
@@ -85,6 +86,7 @@ struct Families {
     pending: IntGaugeVec,
     received: IntGaugeVec,
     not_announced: IntCounterVec,
+    unannounceable: IntGaugeVec,
     config_loaded: IntGauge,
     config_reload_ok: IntGauge,
     config_reload_time: prometheus::Gauge,
@@ -140,6 +142,9 @@ struct PeerEntry {
     next_retry: Option<SystemTime>,
     /// (afi, reason) label sets of this peer's not-announced series.
     not_announced: BTreeSet<(&'static str, &'static str)>,
+    /// (afi, reason) label sets of this peer's unannounceable series, and the routes.
+    unannounceable: BTreeSet<(&'static str, &'static str)>,
+    unannounceable_routes: Vec<UnannounceableReport>,
     /// The session's last error as last read from the driver's status, so that only a
     /// new one replaces a later NOTIFICATION or socket error as `last_error`.
     session_error: Option<String>,
@@ -299,6 +304,62 @@ impl Metrics {
         let _ = f.pending.remove_label_values(&[p]);
         for (afi, reason) in &entry.not_announced {
             let _ = f.not_announced.remove_label_values(&[p, afi, reason]);
+        }
+        for (afi, reason) in &entry.unannounceable {
+            let _ = f.unannounceable.remove_label_values(&[p, afi, reason]);
+        }
+    }
+
+    /// The plan's routes that no peer task is given, per peer: a prefix without a next
+    /// hop for that peer (local mode), or of a node without an InternalIP of its family
+    /// (cluster mode, every peer). Replaces the previous plan's series and `/status`
+    /// entries.
+    pub fn record_unannounceable(&self, plan: &Plan) {
+        let mut inner = self.lock();
+        let now = SystemTime::now();
+        for key in plan.peers.keys() {
+            let Some(entry) = self.peer_entry(&mut inner, *key, now) else {
+                continue;
+            };
+            let mine: Vec<&Unannounceable> = plan
+                .unannounceable
+                .iter()
+                .filter(|u| match u.reason {
+                    UnannounceableReason::NoNextHop { peer, .. } => peer == *key,
+                    UnannounceableReason::NoInternalIp { .. } => true,
+                })
+                .collect();
+            let mut counts: BTreeMap<(&'static str, &'static str), i64> = BTreeMap::new();
+            for u in &mine {
+                let afi = if u.prefix.addr().is_ipv4() {
+                    labels::afi(Afi::IPV4)
+                } else {
+                    labels::afi(Afi::IPV6)
+                };
+                *counts.entry((afi, u.reason.as_str())).or_default() += 1;
+            }
+            let f = &self.families;
+            let p = entry.label.as_str();
+            for (afi, reason) in &entry.unannounceable {
+                if !counts.contains_key(&(*afi, *reason)) {
+                    let _ = f.unannounceable.remove_label_values(&[p, afi, reason]);
+                }
+            }
+            for ((afi, reason), n) in &counts {
+                f.unannounceable
+                    .with_label_values(&[p, afi, reason])
+                    .set(*n);
+            }
+            entry.unannounceable = counts.into_keys().collect();
+            entry.unannounceable_routes = mine
+                .iter()
+                .map(|u| UnannounceableReport {
+                    node: u.node.to_string(),
+                    prefix: u.prefix.to_string(),
+                    reason: u.reason.as_str().to_owned(),
+                    message: u.to_string(),
+                })
+                .collect();
         }
     }
 
@@ -535,6 +596,8 @@ impl Metrics {
                 last_error: None,
                 next_retry: None,
                 not_announced: BTreeSet::new(),
+                unannounceable: BTreeSet::new(),
+                unannounceable_routes: Vec::new(),
                 session_error: None,
                 queries: None,
                 notifications: BTreeSet::new(),
@@ -821,6 +884,7 @@ impl Metrics {
                         .next_retry
                         .filter(|_| e.state == State::Idle)
                         .map(whole_seconds),
+                    unannounceable: e.unannounceable_routes.clone(),
                 })
                 .collect(),
         }
@@ -897,6 +961,13 @@ impl Families {
                 "routes_not_announced_total",
                 "Desired routes the peer driver could not send to the peer, by reason \
                  (family not negotiated, no next hop of the family...).",
+                &["peer", "afi", "reason"],
+            ),
+            unannounceable: r.gauge_vec(
+                "routes_unannounceable",
+                "Pod CIDRs the plan gives the peer no route for, by reason: no_next_hop (no \
+                 address of the prefix's family for the peer's session: set next-hop-v4/v6), \
+                 no_internal_ip (cluster mode: the node has no InternalIP of the family).",
                 &["peer", "afi", "reason"],
             ),
             config_loaded: r.gauge("config_loaded", "1 when a valid bgp-config is in force."),

@@ -20,16 +20,17 @@ use crate::bgp::wire::{
     AfiSafi, AsPath, AsSegment, Context, EncodeError, MpNextHop, PathAttribute, SegmentType,
     Update, UpdateBuilder,
 };
-use crate::routes::{self, DesiredRoutes, NextHop, RouteAttrs};
+use crate::routes::next_hop::{self, SessionNextHops, Unsendable, WireNextHop};
+use crate::routes::{self, DesiredRoutes, RouteAttrs};
 use ipnet::IpNet;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::fmt;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
-/// What the session negotiated that shapes the UPDATEs, and the addresses that stand for
-/// [`NextHop::SessionLocal`].
+/// What the session negotiated that shapes the UPDATEs, and what resolves the routes'
+/// next hops ([`next_hop::resolve`]: the planner wrote them with the same rule).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RibSession {
     /// The negotiated codec context (4-octet AS, extended messages).
@@ -38,11 +39,8 @@ pub struct RibSession {
     pub families: Vec<AfiSafi>,
     /// LOCAL_PREF is sent on iBGP sessions only (RFC 4271 section 5.1.5).
     pub ibgp: bool,
-    /// The NEXT_HOP of IPv4 routes announced with [`NextHop::SessionLocal`].
-    pub next_hop_v4: Option<Ipv4Addr>,
-    /// The MP_REACH_NLRI next hop of IPv6 routes announced with
-    /// [`NextHop::SessionLocal`] (RFC 2545 section 3: a global address).
-    pub next_hop_v6: Option<Ipv6Addr>,
+    /// The connection's local address and whether RFC 8950 is in force.
+    pub next_hops: SessionNextHops,
 }
 
 /// Why a desired route was not sent.
@@ -50,12 +48,14 @@ pub struct RibSession {
 pub enum Refusal {
     /// The peer did not negotiate the route's family (RFC 4760).
     FamilyNotNegotiated,
-    /// `NextHop::SessionLocal` and no address of the prefix's family is known for this
-    /// session (an IPv6 prefix on an IPv4 session without an IPv6 next hop, or the
-    /// reverse).
+    /// `NextHop::SessionLocal` for an IPv6 prefix on an IPv4 session (the planner never
+    /// plans one; kept for a hand-built route set).
     NoNextHop,
-    /// An explicit next hop of the other family (no RFC 8950 extended next hop here).
+    /// An explicit IPv4 next hop for an IPv6 prefix.
     NextHopFamily,
+    /// An IPv4 prefix with an IPv6 next hop, and the peer did not offer RFC 8950
+    /// extended next hop for IPv4 unicast.
+    ExtendedNextHopNotNegotiated,
     /// The attribute set cannot be encoded for this session.
     Unencodable,
 }
@@ -67,7 +67,24 @@ impl Refusal {
             Refusal::FamilyNotNegotiated => "family_not_negotiated",
             Refusal::NoNextHop => "no_next_hop",
             Refusal::NextHopFamily => "next_hop_family",
+            Refusal::ExtendedNextHopNotNegotiated => "extended_next_hop_not_negotiated",
             Refusal::Unencodable => "unencodable",
+        }
+    }
+}
+
+impl Refusal {
+    /// What it means, for people (`status`, logs).
+    pub fn describe(self) -> &'static str {
+        match self {
+            Refusal::FamilyNotNegotiated => "the peer did not negotiate the address family",
+            Refusal::NoNextHop => "the session has no address of the route's family",
+            Refusal::NextHopFamily => "the next hop is not of the route's family",
+            Refusal::ExtendedNextHopNotNegotiated => {
+                "ipv4 routes need an ipv6 next hop here and the peer did not offer extended \
+                 next hop (RFC 8950)"
+            }
+            Refusal::Unencodable => "the attributes cannot be encoded for this session",
         }
     }
 }
@@ -568,8 +585,8 @@ impl PendingChange {
 
 fn as_sent(session: &RibSession, fam: Family, attrs: &RouteAttrs) -> Option<AttrsAsSent> {
     let next_hop = match next_hop(session, fam, attrs).ok()? {
-        ResolvedNextHop::V4(a) => IpAddr::V4(a),
-        ResolvedNextHop::V6(a) => IpAddr::V6(a),
+        WireNextHop::V4(a) => IpAddr::V4(a),
+        WireNextHop::V6(a) | WireNextHop::ExtendedV6(a) => IpAddr::V6(a),
     };
     Some(AttrsAsSent {
         next_hop,
@@ -590,29 +607,17 @@ fn carriable(session: &RibSession, fam: Family, attrs: &RouteAttrs) -> Result<()
     next_hop(session, fam, attrs).map(|_| ())
 }
 
-enum ResolvedNextHop {
-    V4(Ipv4Addr),
-    V6(Ipv6Addr),
-}
-
-fn next_hop(
-    session: &RibSession,
-    fam: Family,
-    attrs: &RouteAttrs,
-) -> Result<ResolvedNextHop, Refusal> {
-    match (fam, &attrs.next_hop) {
-        (Family::V4, NextHop::SessionLocal) => session
-            .next_hop_v4
-            .map(ResolvedNextHop::V4)
-            .ok_or(Refusal::NoNextHop),
-        (Family::V6, NextHop::SessionLocal) => session
-            .next_hop_v6
-            .map(ResolvedNextHop::V6)
-            .ok_or(Refusal::NoNextHop),
-        (Family::V4, NextHop::Address(IpAddr::V4(a))) => Ok(ResolvedNextHop::V4(*a)),
-        (Family::V6, NextHop::Address(IpAddr::V6(a))) => Ok(ResolvedNextHop::V6(*a)),
-        (_, NextHop::Address(_)) => Err(Refusal::NextHopFamily),
-    }
+/// The route's next hop on this session: [`next_hop::resolve`], the rule's other half.
+fn next_hop(session: &RibSession, fam: Family, attrs: &RouteAttrs) -> Result<WireNextHop, Refusal> {
+    let family = match fam {
+        Family::V4 => crate::sources::model::Family::Ipv4,
+        Family::V6 => crate::sources::model::Family::Ipv6,
+    };
+    next_hop::resolve(family, &attrs.next_hop, &session.next_hops).map_err(|e| match e {
+        Unsendable::NoNextHop => Refusal::NoNextHop,
+        Unsendable::NextHopFamily => Refusal::NextHopFamily,
+        Unsendable::ExtendedNextHopNotNegotiated => Refusal::ExtendedNextHopNotNegotiated,
+    })
 }
 
 /// The UPDATE builder for one group: its attributes in type-code order (RFC 4271
@@ -629,10 +634,17 @@ fn builder_for(
         PathAttribute::AsPath(as_path(&attrs.as_path)),
     ];
     let mut v6_next_hop = None;
+    let mut extended = None;
     match nh {
-        ResolvedNextHop::V4(a) => list.push(PathAttribute::NextHop(a)),
-        ResolvedNextHop::V6(a) => {
+        WireNextHop::V4(a) => list.push(PathAttribute::NextHop(a)),
+        WireNextHop::V6(a) => {
             v6_next_hop = Some(MpNextHop::V6 {
+                global: a,
+                link_local: None,
+            })
+        }
+        WireNextHop::ExtendedV6(a) => {
+            extended = Some(MpNextHop::V6 {
                 global: a,
                 link_local: None,
             })
@@ -652,7 +664,11 @@ fn builder_for(
             attrs.large_communities.clone(),
         ));
     }
-    UpdateBuilder::new(&session.ctx, &list, v6_next_hop)
+    let builder = UpdateBuilder::new(&session.ctx, &list, v6_next_hop)?;
+    match extended {
+        Some(nh) => builder.with_ipv4_extended_next_hop(nh),
+        None => Ok(builder),
+    }
 }
 
 /// One AS_SEQUENCE, split into segments of at most 255 AS numbers (RFC 4271 section
@@ -715,8 +731,9 @@ fn keep_messages(
 mod tests {
     use super::*;
     use crate::bgp::wire::{decode_message, encode_message, Message, Nlri, Origin};
-    use crate::routes::PlannedRoute;
+    use crate::routes::{NextHop, PlannedRoute};
     use bytes::BytesMut;
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
     /// Every prefix an UPDATE announces, and every one it withdraws.
     fn update_prefixes(u: &Update) -> (Vec<Nlri>, Vec<Nlri>) {
@@ -736,8 +753,10 @@ mod tests {
             ctx,
             families: vec![AfiSafi::IPV4_UNICAST, AfiSafi::IPV6_UNICAST],
             ibgp: false,
-            next_hop_v4: Some(Ipv4Addr::new(0x64, 0x40, 0x00, 0x01)),
-            next_hop_v6: Some("fd00::1".parse().unwrap()),
+            next_hops: SessionNextHops {
+                local: IpAddr::V4(Ipv4Addr::new(0x64, 0x40, 0x00, 0x01)),
+                extended_next_hop_ipv4: false,
+            },
         }
     }
 
@@ -762,6 +781,15 @@ mod tests {
             local_pref: Some(200),
             communities: vec![0xfde9_0064],
             large_communities: vec![],
+        })
+    }
+
+    /// `attrs(med)` for IPv6 routes on the IPv4 session of `session()`: an explicit
+    /// IPv6 next hop, as the planner writes it from the node's address.
+    fn attrs6(med: u32) -> Arc<RouteAttrs> {
+        Arc::new(RouteAttrs {
+            next_hop: NextHop::Address("fd00::1".parse().unwrap()),
+            ..(*attrs(med)).clone()
         })
     }
 
@@ -854,7 +882,7 @@ mod tests {
         let mut routes: Vec<(IpNet, Arc<RouteAttrs>)> = (0..60_000)
             .map(|i| (v4(i), if i % 2 == 0 { a.clone() } else { b.clone() }))
             .collect();
-        routes.extend((0..20_000).map(|i| (v6(i), a.clone())));
+        routes.extend((0..20_000).map(|i| (v6(i), attrs6(1))));
         rib.set_desired(desired(routes.clone()));
         assert!(
             rib.next_batch(1 << 20, t0()).is_none(),
@@ -930,7 +958,7 @@ mod tests {
         assert!(rib.has_work());
         // Half gone, the other half with new attributes, and some new IPv6.
         let mut second: Vec<_> = (5_000..10_000).map(|i| (v4(i), attrs(7))).collect();
-        second.extend((0..100).map(|i| (v6(i), attrs(7))));
+        second.extend((0..100).map(|i| (v6(i), attrs6(7))));
         rib.set_desired(desired(second.clone()));
         drain(&mut rib, &mut peer, 8 * 1024, &ctx);
         let want: Vec<IpNet> = second.iter().map(|(p, _)| *p).collect();
@@ -949,7 +977,7 @@ mod tests {
         rib.set_desired(desired([
             (v4(1), attrs(1)),
             (v4(2), attrs(1)),
-            (v6(1), attrs(1)),
+            (v6(1), attrs6(1)),
         ]));
         rib.established(session(ctx));
         while rib.next_batch(1 << 20, t0()).is_some() {}
@@ -995,7 +1023,7 @@ mod tests {
         rib.set_desired(desired([
             (v4(1), attrs(1)),
             (v4(2), attrs(1)),
-            (v6(1), attrs(1)),
+            (v6(1), attrs6(1)),
         ]));
         rib.established(session(ctx));
         while rib.next_batch(1 << 20, t0()).is_some() {}
@@ -1024,11 +1052,8 @@ mod tests {
             (v4(2), attrs(1)),
             (v6(1), attrs(1)),
         ]));
-        // An IPv4 session without an IPv6 next hop, IPv6 negotiated.
-        rib.established(RibSession {
-            next_hop_v6: None,
-            ..session(ctx)
-        });
+        // An IPv4 session, IPv6 negotiated, an IPv6 route with the session's address.
+        rib.established(session(ctx));
         let mut peer = Peer::default();
         drain(&mut rib, &mut peer, 1 << 20, &ctx);
         assert_eq!(
@@ -1039,19 +1064,34 @@ mod tests {
             rib.take_refusals(),
             [((AfiSafi::IPV6_UNICAST, Refusal::NoNextHop), 1)].into()
         );
-        // v4(2) moves to a next hop of the wrong family: the old version is withdrawn.
+        // v4(2) moves to an IPv6 next hop without RFC 8950: the old version is withdrawn.
         rib.set_desired(desired([(v4(1), attrs(1)), (v4(2), explicit_v6_for_v4)]));
         drain(&mut rib, &mut peer, 1 << 20, &ctx);
         assert_eq!(peer.rib.keys().copied().collect::<Vec<_>>(), vec![v4(1)]);
         assert_eq!(
             rib.take_refusals(),
-            [((AfiSafi::IPV4_UNICAST, Refusal::NextHopFamily), 1)].into()
+            [(
+                (AfiSafi::IPV4_UNICAST, Refusal::ExtendedNextHopNotNegotiated),
+                1
+            )]
+            .into()
         );
         assert!(rib.take_refusals().is_empty());
+        // An IPv4 next hop for an IPv6 route.
+        let explicit_v4_for_v6 = Arc::new(RouteAttrs {
+            next_hop: NextHop::Address("192.0.2.9".parse().unwrap()),
+            ..(*attrs(1)).clone()
+        });
+        rib.set_desired(desired([(v4(1), attrs(1)), (v6(2), explicit_v4_for_v6)]));
+        drain(&mut rib, &mut peer, 1 << 20, &ctx);
+        assert_eq!(
+            rib.take_refusals(),
+            [((AfiSafi::IPV6_UNICAST, Refusal::NextHopFamily), 1)].into()
+        );
 
         // IPv6 not negotiated at all.
         let mut v4_only = AdjRibOut::new();
-        v4_only.set_desired(desired([(v4(1), attrs(1)), (v6(1), attrs(1))]));
+        v4_only.set_desired(desired([(v4(1), attrs(1)), (v6(1), attrs6(1))]));
         v4_only.established(RibSession {
             families: vec![AfiSafi::IPV4_UNICAST],
             ..session(ctx)
@@ -1064,6 +1104,71 @@ mod tests {
             [((AfiSafi::IPV6_UNICAST, Refusal::FamilyNotNegotiated), 1)].into()
         );
         assert_eq!(v4_only.poll_table_sent(), Some(AfiSafi::IPV4_UNICAST));
+    }
+
+    #[test]
+    fn ipv4_routes_on_an_ipv6_session_use_rfc8950_only_when_negotiated() {
+        let ctx = four_octet();
+        let v6_session = |extended| RibSession {
+            next_hops: SessionNextHops {
+                local: "fd00::7".parse().unwrap(),
+                extended_next_hop_ipv4: extended,
+            },
+            ..session(ctx)
+        };
+        let want = desired([(v4(1), attrs(1)), (v4(2), attrs(1)), (v6(1), attrs(1))]);
+        let mut rib = AdjRibOut::new();
+        rib.set_desired(want.clone());
+        rib.established(v6_session(false));
+        let mut peer = Peer::default();
+        drain(&mut rib, &mut peer, 1 << 20, &ctx);
+        assert_eq!(peer.rib.keys().copied().collect::<Vec<_>>(), vec![v6(1)]);
+        assert_eq!(
+            rib.take_refusals(),
+            [(
+                (AfiSafi::IPV4_UNICAST, Refusal::ExtendedNextHopNotNegotiated),
+                2
+            )]
+            .into()
+        );
+
+        let mut rib = AdjRibOut::new();
+        rib.set_desired(want);
+        rib.established(v6_session(true));
+        let b = rib.next_batch(1 << 20, t0()).unwrap();
+        assert!(rib.take_refusals().is_empty());
+        let v4_update = b
+            .iter()
+            .find(|u| {
+                u.mp_reach()
+                    .is_some_and(|r| r.afi_safi == AfiSafi::IPV4_UNICAST)
+            })
+            .unwrap();
+        let reach = v4_update.mp_reach().unwrap();
+        assert_eq!(
+            reach.next_hop,
+            MpNextHop::V6 {
+                global: "fd00::7".parse().unwrap(),
+                link_local: None
+            }
+        );
+        assert_eq!(reach.nlri, vec![v4(1).into(), v4(2).into()]);
+        assert!(v4_update.nlri.is_empty());
+        assert!(!v4_update
+            .attributes
+            .iter()
+            .any(|a| matches!(a, PathAttribute::NextHop(_))));
+        let mut peer = Peer::default();
+        peer.apply(&b, &ctx);
+        assert_eq!(
+            peer.rib.keys().copied().collect::<Vec<_>>(),
+            vec![v4(1), v4(2), v6(1)]
+        );
+        assert_eq!(rib.held_count(AfiSafi::IPV4_UNICAST), 2);
+        // Withdrawals of those IPv4 routes go in the Withdrawn Routes field.
+        rib.set_desired(desired([(v6(1), attrs(1))]));
+        let b = rib.next_batch(1 << 20, t0()).unwrap();
+        assert_eq!(b[0].withdrawn, vec![v4(1).into(), v4(2).into()]);
     }
 
     #[test]

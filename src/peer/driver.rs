@@ -26,12 +26,13 @@ use crate::bgp::session::{
 };
 use crate::bgp::wire::{check_header, decode_message_bytes, encode_message, AfiSafi, Message};
 use crate::config::PeerKey;
+use crate::routes::next_hop::SessionNextHops;
 use crate::routes::DesiredRoutes;
 use bytes::{Buf, BytesMut};
 use std::collections::BTreeMap;
 use std::future::{pending, Future};
 use std::io;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -394,8 +395,9 @@ impl Task {
                 "routes not announced"
             );
             self.last_io_error = Some(format!(
-                "{count} routes of afi {} not announced: {reason}",
-                afi.afi.0
+                "{count} routes of afi {} not announced: {}",
+                afi.afi.0,
+                reason.describe()
             ));
             self.observer.not_announced(&self.key, afi, reason, count);
         }
@@ -487,20 +489,18 @@ impl Task {
                     families = ?n.families,
                     four_octet_as = n.four_octet_as,
                     graceful_restart = n.graceful_restart,
+                    extended_next_hop = n.extended_next_hop_ipv4,
                     local = %local,
                     "session established"
                 );
-                let (mut v4, mut v6) = (self.spec.next_hop_v4, self.spec.next_hop_v6);
-                match local.ip().to_canonical() {
-                    IpAddr::V4(a) => v4 = Some(a),
-                    IpAddr::V6(a) => v6 = Some(a),
-                }
                 self.rib.established(RibSession {
                     ctx: n.context(),
                     families: n.families.clone(),
                     ibgp: n.ibgp,
-                    next_hop_v4: v4,
-                    next_hop_v6: v6,
+                    next_hops: SessionNextHops {
+                        local: local.ip().to_canonical(),
+                        extended_next_hop_ipv4: n.extended_next_hop_ipv4,
+                    },
                 });
                 self.changed_at = Some(now);
             }

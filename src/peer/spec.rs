@@ -1,7 +1,8 @@
 //! [`PeerSpec`]: everything one peer task needs, built from a validated `config::Peer`
 //! and what the daemon knows at run time ([`RunOverrides`]): the session configuration
-//! (src/bgp/session), the transport options, and the next hops that stand in for the
-//! session's own address in the other family. Pure: reads no file, no socket, no clock.
+//! (src/bgp/session) and the transport options. Next hops are not here: the planner
+//! writes them into the routes (`routes::next_hop`). Pure: reads no file, no socket, no
+//! clock.
 
 use super::PeerError;
 use crate::bgp::session::{GrConfig, MaxPrefix, MaxPrefixAction, SessionConfig};
@@ -9,7 +10,7 @@ use crate::bgp::wire::AfiSafi;
 use crate::config::{self, PeerKey, Secret};
 use crate::routes;
 use std::hash::{DefaultHasher, Hash, Hasher};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 /// How long a dial may take before it is abandoned; the session's ConnectRetry timer
@@ -31,11 +32,6 @@ pub struct RunOverrides {
     pub source_address: Option<IpAddr>,
     /// The BGP Identifier of peers whose `router-id` is unset (the node's IPv4 address).
     pub router_id: Option<Ipv4Addr>,
-    /// The next hop of routes announced with `NextHop::SessionLocal` in the family the
-    /// session's own address does not have: IPv4 routes on an IPv6 session...
-    pub next_hop_v4: Option<Ipv4Addr>,
-    /// ... and IPv6 routes on an IPv4 session (the node's InternalIP of that family).
-    pub next_hop_v6: Option<Ipv6Addr>,
 }
 
 /// The TTL policy of a session's socket.
@@ -86,10 +82,6 @@ pub struct PeerSpec {
     pub key: PeerKey,
     pub session: SessionConfig,
     pub transport: Transport,
-    /// Next hops of `NextHop::SessionLocal` routes in the family the session's local
-    /// address does not have (see [`RunOverrides`]).
-    pub next_hop_v4: Option<Ipv4Addr>,
-    pub next_hop_v6: Option<Ipv6Addr>,
 }
 
 /// RFC 2385 section 4 does not bound the key; Linux does (TCP_MD5SIG_MAXKEYLEN).
@@ -161,6 +153,9 @@ impl PeerSpec {
             // (and the reverse) with MP-BGP (RFC 4760) when the peer agrees.
             families: vec![AfiSafi::IPV4_UNICAST, AfiSafi::IPV6_UNICAST],
             extended_message: true,
+            // IPv4 pod CIDRs over an IPv6 session without an IPv4 address to point at
+            // travel with the session's IPv6 address (RFC 8950) when the peer agrees.
+            extended_next_hop: peer.address.is_ipv6(),
             route_refresh: true,
             max_prefix: peer.max_prefix.map(|m| MaxPrefix {
                 limit: m.limit,
@@ -182,8 +177,6 @@ impl PeerSpec {
                 ttl,
                 connect_timeout: CONNECT_TIMEOUT,
             },
-            next_hop_v4: run.next_hop_v4,
-            next_hop_v6: run.next_hop_v6,
         })
     }
 }
@@ -218,8 +211,6 @@ mod tests {
         RunOverrides {
             source_address: Some("192.0.2.10".parse().unwrap()),
             router_id: Some(Ipv4Addr::new(192, 0, 2, 10)),
-            next_hop_v4: Some(Ipv4Addr::new(192, 0, 2, 10)),
-            next_hop_v6: Some("2001:db8::10".parse().unwrap()),
         }
     }
 
@@ -253,7 +244,8 @@ mod tests {
         assert_eq!(t.source, Some("192.0.2.10".parse().unwrap()));
         assert_eq!(t.md5_key.as_ref().map(Secret::expose), Some("s3cret"));
         assert_eq!(t.ttl, TtlPolicy::Direct);
-        assert_eq!(spec.next_hop_v6, Some("2001:db8::10".parse().unwrap()));
+        // RFC 8950 is offered on IPv6 sessions only.
+        assert!(!s.extended_next_hop);
     }
 
     #[test]
@@ -301,6 +293,7 @@ mod tests {
     fn a_run_time_source_of_the_other_family_is_not_used() {
         let p = peer("  - peer-address: 2001:db8::1\n    peer-asn: 65000\n    my-asn: 65001\n");
         let spec = PeerSpec::from_config(&p, &run()).unwrap();
+        assert!(spec.session.extended_next_hop);
         assert_eq!(spec.transport.source, None);
         assert_eq!(spec.transport.remote, "[2001:db8::1]:179".parse().unwrap());
     }

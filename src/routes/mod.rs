@@ -7,11 +7,14 @@
 //!
 //! - [`plan`](mod@plan): the planner, its rules (peer selection, next hops, ownership of
 //!   prefixes claimed by several nodes, attributes) and the tracker of its findings.
+//! - [`next_hop`]: the one next hop rule per (peer, family), and its resolution on a
+//!   session that is up.
 //! - [`report`]: the `plan` command's table and JSON rendering of a [`Plan`].
 //! - [`router_id`](mod@router_id): the BGP Identifier of a node without a configured one.
 //! - this file: the types the planner hands the peer driver, and [`diff`].
 
 mod error;
+pub mod next_hop;
 pub mod plan;
 pub mod report;
 pub mod router_id;

@@ -11,11 +11,12 @@
 //!   in the file is used and the clash is kept in [`Plan::peer_conflicts`]. A local node
 //!   that is not in the view selects nothing: its labels are unknown, and a selector such
 //!   as `DoesNotExist` would otherwise open sessions the node must not have.
-//! - `local` (the DaemonSet): the local node's pod CIDRs. Next hop: the source address
-//!   the session binds ([`source_address`]: the peer's `source-address`, else the
-//!   `--source-address` override when it is of the peer's family) for prefixes of that
-//!   address's family; otherwise [`NextHop::SessionLocal`], resolved by the peer driver
-//!   from its socket.
+//! - `local` (the DaemonSet): the local node's pod CIDRs. Next hop per (peer, family):
+//!   [`next_hop::rule`] (the peer's `next-hop-v4`/`next-hop-v6`; else for the session's
+//!   family the source address it binds ([`source_address`]) or its local address; for
+//!   the other family the node's address, else for IPv4 the session's IPv6 address with
+//!   RFC 8950). A family without a next hop is not announced to that peer; its prefixes
+//!   are listed in [`Plan::unannounceable`].
 //! - `cluster` (one speaker for the whole cluster): every node's pod CIDRs, next hop that
 //!   node's InternalIP of the prefix's family. A node without one cannot have prefixes of
 //!   that family announced; they are listed in [`Plan::unannounceable`].
@@ -46,6 +47,7 @@ use std::sync::Arc;
 use ipnet::IpNet;
 
 use super::error::RoutesError;
+use super::next_hop::{self, NextHopRule, NoNextHop, NodeAddresses};
 use super::{DesiredRoutes, NextHop, PlannedRoute, RouteAttrs};
 use crate::config::{Config, Peer, PeerConflict, PeerKey};
 use crate::sources::model::{Family, NodeEntry, NodeView};
@@ -230,6 +232,19 @@ pub enum UnannounceableReason {
     /// Cluster mode needs the node's InternalIP of the prefix's family as next hop
     /// (RFC 4271 section 5.1.3; RFC 4760 section 3 for IPv6).
     NoInternalIp { family: Family },
+    /// Local mode: this peer has no next hop for the prefix's family
+    /// ([`NextHopRule::Unavailable`]).
+    NoNextHop { peer: PeerKey, why: NoNextHop },
+}
+
+impl UnannounceableReason {
+    /// A bounded name, fit for a metric label.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            UnannounceableReason::NoInternalIp { .. } => "no_internal_ip",
+            UnannounceableReason::NoNextHop { .. } => "no_next_hop",
+        }
+    }
 }
 
 impl fmt::Display for Unannounceable {
@@ -239,6 +254,11 @@ impl fmt::Display for Unannounceable {
                 f,
                 "{} of node {} is not announced: the node has no {family} InternalIP for \
                  the next hop",
+                self.prefix, self.node
+            ),
+            UnannounceableReason::NoNextHop { peer, why } => write!(
+                f,
+                "{} of node {} is not announced to {peer}: {why}",
                 self.prefix, self.node
             ),
         }
@@ -326,13 +346,35 @@ pub fn plan(
         .filter(|p| !p.selects(&entry.labels))
         .map(|p| p.index)
         .collect();
+    let addresses = NodeAddresses::of(Some(entry), overrides.source_address);
     let mut shared: HashMap<Profile, Arc<DesiredRoutes>> = HashMap::new();
     for (key, peer) in selected.peers {
         let source = source_address(peer, overrides);
+        // In cluster mode every next hop is a node's InternalIP.
+        let next_hops = (mode == AnnounceMode::Local).then(|| {
+            [Family::Ipv4, Family::Ipv6].map(|f| next_hop::rule(peer, f, source, &addresses))
+        });
+        if let (Some(rules), Routable::Local(prefixes)) = (&next_hops, &routable) {
+            for p in prefixes {
+                let family = next_hop::family_of(p);
+                if rules[family as usize] == NextHopRule::Unavailable {
+                    plan.unannounceable.push(Unannounceable {
+                        node: Arc::clone(&local.name),
+                        prefix: *p,
+                        reason: UnannounceableReason::NoNextHop {
+                            peer: key,
+                            why: NoNextHop {
+                                family,
+                                index: peer.index,
+                            },
+                        },
+                    });
+                }
+            }
+        }
         let profile = Profile {
             template: attrs_template(peer),
-            // In cluster mode every next hop is a node's InternalIP.
-            source: source.filter(|_| mode == AnnounceMode::Local),
+            next_hops: next_hops.map(|r| r.map(NextHopRule::next_hop)),
         };
         let routes = match shared.get(&profile) {
             Some(routes) => Arc::clone(routes),
@@ -351,15 +393,31 @@ pub fn plan(
             },
         );
     }
+    plan.unannounceable
+        .sort_by(|a, b| (a.prefix, &a.node).cmp(&(b.prefix, &b.node)));
     plan
 }
 
+/// The peers whose `next-hop-v4`/`next-hop-v6` the plan does not use: in cluster mode
+/// each route's next hop is its own node's InternalIP. By index in the config.
+pub fn unused_next_hop_fields(plan: &Plan) -> Vec<usize> {
+    if plan.mode != AnnounceMode::Cluster {
+        return Vec::new();
+    }
+    plan.peers
+        .values()
+        .filter(|p| p.peer.next_hop_v4.is_some() || p.peer.next_hop_v6.is_some())
+        .map(|p| p.peer.index)
+        .collect()
+}
+
 /// What decides a peer's routes: its attributes (next hop left as `SessionLocal`) and,
-/// in local mode, the source address its next hops use.
+/// in local mode, the next hop of each family (`None`: not announced), indexed by
+/// `Family as usize`.
 #[derive(PartialEq, Eq, Hash)]
 struct Profile {
     template: RouteAttrs,
-    source: Option<IpAddr>,
+    next_hops: Option<[Option<NextHop>; 2]>,
 }
 
 /// The attributes of every pod CIDR route to `peer`, next hop aside (RFC 4271 section
@@ -405,24 +463,23 @@ impl Routable<'_> {
         };
         match self {
             Routable::Local(prefixes) => {
-                let session = with_next_hop(NextHop::SessionLocal);
-                let source = profile
-                    .source
-                    .map(|a| (a.is_ipv4(), with_next_hop(NextHop::Address(a))));
+                let attrs: Vec<Option<Arc<RouteAttrs>>> = profile
+                    .next_hops
+                    .iter()
+                    .flatten()
+                    .map(|nh| nh.clone().map(with_next_hop))
+                    .collect();
                 prefixes
                     .iter()
-                    .map(|p| {
-                        let attrs = match &source {
-                            Some((v4, attrs)) if *v4 == matches!(p, IpNet::V4(_)) => attrs,
-                            _ => &session,
-                        };
-                        (
+                    .filter_map(|p| {
+                        let attrs = attrs.get(next_hop::family_of(p) as usize)?.as_ref()?;
+                        Some((
                             *p,
                             PlannedRoute {
                                 attrs: Arc::clone(attrs),
                                 node: Arc::clone(local),
                             },
-                        )
+                        ))
                     })
                     .collect()
             }
@@ -845,22 +902,46 @@ peers:
         );
         let v = view(&[node("a", &["10.0.1.0/24", "fd00:1::/64"])]);
         let p = local(&v, &c, "a", AnnounceMode::Local, Some("192.168.1.5"));
-        let hop =
-            |k: &str, prefix: &str| p.peers[&key(k)].routes[&net(prefix)].attrs.next_hop.clone();
-        let at = |s: &str| NextHop::Address(s.parse().unwrap());
+        let hop = |k: &str, prefix: &str| {
+            p.peers[&key(k)]
+                .routes
+                .get(&net(prefix))
+                .map(|r| r.attrs.next_hop.clone())
+        };
+        let at = |s: &str| Some(NextHop::Address(s.parse().unwrap()));
         // The peer's own source-address wins over the override.
         assert_eq!(
             p.peers[&key("10.0.0.1")].source_address,
             Some("10.0.0.9".parse().unwrap())
         );
         assert_eq!(hop("10.0.0.1", "10.0.1.0/24"), at("10.0.0.9"));
-        assert_eq!(hop("10.0.0.1", "fd00:1::/64"), NextHop::SessionLocal);
         assert_eq!(hop("10.0.0.2", "10.0.1.0/24"), at("192.168.1.5"));
-        assert_eq!(hop("10.0.0.2", "fd00:1::/64"), NextHop::SessionLocal);
-        // An IPv4 override cannot be bound by an IPv6 session.
+        // No IPv6 address for an IPv6 route on an IPv4 session: not planned, reported.
+        assert_eq!(hop("10.0.0.1", "fd00:1::/64"), None);
+        assert_eq!(hop("10.0.0.2", "fd00:1::/64"), None);
+        let missing: Vec<(IpNet, PeerKey)> = p
+            .unannounceable
+            .iter()
+            .map(|u| match u.reason {
+                UnannounceableReason::NoNextHop { peer, why } => {
+                    assert_eq!(why.family, Family::Ipv6);
+                    (u.prefix, peer)
+                }
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            missing,
+            [
+                (net("fd00:1::/64"), key("10.0.0.1")),
+                (net("fd00:1::/64"), key("10.0.0.2"))
+            ]
+        );
+        // An IPv4 override cannot be bound by an IPv6 session, but it is the node's IPv4
+        // address for the IPv4 routes there.
         assert_eq!(p.peers[&key("fd00::2")].source_address, None);
-        assert_eq!(hop("fd00::2", "10.0.1.0/24"), NextHop::SessionLocal);
-        assert_eq!(hop("fd00::2", "fd00:1::/64"), NextHop::SessionLocal);
+        assert_eq!(hop("fd00::2", "10.0.1.0/24"), at("192.168.1.5"));
+        assert_eq!(hop("fd00::2", "fd00:1::/64"), Some(NextHop::SessionLocal));
         let p = local(&v, &c, "a", AnnounceMode::Local, None);
         assert_eq!(
             p.peers[&key("10.0.0.2")].routes[&net("10.0.1.0/24")]
@@ -868,6 +949,64 @@ peers:
                 .next_hop,
             NextHop::SessionLocal
         );
+        // Without any IPv4 address, IPv4 routes on the IPv6 session use its address with
+        // RFC 8950.
+        assert_eq!(
+            p.peers[&key("fd00::2")].routes[&net("10.0.1.0/24")]
+                .attrs
+                .next_hop,
+            NextHop::SessionLocal
+        );
+    }
+
+    #[test]
+    fn the_node_address_or_next_hop_v6_carries_ipv6_routes_over_an_ipv4_session() {
+        let c = config(
+            "
+peers:
+  - {peer-address: 10.0.0.1, peer-asn: 65000, my-asn: 65083}
+  - {peer-address: 10.0.0.2, peer-asn: 65000, my-asn: 65083, next-hop-v6: 'fd00:99::1'}
+",
+        );
+        let with_v6 = view(&[N {
+            name: "a",
+            labels: &[],
+            v4: Some("192.168.0.1"),
+            v6: Some("fd00:192::1"),
+            prefixes: &["10.0.1.0/24", "fd00:1::/64"],
+        }]);
+        let p = local(&with_v6, &c, "a", AnnounceMode::Local, None);
+        let hop = |p: &Plan, k: &str| {
+            p.peers[&key(k)]
+                .routes
+                .get(&net("fd00:1::/64"))
+                .map(|r| r.attrs.next_hop.clone())
+        };
+        let at = |s: &str| Some(NextHop::Address(s.parse().unwrap()));
+        assert_eq!(hop(&p, "10.0.0.1"), at("fd00:192::1"));
+        assert_eq!(hop(&p, "10.0.0.2"), at("fd00:99::1"));
+        assert!(p.unannounceable.is_empty());
+        let without = view(&[N {
+            name: "a",
+            labels: &[],
+            v4: Some("192.168.0.1"),
+            v6: None,
+            prefixes: &["10.0.1.0/24", "fd00:1::/64"],
+        }]);
+        let p = local(&without, &c, "a", AnnounceMode::Local, None);
+        assert_eq!(hop(&p, "10.0.0.1"), None);
+        assert_eq!(hop(&p, "10.0.0.2"), at("fd00:99::1"));
+        assert_eq!(p.unannounceable.len(), 1);
+        assert_eq!(
+            p.unannounceable[0].to_string(),
+            "fd00:1::/64 of node a is not announced to 10.0.0.1:179: an IPv6 route on an IPv4 \
+             session needs an IPv6 next hop: the node has no IPv6 address (InternalIP or \
+             --source-address) and peers[0] sets no next-hop-v6"
+        );
+        // Cluster mode ignores the field, and says so.
+        let p = local(&without, &c, "a", AnnounceMode::Cluster, None);
+        assert_eq!(unused_next_hop_fields(&p), vec![1]);
+        assert_eq!(hop(&p, "10.0.0.2"), None);
     }
 
     #[test]
@@ -914,11 +1053,21 @@ peers:
                 },
             }]
         );
-        // Local mode needs no InternalIP.
+        // Local mode uses the session's address for its own family, and needs an IPv6
+        // address of the node for IPv6 routes on this IPv4 session.
         let p = local(&v, &c, "b", AnnounceMode::Local, None);
+        assert_eq!(prefixes(&p.peers[&key("10.0.0.1")].routes), ["10.0.2.0/24"]);
+        assert_eq!(
+            p.unannounceable
+                .iter()
+                .map(|u| (u.prefix, u.reason.as_str()))
+                .collect::<Vec<_>>(),
+            [(net("fd00:2::/64"), "no_next_hop")]
+        );
+        let p = local(&v, &c, "a", AnnounceMode::Local, None);
         assert_eq!(
             prefixes(&p.peers[&key("10.0.0.1")].routes),
-            ["10.0.2.0/24", "fd00:2::/64"]
+            ["10.0.1.0/24", "fd00:1::/64"]
         );
         assert!(p.unannounceable.is_empty());
     }

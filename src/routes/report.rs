@@ -10,7 +10,8 @@ use std::str::FromStr;
 use serde_json::{json, Map, Value};
 
 use super::error::RoutesError;
-use super::plan::{Conflict, Plan, UnannounceableReason};
+use super::next_hop::{family_of, needs_extended_next_hop};
+use super::plan::{unused_next_hop_fields, Conflict, Plan, UnannounceableReason};
 use super::{NextHop, PlannedRoute, RouteAttrs};
 use crate::bgp::wire::{LargeCommunity, Origin};
 use crate::config::duration::Compact;
@@ -195,15 +196,29 @@ pub fn warnings(plan: &Plan, view: &NodeView, config: &Config) -> Vec<Warning> {
         out.push(Warning::new(kind, c.to_string(), fields));
     }
     for u in &plan.unannounceable {
-        let UnannounceableReason::NoInternalIp { family } = u.reason;
-        out.push(Warning::new(
-            "no-next-hop",
-            u.to_string(),
-            json!({
+        let fields = match u.reason {
+            UnannounceableReason::NoInternalIp { family } => json!({
                 "node": &*u.node,
                 "prefix": u.prefix.to_string(),
                 "family": family.to_string(),
             }),
+            UnannounceableReason::NoNextHop { peer, why } => json!({
+                "node": &*u.node,
+                "prefix": u.prefix.to_string(),
+                "family": why.family.to_string(),
+                "peer": peer.to_string(),
+            }),
+        };
+        out.push(Warning::new("no-next-hop", u.to_string(), fields));
+    }
+    for index in unused_next_hop_fields(plan) {
+        out.push(Warning::new(
+            "next-hop-unused",
+            format!(
+                "peers[{index}] next-hop-v4/next-hop-v6 is not used with announce cluster: \
+                 each route's next hop is its own node's InternalIP"
+            ),
+            json!({ "index": index }),
         ));
     }
     out
@@ -221,7 +236,7 @@ pub fn table(plan: &Plan, view: &NodeView, config: &Config) -> String {
         let rows: Vec<Vec<String>> = p
             .routes
             .iter()
-            .map(|(prefix, route)| route_cells(*prefix, route, plan))
+            .map(|(prefix, route)| route_cells(*prefix, route, plan, &p.peer))
             .collect();
         write_rows(&mut s, "  ", &rows);
     }
@@ -268,6 +283,14 @@ pub fn json_value(plan: &Plan, view: &NodeView, config: &Config) -> Value {
                                 if let Value::Object(m) = &mut r {
                                     m.insert("prefix".into(), json!(prefix.to_string()));
                                     m.insert("node".into(), json!(&*route.node));
+                                    m.insert(
+                                        "needs_extended_next_hop".into(),
+                                        json!(needs_extended_next_hop(
+                                            family_of(prefix),
+                                            &route.attrs.next_hop,
+                                            &p.peer
+                                        )),
+                                    );
                                 }
                                 r
                             })
@@ -365,6 +388,12 @@ fn session_details(p: &super::plan::PeerPlan) -> String {
     if let Some(a) = p.source_address {
         let _ = write!(s, ", source-address {a}");
     }
+    if let Some(a) = peer.next_hop_v4 {
+        let _ = write!(s, ", next-hop-v4 {a}");
+    }
+    if let Some(a) = peer.next_hop_v6 {
+        let _ = write!(s, ", next-hop-v6 {a}");
+    }
     if peer.password.is_some() {
         s.push_str(", md5");
     }
@@ -395,13 +424,22 @@ fn session_details(p: &super::plan::PeerPlan) -> String {
     s
 }
 
-fn route_cells(prefix: ipnet::IpNet, route: &PlannedRoute, plan: &Plan) -> Vec<String> {
+fn route_cells(
+    prefix: ipnet::IpNet,
+    route: &PlannedRoute,
+    plan: &Plan,
+    peer: &Peer,
+) -> Vec<String> {
     let a = &route.attrs;
     let mut cells = vec![prefix.to_string()];
     if plan.mode == super::plan::AnnounceMode::Cluster {
         cells.push(format!("node {}", route.node));
     }
-    cells.push(format!("next-hop {}", next_hop_text(&a.next_hop)));
+    let mut next_hop = format!("next-hop {}", next_hop_text(&a.next_hop));
+    if needs_extended_next_hop(family_of(&prefix), &a.next_hop, peer) {
+        next_hop.push_str(" (RFC 8950 extended next hop: sent only if the peer offers it)");
+    }
+    cells.push(next_hop);
     cells.push(format!("origin {}", origin_name(a.origin)));
     cells.push(if a.as_path.is_empty() {
         "as-path (empty)".to_string()
@@ -462,6 +500,8 @@ fn peer_json(peer: &Peer) -> Value {
         "hold_time_seconds": peer.hold_time.as_secs(),
         "keepalive_time_seconds": peer.keepalive_time.as_secs(),
         "router_id": peer.router_id.map(|r| r.to_string()),
+        "next_hop_v4": peer.next_hop_v4.map(|a| a.to_string()),
+        "next_hop_v6": peer.next_hop_v6.map(|a| a.to_string()),
         "md5": peer.password.is_some() || peer.password_secret.is_some(),
         "md5_secret": peer.password_secret.as_ref().map(|r| json!({"name": r.name, "key": r.key})),
         "ebgp_multihop": peer.ebgp_multihop,
@@ -641,6 +681,7 @@ warnings:
             json!([{
                 "prefix": "10.5.113.0/24",
                 "node": "n1",
+                "needs_extended_next_hop": false,
                 "next_hop": "session-local",
                 "origin": "incomplete",
                 "as_path": [65083],

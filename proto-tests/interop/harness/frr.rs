@@ -388,6 +388,9 @@ pub fn render_config<'a>(
         if n.graceful_restart.is_some() {
             let _ = writeln!(c, " neighbor {a} graceful-restart");
         }
+        if n.extended_next_hop {
+            let _ = writeln!(c, " neighbor {a} capability extended-nexthop");
+        }
     }
     for afi in [Afi::Ipv4, Afi::Ipv6] {
         let _ = writeln!(c, " address-family {afi} unicast");

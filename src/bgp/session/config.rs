@@ -45,6 +45,9 @@ pub struct SessionConfig {
     pub families: Vec<AfiSafi>,
     /// Offer extended messages (RFC 8654).
     pub extended_message: bool,
+    /// Offer to receive IPv4 unicast with an IPv6 next hop (RFC 8950 Extended Next Hop
+    /// Encoding); we send such routes only when the peer offers it too.
+    pub extended_next_hop: bool,
     /// Offer route refresh (RFC 2918) and enhanced route refresh (RFC 7313).
     pub route_refresh: bool,
     /// A per-family limit on prefixes received from the peer.
@@ -190,6 +193,7 @@ mod tests {
             graceful_restart: None,
             families: vec![AfiSafi::IPV4_UNICAST],
             extended_message: false,
+            extended_next_hop: false,
             route_refresh: true,
             max_prefix: None,
             jitter_seed: 1,

@@ -6,8 +6,8 @@
 
 use super::SessionConfig;
 use crate::bgp::wire::{
-    AfiSafi, Capability, Context, DecodeError, GracefulRestart, GracefulRestartFamily,
-    Notification, Open, AS_TRANS, BGP_VERSION,
+    AfiSafi, Capability, Context, DecodeError, ExtendedNextHopFamily, GracefulRestart,
+    GracefulRestartFamily, Notification, Open, AS_TRANS, BGP_VERSION,
 };
 use bytes::{BufMut, Bytes, BytesMut};
 use std::net::Ipv4Addr;
@@ -36,6 +36,9 @@ pub struct Negotiated {
     pub enhanced_route_refresh: bool,
     /// Both advertised extended messages (RFC 8654).
     pub extended_message: bool,
+    /// Both advertised IPv4 unicast with an IPv6 next hop (RFC 8950 section 4): our IPv4
+    /// routes may go in MP_REACH_NLRI with an IPv6 next hop.
+    pub extended_next_hop_ipv4: bool,
     /// Both advertised graceful restart (RFC 4724): a restart of this speaker may close
     /// the connection without a NOTIFICATION and the peer keeps our routes as stale.
     pub graceful_restart: bool,
@@ -72,6 +75,11 @@ pub(crate) fn local_open(cfg: &SessionConfig, restarting: bool) -> Open {
         .iter()
         .map(|f| Capability::Multiprotocol(*f))
         .collect();
+    if cfg.extended_next_hop && cfg.families.contains(&AfiSafi::IPV4_UNICAST) {
+        capabilities.push(Capability::ExtendedNextHop(vec![
+            ExtendedNextHopFamily::IPV4_UNICAST_OVER_IPV6,
+        ]));
+    }
     if cfg.route_refresh {
         capabilities.push(Capability::RouteRefresh);
         capabilities.push(Capability::EnhancedRouteRefresh);
@@ -178,6 +186,12 @@ pub(crate) fn negotiate(cfg: &SessionConfig, peer: &Open) -> Result<Negotiated, 
         Capability::GracefulRestart(gr) => Some(gr.clone()),
         _ => None,
     });
+    let extended_next_hop_ipv4 = cfg.extended_next_hop
+        && families.contains(&AfiSafi::IPV4_UNICAST)
+        && has(|c| {
+            matches!(c, Capability::ExtendedNextHop(list)
+                if list.contains(&ExtendedNextHopFamily::IPV4_UNICAST_OVER_IPV6))
+        });
     let hold_time = cfg.hold_time.min(peer.hold_time);
     let keepalive = if hold_time == 0 {
         0
@@ -197,6 +211,7 @@ pub(crate) fn negotiate(cfg: &SessionConfig, peer: &Open) -> Result<Negotiated, 
         enhanced_route_refresh: cfg.route_refresh
             && has(|c| matches!(c, Capability::EnhancedRouteRefresh)),
         extended_message: cfg.extended_message && has(|c| matches!(c, Capability::ExtendedMessage)),
+        extended_next_hop_ipv4,
         graceful_restart: cfg.graceful_restart.is_some() && peer_gr.is_some(),
         peer_graceful_restart: peer_gr,
         peer_hold_time: peer.hold_time,
@@ -238,6 +253,7 @@ mod tests {
             }),
             families: vec![AfiSafi::IPV4_UNICAST, AfiSafi::IPV6_UNICAST],
             extended_message: true,
+            extended_next_hop: true,
             route_refresh: true,
             max_prefix: None,
             jitter_seed: 1,
@@ -303,6 +319,7 @@ mod tests {
                 route_refresh: false,
                 graceful_restart: None,
                 extended_message: false,
+                extended_next_hop: false,
                 ..cfg()
             },
             true,
@@ -338,6 +355,31 @@ mod tests {
                 ..Context::default()
             }
         );
+    }
+
+    #[test]
+    fn extended_next_hop_is_offered_and_in_force_only_when_both_sides_offer_it() {
+        let cap = Capability::ExtendedNextHop(vec![ExtendedNextHopFamily::IPV4_UNICAST_OVER_IPV6]);
+        assert!(local_open(&cfg(), false).capabilities.contains(&cap));
+        let off = SessionConfig {
+            extended_next_hop: false,
+            ..cfg()
+        };
+        assert!(!local_open(&off, false).capabilities.contains(&cap));
+        let mut open = peer_open();
+        assert!(!negotiate(&cfg(), &open).unwrap().extended_next_hop_ipv4);
+        open.capabilities.push(cap);
+        assert!(negotiate(&cfg(), &open).unwrap().extended_next_hop_ipv4);
+        assert!(!negotiate(&off, &open).unwrap().extended_next_hop_ipv4);
+        // Another family, or IPv4 with another next hop family, is not ours.
+        let mut other = peer_open();
+        other
+            .capabilities
+            .push(Capability::ExtendedNextHop(vec![ExtendedNextHopFamily {
+                afi_safi: AfiSafi::IPV4_UNICAST,
+                next_hop_afi: crate::bgp::wire::Afi(25),
+            }]));
+        assert!(!negotiate(&cfg(), &other).unwrap().extended_next_hop_ipv4);
     }
 
     #[test]
