@@ -24,9 +24,9 @@ use crate::sources::file::load;
 use crate::sources::kube::{self as kube_source, ConfigMapRef};
 use crate::sources::model::{
     node_view, CidrList, CidrSource, ClusterState, IpamError, IpamMode, IpamOverride, NodeView,
-    Refusal,
+    PoolAllocation, PoolRanges, Refusal,
 };
-use crate::sources::objects::{self, CiliumNode};
+use crate::sources::objects::{self, CiliumNode, CiliumPodIpPool};
 use crate::sources::SourceError;
 use crate::status::Table;
 
@@ -102,8 +102,13 @@ pub struct NodeDiagnosis {
     /// Other nodes whose in-force CIDRs overlap this node's: (this node's CIDR, the
     /// other node, its CIDR).
     pub overlaps: Vec<OverlapWith>,
-    /// In-force CIDRs outside the cluster pool (cluster-pool IPAM).
+    /// In-force CIDRs outside the cluster pool (cluster-pool IPAM) or outside the
+    /// CiliumPodIPPool they were allocated from (multi-pool IPAM).
     pub outside_pool: Vec<IpNet>,
+    /// Multi-pool IPAM: the pools the node holds CIDRs of ([`NodeEntry::pools`]).
+    ///
+    /// [`NodeEntry::pools`]: crate::sources::model::NodeEntry::pools
+    pub pools: Vec<PoolAllocation>,
     /// Default routes the object in force lists (never announced).
     pub default_routes: Vec<IpNet>,
 }
@@ -148,6 +153,8 @@ pub struct Diagnosis {
     pub announce_pod_cidr: bool,
     pub pool_v4: Vec<IpNet>,
     pub pool_v6: Vec<IpNet>,
+    /// The CiliumPodIPPools' ranges (multi-pool IPAM); `None` when they were not read.
+    pub pod_ip_pools: Option<BTreeMap<String, PoolRanges>>,
     pub nodes: Vec<NodeDiagnosis>,
     /// CiliumNodes without a Node: leftovers whose CIDRs nobody announces.
     pub orphan_cilium_nodes: Vec<String>,
@@ -183,9 +190,8 @@ impl Diagnosis {
             if n.drift {
                 let cilium = n.cilium_cidrs.as_deref().unwrap_or_default();
                 let announced = match mode {
-                    Some(IpamMode::Kubernetes) => "the Node's are announced",
-                    Some(IpamMode::ClusterPool) => "the CiliumNode's are announced",
-                    None => "the IPAM mode decides which are announced",
+                    Some(mode) => format!("the {}'s are announced", mode.object()),
+                    None => "the IPAM mode decides which are announced".to_owned(),
                 };
                 out.push(format!(
                     "{}: drift: Node {} vs CiliumNode {}; {announced}",
@@ -203,7 +209,27 @@ impl Diagnosis {
                     ));
                 }
             }
-            if !n.outside_pool.is_empty() {
+            if mode == Some(&IpamMode::MultiPool) {
+                for prefix in &n.outside_pool {
+                    let pool = n
+                        .pools
+                        .iter()
+                        .find(|p| p.cidrs.contains(prefix))
+                        .map(|p| p.pool.as_str())
+                        .unwrap_or_default();
+                    let ranges = self
+                        .pod_ip_pools
+                        .as_ref()
+                        .and_then(|p| p.get(pool))
+                        .map(|r| r.of_family(prefix))
+                        .unwrap_or_default();
+                    out.push(format!(
+                        "{}: {prefix} outside its pool {pool:?} {} (not announced)",
+                        n.name,
+                        CidrList(ranges)
+                    ));
+                }
+            } else if !n.outside_pool.is_empty() {
                 let mut pool = self.pool_v4.clone();
                 pool.extend(&self.pool_v6);
                 out.push(format!(
@@ -229,7 +255,9 @@ impl Diagnosis {
 /// force, drift, refusals) is [`node_view`]'s; this adds overlaps and orphans.
 pub fn diagnose(state: &ClusterState, ipam: IpamOverride) -> Diagnosis {
     let origin = match (ipam, &state.cilium_config) {
-        (IpamOverride::Kubernetes | IpamOverride::ClusterPool, _) => ModeOrigin::Override,
+        (IpamOverride::Kubernetes | IpamOverride::ClusterPool | IpamOverride::MultiPool, _) => {
+            ModeOrigin::Override
+        }
         (IpamOverride::Auto, Some(_)) => ModeOrigin::CiliumConfig,
         (IpamOverride::Auto, None) => ModeOrigin::Default,
     };
@@ -259,6 +287,11 @@ pub fn diagnose(state: &ClusterState, ipam: IpamOverride) -> Diagnosis {
             let mut in_force_cidrs = match in_force {
                 Some(CidrSource::NodeSpec | CidrSource::NodeAnnotations) => node_cidrs.clone(),
                 Some(CidrSource::CiliumNode) => cilium_cidrs.clone().unwrap_or_default(),
+                Some(CidrSource::CiliumNodePools) => entry
+                    .pools
+                    .iter()
+                    .flat_map(|p| p.cidrs.iter().copied())
+                    .collect(),
                 None => Vec::new(),
             };
             in_force_cidrs.dedup();
@@ -286,7 +319,13 @@ pub fn diagnose(state: &ClusterState, ipam: IpamOverride) -> Diagnosis {
                 },
                 drift: entry.drift.is_some(),
                 overlaps: Vec::new(),
-                outside_pool: refused(|r| matches!(r, Refusal::OutsideClusterPool { .. })),
+                outside_pool: refused(|r| {
+                    matches!(
+                        r,
+                        Refusal::OutsideClusterPool { .. } | Refusal::OutsidePool { .. }
+                    )
+                }),
+                pools: entry.pools.clone(),
                 default_routes: refused(|r| matches!(r, Refusal::DefaultRoute)),
                 in_force_cidrs,
             });
@@ -334,6 +373,7 @@ pub fn diagnose(state: &ClusterState, ipam: IpamOverride) -> Diagnosis {
         announce_pod_cidr,
         pool_v4,
         pool_v6,
+        pod_ip_pools: state.pod_ip_pools.clone(),
         nodes,
         orphan_cilium_nodes: state
             .cilium_nodes
@@ -368,6 +408,21 @@ impl fmt::Display for Diagnosis {
             pool(&self.pool_v4),
             pool(&self.pool_v6)
         )?;
+        if self.ipam == Ok(IpamMode::MultiPool) {
+            match &self.pod_ip_pools {
+                None => writeln!(f, "CiliumPodIPPools: not read (CIDRs are not checked)")?,
+                Some(pools) => {
+                    for (name, ranges) in pools {
+                        writeln!(
+                            f,
+                            "CiliumPodIPPool {name}: ipv4 {}, ipv6 {}",
+                            pool(&ranges.ipv4),
+                            pool(&ranges.ipv6)
+                        )?;
+                    }
+                }
+            }
+        }
         if !self.announce_pod_cidr {
             writeln!(
                 f,
@@ -401,6 +456,14 @@ impl fmt::Display for Diagnosis {
                 (Ok(_), None) => "nothing".to_owned(),
                 (Ok(_), Some(CidrSource::CiliumNode)) => {
                     format!("CiliumNode {}", cidrs(&n.in_force_cidrs))
+                }
+                (Ok(_), Some(CidrSource::CiliumNodePools)) => {
+                    let pools: Vec<String> = n
+                        .pools
+                        .iter()
+                        .map(|p| format!("{} {}", p.pool, CidrList(&p.cidrs)))
+                        .collect();
+                    format!("CiliumNode pools {}", pools.join(", "))
                 }
                 (Ok(_), Some(_)) => format!("Node {}", cidrs(&n.in_force_cidrs)),
             };
@@ -592,10 +655,8 @@ pub async fn load_in_cluster(
     match list_all(&Api::<CiliumNode>::all(client.clone()), "ciliumnodes", None).await {
         Ok(list) => {
             for node in list {
-                match objects::cilium_node_cidrs(&node) {
-                    Ok((name, cidrs)) => {
-                        state.cilium_nodes.insert(name, cidrs);
-                    }
+                match objects::cilium_node_facts(&node) {
+                    Ok((name, facts)) => state.insert_cilium_node(name, facts),
                     Err(e) => unreadable.push(e),
                 }
             }
@@ -605,6 +666,34 @@ pub async fn load_in_cluster(
             ..
         }) if status.code == 404 => {
             notes.push("the CiliumNode CRD (cilium.io/v2) is not installed".to_owned());
+        }
+        Err(e) => return Err(e),
+    }
+    // Multi-pool's ranges; without them the allocations cannot be checked, which the
+    // view says. Not fatal: clusters without multi-pool need not serve or grant them.
+    let pools = Api::<CiliumPodIpPool>::all(client.clone());
+    match list_all(&pools, "ciliumpodippools", None).await {
+        Ok(list) => {
+            let mut ranges = BTreeMap::new();
+            for pool in list {
+                match objects::pod_ip_pool_ranges(&pool) {
+                    Ok((name, r)) => {
+                        ranges.insert(name, r);
+                    }
+                    Err(e) => unreadable.push(e),
+                }
+            }
+            state.pod_ip_pools = Some(ranges);
+        }
+        Err(DoctorError::Api {
+            source: kube::Error::Api(status),
+            ..
+        }) if status.code == 404 || status.code == 403 => {
+            notes.push(format!(
+                "CiliumPodIPPools (cilium.io/v2alpha1) cannot be listed ({}): multi-pool \
+                 CIDRs are not checked against their pools",
+                status.message
+            ));
         }
         Err(e) => return Err(e),
     }

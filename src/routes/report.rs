@@ -15,7 +15,7 @@ use super::{NextHop, PlannedRoute, RouteAttrs};
 use crate::bgp::wire::{LargeCommunity, Origin};
 use crate::config::duration::Compact;
 use crate::config::{Community, Config, Peer};
-use crate::sources::model::{IpamMode, NodeView, ViewWarning};
+use crate::sources::model::{NodeView, ViewWarning};
 
 /// `-o`: how to render a plan.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -98,6 +98,7 @@ pub fn warnings(plan: &Plan, view: &NodeView, config: &Config) -> Vec<Warning> {
         let kind = match w {
             ViewWarning::CiliumConfigAbsent => "cilium-config-absent",
             ViewWarning::ClusterPoolUnknown { .. } => "cluster-pool-unknown",
+            ViewWarning::PoolRangesUnknown { .. } => "pod-ip-pool-unknown",
         };
         out.push(Warning::new(kind, w.to_string(), json!({})));
     }
@@ -108,10 +109,7 @@ pub fn warnings(plan: &Plan, view: &NodeView, config: &Config) -> Vec<Warning> {
             json!({}),
         ));
     }
-    let announced_object = match view.ipam {
-        IpamMode::Kubernetes => "Node",
-        IpamMode::ClusterPool => "CiliumNode",
-    };
+    let announced_object = view.ipam.object();
     for (name, node) in &view.nodes {
         if let Some(drift) = &node.drift {
             out.push(Warning::new(

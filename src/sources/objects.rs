@@ -1,4 +1,5 @@
-//! The Kubernetes objects the sources read (Node, CiliumNode, ConfigMap) and the pure
+//! The Kubernetes objects the sources read (Node, CiliumNode, CiliumPodIPPool, ConfigMap)
+//! and the pure
 //! mapping from each object to the facts of [`ClusterState`](super::model::ClusterState).
 //!
 //! Shared by the kube watchers and the file source, so a node read from the API and the
@@ -22,7 +23,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 
 use super::error::SourceError;
-use super::model::{CiliumConfig, NodeFacts};
+use super::model::{CiliumConfig, CiliumNodeFacts, NodeFacts, PoolAllocation, PoolRanges};
 
 /// Cilium's annotation for a node's IPv4 pod CIDR (Cilium `annotation.V4CIDRName`).
 pub const ANNOTATION_V4_CIDR: &str = "io.cilium.network.ipv4-pod-cidr";
@@ -40,7 +41,7 @@ pub const KEY_POOL_V6: &str = "cluster-pool-ipv6-cidr";
 ///
 /// `spec` is read leniently: a spec of the wrong shape does not fail the list or watch
 /// it arrives in (which would stall every other node), it fails only this object's
-/// mapping, in [`cilium_node_cidrs`].
+/// mapping, in [`cilium_node_facts`].
 #[derive(Clone, Debug, Default, Deserialize)]
 pub struct CiliumNode {
     #[serde(default)]
@@ -62,6 +63,80 @@ pub struct CiliumNodeIpam {
     /// The pod CIDRs the cluster-pool operator allocated to the node.
     #[serde(default, rename = "podCIDRs")]
     pub pod_cidrs: Option<Vec<String>>,
+    /// The multi-pool state: what the agent requested and the operator allocated.
+    #[serde(default)]
+    pub pools: Option<CiliumNodePools>,
+}
+
+/// CiliumNode `spec.ipam.pools` (Cilium's `IPAMPoolSpec`); `requested` is ignored.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+pub struct CiliumNodePools {
+    #[serde(default)]
+    pub allocated: Option<Vec<CiliumNodePoolAllocation>>,
+}
+
+/// One entry of `spec.ipam.pools.allocated` (Cilium's `IPAMPoolAllocation`).
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+pub struct CiliumNodePoolAllocation {
+    #[serde(default)]
+    pub pool: String,
+    #[serde(default)]
+    pub cidrs: Option<Vec<String>>,
+}
+
+/// A CiliumPodIPPool (`cilium.io/v2alpha1`, cluster-scoped, plural `ciliumpodippools`):
+/// a multi-pool IPAM pool, reduced to its ranges. `spec` is lenient as a CiliumNode's.
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct CiliumPodIpPool {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: Lenient<PodIpPoolSpec>,
+}
+
+/// CiliumPodIPPool `spec`: `ipv4` and `ipv6`, each optional.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+pub struct PodIpPoolSpec {
+    #[serde(default)]
+    pub ipv4: Option<PodIpPoolFamily>,
+    #[serde(default)]
+    pub ipv6: Option<PodIpPoolFamily>,
+}
+
+/// CiliumPodIPPool `spec.ipv4` / `spec.ipv6`; `maskSize` is the operator's business.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+pub struct PodIpPoolFamily {
+    #[serde(default)]
+    pub cidrs: Vec<String>,
+}
+
+impl kube::Resource for CiliumPodIpPool {
+    type DynamicType = ();
+    type Scope = ClusterResourceScope;
+
+    fn kind(_: &()) -> Cow<'_, str> {
+        Cow::Borrowed("CiliumPodIPPool")
+    }
+
+    fn group(_: &()) -> Cow<'_, str> {
+        Cow::Borrowed("cilium.io")
+    }
+
+    fn version(_: &()) -> Cow<'_, str> {
+        Cow::Borrowed("v2alpha1")
+    }
+
+    fn plural(_: &()) -> Cow<'_, str> {
+        Cow::Borrowed("ciliumpodippools")
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
 }
 
 impl kube::Resource for CiliumNode {
@@ -197,24 +272,20 @@ pub fn node_facts(node: &Node) -> Result<(String, NodeFacts), SourceError> {
     Ok((name, facts))
 }
 
-/// The pod CIDRs of a CiliumNode (`spec.ipam.podCIDRs`), keyed by its name, which is
-/// the node's name.
-pub fn cilium_node_cidrs(node: &CiliumNode) -> Result<(String, Vec<IpNet>), SourceError> {
+/// What a CiliumNode says, keyed by its name, which is the node's name: its
+/// `spec.ipam.podCIDRs` (cluster-pool) and `spec.ipam.pools.allocated` (multi-pool).
+///
+/// Allocations are kept in the object's order; an allocation without CIDRs is left out,
+/// one naming no pool fails the object, a CIDR listed twice (in one pool or two) is kept
+/// once, where it is first listed.
+pub fn cilium_node_facts(node: &CiliumNode) -> Result<(String, CiliumNodeFacts), SourceError> {
     const KIND: &str = "CiliumNode";
     let name = object_name(KIND, &node.metadata)?;
-    let spec = match &node.spec {
-        Lenient::Absent => return Ok((name, Vec::new())),
-        Lenient::Valid(spec) => spec,
-        Lenient::Invalid(reason) => {
-            return Err(SourceError::Malformed {
-                kind: KIND,
-                name,
-                field: "spec".into(),
-                reason: reason.clone(),
-            })
-        }
+    let spec = match valid_spec(KIND, &name, &node.spec)? {
+        Some(spec) => spec,
+        None => return Ok((name, CiliumNodeFacts::default())),
     };
-    let mut cidrs: Vec<IpNet> = Vec::new();
+    let mut facts = CiliumNodeFacts::default();
     let mut seen = HashSet::new();
     for (i, text) in spec
         .ipam
@@ -226,10 +297,101 @@ pub fn cilium_node_cidrs(node: &CiliumNode) -> Result<(String, Vec<IpNet>), Sour
     {
         let net = parse_cidr(KIND, &name, &format!("spec.ipam.podCIDRs[{i}]"), text)?;
         if seen.insert(net) {
-            cidrs.push(net);
+            facts.pod_cidrs.push(net);
         }
     }
-    Ok((name, cidrs))
+    let allocated = spec
+        .ipam
+        .pools
+        .as_ref()
+        .and_then(|p| p.allocated.as_deref())
+        .unwrap_or_default();
+    let mut seen = HashSet::new();
+    for (i, allocation) in allocated.iter().enumerate() {
+        let field = format!("spec.ipam.pools.allocated[{i}]");
+        if allocation.pool.trim().is_empty() {
+            return Err(SourceError::Malformed {
+                kind: KIND,
+                name,
+                field: format!("{field}.pool"),
+                reason: "must name a CiliumPodIPPool".into(),
+            });
+        }
+        let mut cidrs = Vec::new();
+        for (j, text) in allocation
+            .cidrs
+            .as_deref()
+            .unwrap_or_default()
+            .iter()
+            .enumerate()
+        {
+            let net = parse_cidr(KIND, &name, &format!("{field}.cidrs[{j}]"), text)?;
+            if seen.insert(net) {
+                cidrs.push(net);
+            }
+        }
+        if cidrs.is_empty() {
+            continue;
+        }
+        match facts.pools.iter_mut().find(|p| p.pool == allocation.pool) {
+            Some(pool) => pool.cidrs.extend(cidrs),
+            None => facts.pools.push(PoolAllocation {
+                pool: allocation.pool.clone(),
+                cidrs,
+            }),
+        }
+    }
+    Ok((name, facts))
+}
+
+/// The ranges of a CiliumPodIPPool, keyed by its name (the pool name CiliumNodes use).
+/// A range of the wrong family fails the object, as in cilium-config's pool keys.
+pub fn pod_ip_pool_ranges(pool: &CiliumPodIpPool) -> Result<(String, PoolRanges), SourceError> {
+    const KIND: &str = "CiliumPodIPPool";
+    let name = object_name(KIND, &pool.metadata)?;
+    let spec = match valid_spec(KIND, &name, &pool.spec)? {
+        Some(spec) => spec,
+        None => return Ok((name, PoolRanges::default())),
+    };
+    let mut ranges = PoolRanges::default();
+    for (family, key, want_v4) in [(&spec.ipv4, "ipv4", true), (&spec.ipv6, "ipv6", false)] {
+        for (i, text) in family.iter().flat_map(|f| f.cidrs.iter()).enumerate() {
+            let field = format!("spec.{key}.cidrs[{i}]");
+            let net = parse_cidr(KIND, &name, &field, text)?;
+            if matches!(net, IpNet::V4(_)) != want_v4 {
+                return Err(SourceError::WrongFamily {
+                    kind: KIND,
+                    name,
+                    field,
+                    value: text.clone(),
+                    expected: if want_v4 { "IPv4" } else { "IPv6" },
+                });
+            }
+            match net {
+                IpNet::V4(_) => ranges.ipv4.push(net),
+                IpNet::V6(_) => ranges.ipv6.push(net),
+            }
+        }
+    }
+    Ok((name, ranges))
+}
+
+/// A lenient `spec`: `None` when absent, an error naming the object when malformed.
+fn valid_spec<'a, T>(
+    kind: &'static str,
+    name: &str,
+    spec: &'a Lenient<T>,
+) -> Result<Option<&'a T>, SourceError> {
+    match spec {
+        Lenient::Absent => Ok(None),
+        Lenient::Valid(spec) => Ok(Some(spec)),
+        Lenient::Invalid(reason) => Err(SourceError::Malformed {
+            kind,
+            name: name.to_owned(),
+            field: "spec".into(),
+            reason: reason.clone(),
+        }),
+    }
 }
 
 /// The keys of Cilium's `cilium-config` ConfigMap this speaker reads.
@@ -448,7 +610,7 @@ mod tests {
 
     #[test]
     fn cilium_node_reads_spec_ipam_pod_cidrs_and_ignores_the_rest() {
-        let (name, cidrs) = cilium_node_cidrs(&cilium(json!({
+        let (name, facts) = cilium_node_facts(&cilium(json!({
             "apiVersion": "cilium.io/v2", "kind": "CiliumNode",
             "metadata": {"name": "master1", "resourceVersion": "12"},
             "spec": {
@@ -461,7 +623,8 @@ mod tests {
         })))
         .unwrap();
         assert_eq!(name, "master1");
-        assert_eq!(cidrs, vec![net("10.5.113.0/24")]);
+        assert_eq!(facts.pod_cidrs, vec![net("10.5.113.0/24")]);
+        assert!(facts.pools.is_empty());
     }
 
     #[test]
@@ -473,8 +636,8 @@ mod tests {
             json!({"metadata": {"name": "a"}, "spec": {"ipam": {}}}),
         ] {
             assert_eq!(
-                cilium_node_cidrs(&cilium(value.clone())).unwrap(),
-                ("a".to_owned(), Vec::new()),
+                cilium_node_facts(&cilium(value.clone())).unwrap(),
+                ("a".to_owned(), CiliumNodeFacts::default()),
                 "{value}"
             );
         }
@@ -486,7 +649,7 @@ mod tests {
         let object = cilium(json!({
             "metadata": {"name": "bad"}, "spec": {"ipam": {"podCIDRs": "10.0.0.0/24"}}
         }));
-        let err = cilium_node_cidrs(&object).unwrap_err();
+        let err = cilium_node_facts(&object).unwrap_err();
         assert!(
             matches!(&err, SourceError::Malformed { kind: "CiliumNode", name, field, .. }
                 if name == "bad" && field == "spec"),

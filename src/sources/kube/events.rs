@@ -13,7 +13,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tracing::{debug, warn};
 
-use crate::sources::model::{CidrList, IpamMode};
+use crate::sources::model::CidrList;
 use crate::sources::{EventSink, Report};
 
 /// The `reportingController` of our Events.
@@ -84,10 +84,7 @@ pub fn event_for(report: &Report) -> Option<(Event, ObjectReference)> {
             drift,
             ipam,
         } => {
-            let announced = match ipam {
-                IpamMode::Kubernetes => "the Node's",
-                IpamMode::ClusterPool => "the CiliumNode's",
-            };
+            let announced = format!("the {}'s", ipam.object());
             let note = format!(
                 "Node spec.podCIDRs {} differ from CiliumNode spec.ipam.podCIDRs {}; \
                  ipam {ipam}: {announced} are announced",
