@@ -660,6 +660,7 @@ mod tests {
                         prefixes: n.prefixes.iter().map(|p| net(p)).collect(),
                         refused: Vec::new(),
                         drift: None,
+                        pools: Vec::new(),
                     };
                     (name, entry)
                 })

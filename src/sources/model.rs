@@ -822,14 +822,9 @@ mod tests {
 
     #[test]
     fn unsupported_mode_is_refused_naming_it() {
-        let err = node_view(&outage_state("multi-pool"), IpamOverride::Auto).unwrap_err();
-        assert_eq!(
-            err,
-            IpamError::Unsupported {
-                mode: "multi-pool".into()
-            }
-        );
-        assert!(err.to_string().contains("\"multi-pool\""), "{err}");
+        let err = node_view(&outage_state("eni"), IpamOverride::Auto).unwrap_err();
+        assert_eq!(err, IpamError::Unsupported { mode: "eni".into() });
+        assert!(err.to_string().contains("\"eni\""), "{err}");
         // An explicit override does not read cilium-config's mode at all.
         assert!(node_view(&outage_state("eni"), IpamOverride::Kubernetes).is_ok());
     }
@@ -1054,6 +1049,7 @@ mod tests {
             ("auto", IpamOverride::Auto),
             ("kubernetes", IpamOverride::Kubernetes),
             ("cluster-pool", IpamOverride::ClusterPool),
+            ("multi-pool", IpamOverride::MultiPool),
         ] {
             assert_eq!(text.parse::<IpamOverride>().unwrap(), value);
             assert_eq!(value.to_string(), text);
@@ -1097,5 +1093,213 @@ mod tests {
             (Some(pool), KeptChange::Back)
         );
         assert!(!memory.kept());
+    }
+
+    fn multi_pool_state(allocated: &[(&str, &[&str])]) -> ClusterState {
+        let mut state = ClusterState {
+            cilium_config: Some(config("multi-pool", &["10.5.0.0/16"])),
+            ..ClusterState::default()
+        };
+        state.nodes.insert("a".into(), node(&["10.244.0.0/24"]));
+        state.insert_cilium_node(
+            "a".into(),
+            CiliumNodeFacts {
+                pod_cidrs: nets(&["10.5.1.0/24"]),
+                pools: allocated
+                    .iter()
+                    .map(|(pool, cidrs)| PoolAllocation {
+                        pool: (*pool).into(),
+                        cidrs: nets(cidrs),
+                    })
+                    .collect(),
+            },
+        );
+        let mut pools = BTreeMap::new();
+        pools.insert(
+            "default".to_owned(),
+            PoolRanges {
+                ipv4: nets(&["10.10.0.0/16"]),
+                ipv6: nets(&["fd00:10::/104"]),
+            },
+        );
+        pools.insert(
+            "blue".to_owned(),
+            PoolRanges {
+                ipv4: nets(&["10.20.0.0/16"]),
+                ipv6: Vec::new(),
+            },
+        );
+        state.pod_ip_pools = Some(pools);
+        state
+    }
+
+    #[test]
+    fn multi_pool_announces_every_allocated_cidr_grouped_by_pool() {
+        let state = multi_pool_state(&[
+            ("default", &["10.10.0.0/27", "fd00:10::/120"]),
+            ("blue", &["10.20.0.0/27", "10.20.0.32/27"]),
+        ]);
+        let view = node_view(&state, IpamOverride::Auto).unwrap();
+        assert_eq!(view.ipam, IpamMode::MultiPool);
+        let a = &view.nodes["a"];
+        assert_eq!(
+            a.prefixes,
+            nets(&[
+                "10.10.0.0/27",
+                "fd00:10::/120",
+                "10.20.0.0/27",
+                "10.20.0.32/27"
+            ])
+        );
+        assert_eq!(a.source, Some(CidrSource::CiliumNodePools));
+        assert_eq!(a.pools.len(), 2);
+        assert_eq!(a.pool_of(&net("10.20.0.32/27")), Some("blue"));
+        assert_eq!(a.pool_of(&net("fd00:10::/120")), Some("default"));
+        assert_eq!(a.pool_of(&net("10.5.1.0/24")), None);
+        // Neither the Node's spec nor the CiliumNode's podCIDRs are in force, and their
+        // difference is not drift.
+        assert_eq!(a.drift, None);
+        assert!(view.warnings.is_empty());
+        // The same state read as another mode ignores the pools.
+        let view = node_view(&state, IpamOverride::ClusterPool).unwrap();
+        assert_eq!(view.nodes["a"].prefixes, nets(&["10.5.1.0/24"]));
+        assert!(view.nodes["a"].pools.is_empty());
+        assert!(view.nodes["a"].drift.is_some());
+    }
+
+    #[test]
+    fn multi_pool_refuses_cidrs_outside_their_own_pool_per_family() {
+        let state = multi_pool_state(&[
+            // In default's range but allocated from blue: outside blue.
+            ("blue", &["10.10.5.0/27", "fd00:10::/120", "10.20.1.0/27"]),
+            ("default", &["10.10.0.0/27", "0.0.0.0/0"]),
+        ]);
+        let view = node_view(&state, IpamOverride::Auto).unwrap();
+        let a = &view.nodes["a"];
+        assert_eq!(a.prefixes, nets(&["10.20.1.0/27", "10.10.0.0/27"]));
+        assert_eq!(
+            a.refused,
+            vec![
+                (
+                    net("10.10.5.0/27"),
+                    Refusal::OutsidePool {
+                        pool: "blue".into(),
+                        ranges: nets(&["10.20.0.0/16"])
+                    }
+                ),
+                (
+                    net("fd00:10::/120"),
+                    Refusal::OutsidePool {
+                        pool: "blue".into(),
+                        ranges: Vec::new()
+                    }
+                ),
+                (net("0.0.0.0/0"), Refusal::DefaultRoute),
+            ]
+        );
+        assert_eq!(
+            a.refused[0].1.to_string(),
+            "outside its pool \"blue\" [10.20.0.0/16]"
+        );
+    }
+
+    #[test]
+    fn multi_pool_without_pool_ranges_announces_unchecked_and_says_so() {
+        let mut state =
+            multi_pool_state(&[("default", &["10.99.0.0/27"]), ("red", &["10.98.0.0/27"])]);
+        // A pool the node holds CIDRs of but that does not exist.
+        let view = node_view(&state, IpamOverride::Auto).unwrap();
+        assert_eq!(view.nodes["a"].prefixes, nets(&["10.98.0.0/27"]));
+        assert_eq!(
+            view.warnings,
+            vec![ViewWarning::PoolRangesUnknown {
+                pool: Some("red".into())
+            }]
+        );
+        // No pool readable at all.
+        state.pod_ip_pools = None;
+        let view = node_view(&state, IpamOverride::Auto).unwrap();
+        assert_eq!(
+            view.nodes["a"].prefixes,
+            nets(&["10.99.0.0/27", "10.98.0.0/27"])
+        );
+        assert_eq!(
+            view.warnings,
+            vec![ViewWarning::PoolRangesUnknown { pool: None }]
+        );
+    }
+
+    #[test]
+    fn multi_pool_change_moves_only_what_changed_and_announce_false_holds() {
+        let before = node_view(
+            &multi_pool_state(&[("default", &["10.10.0.0/27", "10.10.0.32/27"])]),
+            IpamOverride::Auto,
+        )
+        .unwrap();
+        let after = node_view(
+            &multi_pool_state(&[("default", &["10.10.0.32/27", "10.10.0.64/27"])]),
+            IpamOverride::Auto,
+        )
+        .unwrap();
+        assert_eq!(
+            before.nodes["a"].prefixes,
+            nets(&["10.10.0.0/27", "10.10.0.32/27"])
+        );
+        assert_eq!(
+            after.nodes["a"].prefixes,
+            nets(&["10.10.0.32/27", "10.10.0.64/27"])
+        );
+        let mut state = multi_pool_state(&[("default", &["10.10.0.0/27"])]);
+        if let Some(c) = state.cilium_config.as_mut() {
+            c.announce_pod_cidr = false;
+        }
+        let view = node_view(&state, IpamOverride::Auto).unwrap();
+        assert!(view.nodes["a"].prefixes.is_empty());
+        assert_eq!(view.nodes["a"].pools.len(), 1, "still reported");
+    }
+
+    #[test]
+    fn cluster_pool_v2beta_reads_as_cluster_pool() {
+        let v2beta = node_view(&outage_state("cluster-pool-v2beta"), IpamOverride::Auto).unwrap();
+        let pool = node_view(&outage_state("cluster-pool"), IpamOverride::Auto).unwrap();
+        assert_eq!(v2beta, pool);
+        assert_eq!(v2beta.ipam, IpamMode::ClusterPool);
+    }
+
+    #[test]
+    fn modes_without_routable_pod_cidrs_are_refused_by_name() {
+        for mode in [
+            "crd",
+            "eni",
+            "azure",
+            "alibabacloud",
+            "delegated-plugin",
+            "bogus",
+        ] {
+            let err = node_view(&outage_state(mode), IpamOverride::Auto).unwrap_err();
+            assert_eq!(err, IpamError::Unsupported { mode: mode.into() });
+            assert!(err.to_string().contains("\"multi-pool\""), "{err}");
+        }
+    }
+
+    #[test]
+    fn kubernetes_ipam_reads_the_ipv6_annotation_as_the_ipv4_one() {
+        let mut state = ClusterState {
+            cilium_config: Some(config("kubernetes", &[])),
+            ..ClusterState::default()
+        };
+        state.nodes.insert(
+            "v6only".into(),
+            NodeFacts {
+                annotation_cidrs: nets(&["fd00:30::/64"]),
+                ..NodeFacts::default()
+            },
+        );
+        let view = node_view(&state, IpamOverride::Auto).unwrap();
+        assert_eq!(view.nodes["v6only"].prefixes, nets(&["fd00:30::/64"]));
+        assert_eq!(
+            view.nodes["v6only"].source,
+            Some(CidrSource::NodeAnnotations)
+        );
     }
 }

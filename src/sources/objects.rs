@@ -731,4 +731,126 @@ mod tests {
         );
         assert_eq!(CiliumNode::api_version(&()), "cilium.io/v2");
     }
+
+    /// A CiliumNode of a multi-pool cluster as Cilium 1.15 writes it (agent's requests,
+    /// operator's allocations, the other IPAM backends' empty blocks).
+    #[test]
+    fn cilium_node_reads_multi_pool_allocations_grouped_by_pool() {
+        let (name, facts) = cilium_node_facts(&cilium(json!({
+            "apiVersion": "cilium.io/v2", "kind": "CiliumNode",
+            "metadata": {"name": "worker1", "resourceVersion": "9921"},
+            "spec": {
+                "addresses": [{"type": "InternalIP", "ip": "172.18.0.3"}],
+                "alibaba-cloud": {}, "azure": {}, "encryption": {}, "eni": {},
+                "health": {"ipv4": "10.10.0.190"},
+                "ipam": {"pools": {
+                    "allocated": [
+                        {"pool": "default", "cidrs": ["10.10.0.0/27", "fd00:10::/120"]},
+                        {"pool": "blue", "cidrs": ["10.20.0.0/27"]},
+                        {"pool": "default", "cidrs": ["10.10.0.32/27", "10.10.0.0/27"]},
+                        {"pool": "empty"}
+                    ],
+                    "requested": [
+                        {"pool": "default", "needed": {"ipv4-addrs": 16, "ipv6-addrs": 16}},
+                        {"pool": "blue", "needed": {"ipv4-addrs": 1}}
+                    ]
+                }}
+            },
+            "status": {"ipam": {"operator-status": {}}}
+        })))
+        .unwrap();
+        assert_eq!(name, "worker1");
+        assert!(facts.pod_cidrs.is_empty());
+        assert_eq!(
+            facts.pools,
+            vec![
+                PoolAllocation {
+                    pool: "default".into(),
+                    cidrs: vec![
+                        net("10.10.0.0/27"),
+                        net("fd00:10::/120"),
+                        net("10.10.0.32/27")
+                    ],
+                },
+                PoolAllocation {
+                    pool: "blue".into(),
+                    cidrs: vec![net("10.20.0.0/27")],
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn cilium_node_pool_errors_name_the_field() {
+        let err = cilium_node_facts(&cilium(json!({
+            "metadata": {"name": "w"},
+            "spec": {"ipam": {"pools": {"allocated": [{"pool": "p", "cidrs": ["10.0.0.0/33"]}]}}}
+        })))
+        .unwrap_err();
+        assert!(
+            matches!(&err, SourceError::InvalidCidr { field, .. } if field == "spec.ipam.pools.allocated[0].cidrs[0]"),
+            "{err:?}"
+        );
+        let err = cilium_node_facts(&cilium(json!({
+            "metadata": {"name": "w"},
+            "spec": {"ipam": {"pools": {"allocated": [{"cidrs": ["10.0.0.0/24"]}]}}}
+        })))
+        .unwrap_err();
+        assert!(
+            matches!(&err, SourceError::Malformed { field, .. } if field == "spec.ipam.pools.allocated[0].pool"),
+            "{err:?}"
+        );
+    }
+
+    fn pool(value: serde_json::Value) -> CiliumPodIpPool {
+        serde_json::from_value(value).unwrap()
+    }
+
+    #[test]
+    fn pod_ip_pool_reads_both_families_and_refuses_the_wrong_one() {
+        let (name, ranges) = pod_ip_pool_ranges(&pool(json!({
+            "apiVersion": "cilium.io/v2alpha1", "kind": "CiliumPodIPPool",
+            "metadata": {"name": "default"},
+            "spec": {
+                "ipv4": {"cidrs": ["10.10.0.0/16", "10.11.0.0/16"], "maskSize": 27},
+                "ipv6": {"cidrs": ["fd00:10::/104"], "maskSize": 120}
+            }
+        })))
+        .unwrap();
+        assert_eq!(name, "default");
+        assert_eq!(
+            ranges,
+            PoolRanges {
+                ipv4: vec![net("10.10.0.0/16"), net("10.11.0.0/16")],
+                ipv6: vec![net("fd00:10::/104")],
+            }
+        );
+        let (_, ranges) = pod_ip_pool_ranges(&pool(json!({
+            "metadata": {"name": "v4"}, "spec": {"ipv4": {"cidrs": ["10.1.0.0/16"], "maskSize": 24}}
+        })))
+        .unwrap();
+        assert!(ranges.ipv6.is_empty());
+        let err = pod_ip_pool_ranges(&pool(json!({
+            "metadata": {"name": "bad"}, "spec": {"ipv6": {"cidrs": ["10.1.0.0/16"]}}
+        })))
+        .unwrap_err();
+        assert!(
+            matches!(&err, SourceError::WrongFamily { field, expected: "IPv6", .. } if field == "spec.ipv6.cidrs[0]"),
+            "{err:?}"
+        );
+        let err = pod_ip_pool_ranges(&pool(json!({
+            "metadata": {"name": "bad"}, "spec": {"ipv4": "10.1.0.0/16"}
+        })))
+        .unwrap_err();
+        assert!(matches!(err, SourceError::Malformed { .. }), "{err:?}");
+    }
+
+    #[test]
+    fn pod_ip_pool_resource_paths() {
+        use kube::Resource;
+        assert_eq!(
+            CiliumPodIpPool::url_path(&(), None),
+            "/apis/cilium.io/v2alpha1/ciliumpodippools"
+        );
+    }
 }

@@ -145,7 +145,7 @@ fn truncate(mut note: String) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sources::model::Drift;
+    use crate::sources::model::{Drift, IpamMode};
 
     #[test]
     fn drift_event_is_a_warning_on_the_node_with_both_values() {
