@@ -114,6 +114,22 @@ pub struct Peer {
     pub passive: bool,
     /// `ttl-security`: GTSM (RFC 5082): send with TTL 255, accept only TTL 255.
     pub ttl_security: bool,
+    /// `pod-cidr-pools` (multi-pool IPAM): `None` announces every pool; `Some` only the
+    /// pools listed, each with its own extra communities.
+    pub pod_cidr_pools: Option<PodCidrPools>,
+}
+
+/// `pod-cidr-pools`: by CiliumPodIPPool name, what that pool's routes carry besides
+/// the peer's `pod-cidr-communities`.
+pub type PodCidrPools = BTreeMap<String, PoolRouteOptions>;
+
+/// One `pod-cidr-pools` entry.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct PoolRouteOptions {
+    /// `communities`: standard communities (RFC 1997), sorted, deduplicated.
+    pub communities: Vec<Community>,
+    /// The `large:` entries of `communities` (RFC 8092), sorted, deduplicated.
+    pub large_communities: Vec<LargeCommunity>,
 }
 
 /// What must be equal for an established session to be kept across a reload: the
@@ -142,6 +158,7 @@ pub struct AdvertisementParams<'a> {
     pub communities: &'a [Community],
     pub large_communities: &'a [LargeCommunity],
     pub local_pref: Option<u32>,
+    pub pools: Option<&'a PodCidrPools>,
 }
 
 /// Settings a running session applies in place, without a reset or a re-send.
@@ -193,6 +210,7 @@ impl Peer {
             communities: &self.pod_cidr_communities,
             large_communities: &self.pod_cidr_large_communities,
             local_pref: self.pod_cidr_local_pref,
+            pools: self.pod_cidr_pools.as_ref(),
         }
     }
 
@@ -431,6 +449,7 @@ pub struct SpeakerOptions {
     pub passive: bool,
     /// Applied to peers without `ebgp-multihop` only.
     pub ttl_security: bool,
+    pub pod_cidr_pools: Option<PodCidrPools>,
 }
 
 impl Default for SpeakerOptions {
@@ -447,6 +466,7 @@ impl Default for SpeakerOptions {
             max_prefix: None,
             passive: false,
             ttl_security: false,
+            pod_cidr_pools: None,
         }
     }
 }

@@ -23,7 +23,7 @@ use super::error::{
 };
 use super::model::*;
 use super::raw::*;
-use super::selector::{LabelSelector, Operator, Requirement, RequirementField};
+use super::selector::{is_object_name, LabelSelector, Operator, Requirement, RequirementField};
 
 /// TCP_MD5SIG_MAXKEYLEN on Linux.
 const MD5_KEY_MAX: usize = 80;
@@ -74,6 +74,7 @@ struct Ext {
     max_prefix: Option<MaxPrefix>,
     passive: Option<bool>,
     ttl_security: Option<(bool, Location, String)>,
+    pod_cidr_pools: Option<PodCidrPools>,
 }
 
 impl Validator {
@@ -235,6 +236,7 @@ impl Validator {
             max_prefix: defaults.max_prefix,
             passive: defaults.passive.unwrap_or(false),
             ttl_security: defaults.ttl_security.as_ref().is_some_and(|t| t.0),
+            pod_cidr_pools: defaults.pod_cidr_pools.clone(),
         };
         let mut peers = Vec::new();
         for rp in &raw.peers {
@@ -408,7 +410,58 @@ impl Validator {
                 .ttl_security
                 .as_ref()
                 .map(|b| (b.value, b.at, b.path.clone())),
+            pod_cidr_pools: raw
+                .pod_cidr_pools
+                .as_ref()
+                .and_then(|p| self.pod_cidr_pools(p, communities)),
         }
+    }
+
+    /// `pod-cidr-pools`: pool names are Kubernetes object names (RFC 1123 subdomains,
+    /// as CiliumPodIPPool names are); an empty mapping would announce nothing and is
+    /// refused.
+    fn pod_cidr_pools(
+        &mut self,
+        raw: &Spanned<Vec<RawPodCidrPool>>,
+        communities: &BTreeMap<String, CommunityValue>,
+    ) -> Option<PodCidrPools> {
+        if raw.value.is_empty() {
+            self.other(
+                &raw.path,
+                raw.at,
+                "must list at least one CiliumPodIPPool by name (remove the key to announce \
+                 every pool)"
+                    .into(),
+            );
+            return None;
+        }
+        let mut pools = PodCidrPools::new();
+        let mut ok = true;
+        for entry in &raw.value {
+            if !is_object_name(&entry.name.value) {
+                self.invalid(
+                    &entry.name,
+                    shown(&entry.name),
+                    "is not a CiliumPodIPPool name (lowercase letters, digits, '-' and '.', \
+                     at most 253 characters, starting and ending with a letter or digit)",
+                );
+                ok = false;
+                continue;
+            }
+            let (communities, large_communities) = entry
+                .communities
+                .as_ref()
+                .map(|l| self.community_list(l, communities))
+                .unwrap_or_default();
+            pools.insert(
+                entry.name.value.clone(),
+                PoolRouteOptions {
+                    communities,
+                    large_communities,
+                },
+            );
+        }
+        ok.then_some(pools)
     }
 
     fn peer(
@@ -580,6 +633,9 @@ impl Validator {
                 Some((v, _, _)) => *v,
                 None => speaker.ttl_security && !ebgp_multihop,
             },
+            pod_cidr_pools: ext
+                .pod_cidr_pools
+                .or_else(|| speaker.pod_cidr_pools.clone()),
         })
     }
 

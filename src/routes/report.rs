@@ -10,12 +10,12 @@ use std::str::FromStr;
 use serde_json::{json, Map, Value};
 
 use super::error::RoutesError;
-use super::plan::{Conflict, Plan, UnannounceableReason};
+use super::plan::{AnnounceMode, Conflict, Plan, UnannounceableReason};
 use super::{NextHop, PlannedRoute, RouteAttrs};
 use crate::bgp::wire::{LargeCommunity, Origin};
 use crate::config::duration::Compact;
 use crate::config::{Community, Config, Peer};
-use crate::sources::model::{NodeView, ViewWarning};
+use crate::sources::model::{CidrList, IpamMode, NodeView, ViewWarning};
 
 /// `-o`: how to render a plan.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -108,6 +108,58 @@ pub fn warnings(plan: &Plan, view: &NodeView, config: &Config) -> Vec<Warning> {
             "cilium-config bgp-announce-pod-cidr is \"false\": no pod CIDR is announced".into(),
             json!({}),
         ));
+    }
+    if view.ipam != IpamMode::MultiPool {
+        let peers: Vec<String> = plan
+            .peers
+            .iter()
+            .filter(|(_, p)| p.peer.pod_cidr_pools.is_some())
+            .map(|(key, _)| key.to_string())
+            .collect();
+        if !peers.is_empty() {
+            out.push(Warning::new(
+                "pod-cidr-pools-inactive",
+                format!(
+                    "pod-cidr-pools is set for peers {} but ipam {} has no pools: every pod \
+                     CIDR is announced to them",
+                    peers.join(", "),
+                    view.ipam
+                ),
+                json!({ "peers": peers, "ipam": view.ipam.as_str() }),
+            ));
+        }
+    }
+    for (key, p) in &plan.peers {
+        let Some(pools) = (view.ipam == IpamMode::MultiPool)
+            .then_some(p.peer.pod_cidr_pools.as_ref())
+            .flatten()
+        else {
+            continue;
+        };
+        let nodes = view
+            .nodes
+            .values()
+            .filter(|n| plan.mode == AnnounceMode::Cluster || n.name == plan.node);
+        for node in nodes {
+            for held in node.pools.iter().filter(|h| !pools.contains_key(&h.pool)) {
+                out.push(Warning::new(
+                    "pool-not-announced",
+                    format!(
+                        "{} of node {} (pool {:?}) not announced to {key}: the pool is not in \
+                         its pod-cidr-pools",
+                        CidrList(&held.cidrs),
+                        node.name,
+                        held.pool
+                    ),
+                    json!({
+                        "peer": key.to_string(),
+                        "node": &*node.name,
+                        "pool": held.pool,
+                        "prefixes": strings(&held.cidrs),
+                    }),
+                ));
+            }
+        }
     }
     let announced_object = view.ipam.object();
     for (name, node) in &view.nodes {
