@@ -153,6 +153,7 @@ fn extensions_sample_uses_every_extension_key() {
         "max-prefix",
         "passive",
         "ttl-security",
+        "pod-cidr-pools",
     ] {
         assert!(
             text.contains(&format!("{key}:")),
@@ -210,7 +211,7 @@ fn check_reports_every_error_and_fails() {
     assert_eq!(code, 1, "{out}");
     let b = bad.display();
     let expected = format!(
-        "{b}: 2 errors\n  {b}:5:14: peers[0].hold-time: \"2s\" must be 0 or at least 3s\n  {b}:7:3: peers[0]: unknown key \"colour\" (expected one of: peer-address, peer-asn, my-asn, peer-port, hold-time, keepalive-time, router-id, source-address, password, ebgp-multihop, bfd-profile, node-selectors, graceful-restart, graceful-restart-time, connect-retry-time, origin, pod-cidr-communities, pod-cidr-local-pref, max-prefix, passive, ttl-security)\n"
+        "{b}: 2 errors\n  {b}:5:14: peers[0].hold-time: \"2s\" must be 0 or at least 3s\n  {b}:7:3: peers[0]: unknown key \"colour\" (expected one of: peer-address, peer-asn, my-asn, peer-port, hold-time, keepalive-time, router-id, source-address, password, ebgp-multihop, bfd-profile, node-selectors, graceful-restart, graceful-restart-time, connect-retry-time, origin, pod-cidr-communities, pod-cidr-local-pref, max-prefix, passive, ttl-security, pod-cidr-pools)\n"
     );
     assert!(out.contains(&expected), "{out}");
     assert!(
