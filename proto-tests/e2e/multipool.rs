@@ -1,0 +1,168 @@
+//! Multi-pool IPAM end to end: each node's speaker announces every CIDR of its
+//! CiliumNode's `spec.ipam.pools.allocated`, checked against the CiliumPodIPPools, and
+//! follows the operator exactly. BIRD (eBGP) is the switch.
+//!
+//! Phases: start (n1 holds CIDRs of two pools, one of them outside its pool and refused;
+//! n2 of one pool); n1 gains a CIDR; n1 releases its other pool. After each change BIRD
+//! holds exactly the node's CIDRs, n1 sent exactly one UPDATE for the change (one
+//! announce, then one withdraw), its other routes keep their age (BIRD's `since`) and
+//! n2's session saw nothing at all.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::time::Duration;
+
+use crate::harness::bird::Bird;
+use crate::harness::{v4, BgpDaemon, Neighbor, Origin, PeerOpts, Route};
+use crate::isolated;
+use crate::speaker::{net, node_ip, Inputs, NodeSpec, Speaker};
+use crate::tor::{bird_imports, bird_route_times, BirdImports};
+use crate::{settle, wait_exact, WAIT};
+
+const BIRD_AS: u32 = 65000;
+const NODE_AS: u32 = 65001;
+
+fn bird_route(prefix: &str, node: u8) -> Route {
+    Route {
+        prefix: net(prefix),
+        next_hop: node_ip(node),
+        as_path: vec![NODE_AS],
+        local_pref: Some(100),
+        med: None,
+        communities: vec![],
+        large_communities: vec![],
+        origin: Origin::Incomplete,
+        stale: false,
+    }
+}
+
+fn expect(routes: &[(u8, &[&str])]) -> BTreeMap<IpAddr, Vec<Route>> {
+    routes
+        .iter()
+        .map(|(n, prefixes)| {
+            (
+                node_ip(*n),
+                prefixes.iter().map(|p| bird_route(p, *n)).collect(),
+            )
+        })
+        .collect()
+}
+
+fn imports(bird: &Bird, n: u8) -> BirdImports {
+    bird_imports(bird, node_ip(n)).unwrap_or_else(|| panic!("BIRD - n{n} has no import stats"))
+}
+
+#[test]
+fn multi_pool_node_gains_then_releases_cidrs_and_bird_follows_exactly() {
+    let addrs = vec![v4(2), node_ip(1), node_ip(2)];
+    let Some(ns) = isolated!(&addrs, Duration::from_secs(180)) else {
+        return;
+    };
+    let bird_opts = PeerOpts::new(v4(2), BIRD_AS)
+        .neighbor(Neighbor::new(node_ip(1), NODE_AS))
+        .neighbor(Neighbor::new(node_ip(2), NODE_AS));
+    let bird = Bird::start(ns.dir(), bird_opts).expect("start BIRD");
+
+    let inputs = Inputs::new(ns.dir(), "multi-pool", "10.244.0.0/16");
+    inputs.write_config(&format!(
+        "peers:\n  - peer-address: {}\n    peer-asn: {BIRD_AS}\n    my-asn: {NODE_AS}\n    hold-time: 9s\nspeaker:\n  connect-retry-time: 1s\n",
+        v4(2)
+    ));
+    inputs.write_pools(&[("default", &["10.10.0.0/16"]), ("blue", &["10.20.0.0/16"])]);
+    // The Nodes' own podCIDRs are not in force in multi-pool mode: never announced.
+    let mut n1 = NodeSpec::new("n1", node_ip(1))
+        .node_cidrs(&["10.244.1.0/24"])
+        .pool("default", &["10.10.0.0/27"])
+        .pool("blue", &["10.20.0.0/27", "10.30.0.0/27"]);
+    let n2 = NodeSpec::new("n2", node_ip(2))
+        .node_cidrs(&["10.244.2.0/24"])
+        .pool("default", &["10.10.0.32/27"]);
+    inputs.write_node(&n1);
+    inputs.write_node(&n2);
+    let speakers: Vec<Speaker> = [(1u8, "n1"), (2, "n2")]
+        .into_iter()
+        .map(|(n, name)| {
+            let args = Speaker::standalone_args(&inputs, name, node_ip(n));
+            Speaker::start(ns.dir(), name, &args)
+        })
+        .collect();
+    for (i, s) in speakers.iter().enumerate() {
+        bird.wait_established(node_ip(i as u8 + 1), WAIT)
+            .unwrap_or_else(|e| panic!("BIRD - {}: {e}\n{}", s.name, s.log_tail(30)));
+    }
+    // 10.30.0.0/27 lies outside blue's range: refused, never sent.
+    let mut want = expect(&[
+        (1, &["10.10.0.0/27", "10.20.0.0/27"]),
+        (2, &["10.10.0.32/27"]),
+    ]);
+    wait_exact(&bird, &want, "start");
+    settle();
+    let times_before = bird_route_times(&bird, node_ip(1));
+    let (n1_before, n2_before) = (imports(&bird, 1), imports(&bird, 2));
+    let n2_times = bird_route_times(&bird, node_ip(2));
+
+    // The operator allocates n1 a second CIDR of the default pool.
+    n1 = n1.pool("default", &["10.10.0.0/27", "10.10.0.64/27"]);
+    inputs.write_node(&n1);
+    want = expect(&[
+        (1, &["10.10.0.0/27", "10.10.0.64/27", "10.20.0.0/27"]),
+        (2, &["10.10.0.32/27"]),
+    ]);
+    wait_exact(&bird, &want, "n1 gains 10.10.0.64/27");
+    settle();
+    let n1_after = imports(&bird, 1);
+    assert_eq!(
+        (
+            n1_after.updates - n1_before.updates,
+            n1_after.withdraws - n1_before.withdraws
+        ),
+        (1, 0),
+        "exactly the new CIDR was announced"
+    );
+    let times = bird_route_times(&bird, node_ip(1));
+    for kept in ["10.10.0.0/27", "10.20.0.0/27"] {
+        assert_eq!(
+            times_before.get(&net(kept)),
+            times.get(&net(kept)),
+            "{kept} of n1 was re-sent when n1 gained a CIDR"
+        );
+    }
+    assert_eq!(imports(&bird, 2), n2_before, "n2's session saw an UPDATE");
+    assert_eq!(bird_route_times(&bird, node_ip(2)), n2_times);
+
+    // n1 releases everything it held of blue.
+    let times_before = times;
+    let n1_before = n1_after;
+    n1 = n1.pool("blue", &[]);
+    inputs.write_node(&n1);
+    want = expect(&[
+        (1, &["10.10.0.0/27", "10.10.0.64/27"]),
+        (2, &["10.10.0.32/27"]),
+    ]);
+    wait_exact(&bird, &want, "n1 releases blue");
+    settle();
+    let n1_after = imports(&bird, 1);
+    assert_eq!(
+        (
+            n1_after.updates - n1_before.updates,
+            n1_after.withdraws - n1_before.withdraws
+        ),
+        (0, 1),
+        "exactly the released CIDR was withdrawn"
+    );
+    let times = bird_route_times(&bird, node_ip(1));
+    for kept in ["10.10.0.0/27", "10.10.0.64/27"] {
+        assert_eq!(
+            times_before.get(&net(kept)),
+            times.get(&net(kept)),
+            "{kept} of n1 was re-sent when n1 released blue"
+        );
+    }
+    assert_eq!(imports(&bird, 2), n2_before, "n2's session saw an UPDATE");
+    assert_eq!(bird_route_times(&bird, node_ip(2)), n2_times);
+
+    for mut s in speakers {
+        let status = s.terminate();
+        assert!(status.success(), "speaker {} exit: {status:?}", s.name);
+    }
+}
