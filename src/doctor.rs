@@ -983,4 +983,36 @@ mod tests {
             "{text}"
         );
     }
+
+    #[test]
+    fn multi_pool_lists_the_pools_each_node_holds_and_flags_cidrs_outside_their_pool() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("config/cluster-state/multi-pool.yaml");
+        let d = diagnose(&load(&path).unwrap(), IpamOverride::Auto);
+        assert_eq!(d.ipam, Ok(IpamMode::MultiPool));
+        let a = &d.nodes[0];
+        assert_eq!(&*a.name, "worker-a");
+        assert_eq!(a.in_force, Some(CidrSource::CiliumNodePools));
+        let held: Vec<&str> = a.pools.iter().map(|p| p.pool.as_str()).collect();
+        assert_eq!(held, ["default", "blue"]);
+        assert!(!a.drift, "the Node's podCIDRs are not in force");
+        assert!(a.ok());
+        let b = &d.nodes[1];
+        assert_eq!(b.outside_pool, nets(&["10.30.0.0/27"]));
+        assert!(!b.overlaps.iter().any(|(p, _, _)| p.to_string() == "10.244.2.0/24"));
+        assert_eq!(
+            d.problems(),
+            ["worker-b: 10.30.0.0/27 outside its pool \"default\" [10.10.0.0/16] (not announced)"]
+        );
+        assert_eq!(d.exit_code(), 1);
+        let text = d.to_string();
+        for line in [
+            "ipam mode: multi-pool (from cilium-config)",
+            "CiliumPodIPPool blue: ipv4 [10.20.0.0/16], ipv6 none",
+            "CiliumPodIPPool default: ipv4 [10.10.0.0/16], ipv6 [fd00:10::/104]",
+            "CiliumNode pools default [10.10.0.0/27, 10.10.0.32/27, fd00:10::/120], blue [10.20.0.0/27]",
+        ] {
+            assert!(text.contains(line), "{line:?} not in:\n{text}");
+        }
+    }
 }
