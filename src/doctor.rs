@@ -999,7 +999,10 @@ mod tests {
         assert!(a.ok());
         let b = &d.nodes[1];
         assert_eq!(b.outside_pool, nets(&["10.30.0.0/27"]));
-        assert!(!b.overlaps.iter().any(|(p, _, _)| p.to_string() == "10.244.2.0/24"));
+        assert!(!b
+            .overlaps
+            .iter()
+            .any(|(p, _, _)| p.to_string() == "10.244.2.0/24"));
         assert_eq!(
             d.problems(),
             ["worker-b: 10.30.0.0/27 outside its pool \"default\" [10.10.0.0/16] (not announced)"]

@@ -9,12 +9,14 @@
 //! n2's session saw nothing at all.
 
 use std::collections::BTreeMap;
-use std::net::IpAddr;
 use std::time::Duration;
 
+use ipnet::IpNet;
+
 use crate::harness::bird::Bird;
-use crate::harness::{v4, BgpDaemon, Neighbor, Origin, PeerOpts, Route};
+use crate::harness::{v4, BgpDaemon, Neighbor, PeerOpts};
 use crate::isolated;
+use crate::local::{bird_route, Expected};
 use crate::speaker::{net, node_ip, Inputs, NodeSpec, Speaker};
 use crate::tor::{bird_imports, bird_route_times, BirdImports};
 use crate::{settle, wait_exact, WAIT};
@@ -22,30 +24,10 @@ use crate::{settle, wait_exact, WAIT};
 const BIRD_AS: u32 = 65000;
 const NODE_AS: u32 = 65001;
 
-fn bird_route(prefix: &str, node: u8) -> Route {
-    Route {
-        prefix: net(prefix),
-        next_hop: node_ip(node),
-        as_path: vec![NODE_AS],
-        local_pref: Some(100),
-        med: None,
-        communities: vec![],
-        large_communities: vec![],
-        origin: Origin::Incomplete,
-        stale: false,
-    }
-}
-
-fn expect(routes: &[(u8, &[&str])]) -> BTreeMap<IpAddr, Vec<Route>> {
-    routes
-        .iter()
-        .map(|(n, prefixes)| {
-            (
-                node_ip(*n),
-                prefixes.iter().map(|p| bird_route(p, *n)).collect(),
-            )
-        })
-        .collect()
+/// What BIRD must hold from each node: the routes of [`crate::local`], whose bgp-config
+/// (AS numbers, `pod-cidr-communities`) this one repeats.
+fn expect(routes: &[(u8, &[&str])]) -> Expected {
+    crate::local::expect(routes, bird_route)
 }
 
 fn imports(bird: &Bird, n: u8) -> BirdImports {
@@ -65,7 +47,7 @@ fn multi_pool_node_gains_then_releases_cidrs_and_bird_follows_exactly() {
 
     let inputs = Inputs::new(ns.dir(), "multi-pool", "10.244.0.0/16");
     inputs.write_config(&format!(
-        "peers:\n  - peer-address: {}\n    peer-asn: {BIRD_AS}\n    my-asn: {NODE_AS}\n    hold-time: 9s\nspeaker:\n  connect-retry-time: 1s\n",
+        "peers:\n  - peer-address: {}\n    peer-asn: {BIRD_AS}\n    my-asn: {NODE_AS}\n    hold-time: 9s\nspeaker:\n  connect-retry-time: 1s\n  pod-cidr-communities: [\"65001:100\"]\n",
         v4(2)
     ));
     inputs.write_pools(&[("default", &["10.10.0.0/16"]), ("blue", &["10.20.0.0/16"])]);
@@ -110,29 +92,16 @@ fn multi_pool_node_gains_then_releases_cidrs_and_bird_follows_exactly() {
     ]);
     wait_exact(&bird, &want, "n1 gains 10.10.0.64/27");
     settle();
-    let n1_after = imports(&bird, 1);
-    assert_eq!(
-        (
-            n1_after.updates - n1_before.updates,
-            n1_after.withdraws - n1_before.withdraws
-        ),
+    let (times_before, n1_before) = assert_only_change(
+        &bird,
+        (&times_before, n1_before),
+        (n2_before, &n2_times),
         (1, 0),
-        "exactly the new CIDR was announced"
+        &["10.10.0.0/27", "10.20.0.0/27"],
+        "n1 gains 10.10.0.64/27",
     );
-    let times = bird_route_times(&bird, node_ip(1));
-    for kept in ["10.10.0.0/27", "10.20.0.0/27"] {
-        assert_eq!(
-            times_before.get(&net(kept)),
-            times.get(&net(kept)),
-            "{kept} of n1 was re-sent when n1 gained a CIDR"
-        );
-    }
-    assert_eq!(imports(&bird, 2), n2_before, "n2's session saw an UPDATE");
-    assert_eq!(bird_route_times(&bird, node_ip(2)), n2_times);
 
     // n1 releases everything it held of blue.
-    let times_before = times;
-    let n1_before = n1_after;
     n1 = n1.pool("blue", &[]);
     inputs.write_node(&n1);
     want = expect(&[
@@ -141,28 +110,58 @@ fn multi_pool_node_gains_then_releases_cidrs_and_bird_follows_exactly() {
     ]);
     wait_exact(&bird, &want, "n1 releases blue");
     settle();
-    let n1_after = imports(&bird, 1);
-    assert_eq!(
-        (
-            n1_after.updates - n1_before.updates,
-            n1_after.withdraws - n1_before.withdraws
-        ),
+    assert_only_change(
+        &bird,
+        (&times_before, n1_before),
+        (n2_before, &n2_times),
         (0, 1),
-        "exactly the released CIDR was withdrawn"
+        &["10.10.0.0/27", "10.10.0.64/27"],
+        "n1 releases blue",
     );
-    let times = bird_route_times(&bird, node_ip(1));
-    for kept in ["10.10.0.0/27", "10.10.0.64/27"] {
-        assert_eq!(
-            times_before.get(&net(kept)),
-            times.get(&net(kept)),
-            "{kept} of n1 was re-sent when n1 released blue"
-        );
-    }
-    assert_eq!(imports(&bird, 2), n2_before, "n2's session saw an UPDATE");
-    assert_eq!(bird_route_times(&bird, node_ip(2)), n2_times);
 
     for mut s in speakers {
         let status = s.terminate();
         assert!(status.success(), "speaker {} exit: {status:?}", s.name);
     }
+}
+
+/// After a change of n1's CIDRs: n1 sent exactly `(updates, withdraws)`, its `kept`
+/// routes keep their BIRD `since` time, and n2's session saw nothing. Returns n1's
+/// route times and import counters, for the next phase.
+fn assert_only_change(
+    bird: &Bird,
+    (n1_times, n1_imports): (&BTreeMap<IpNet, String>, BirdImports),
+    (n2_imports, n2_times): (BirdImports, &BTreeMap<IpNet, String>),
+    sent: (u64, u64),
+    kept: &[&str],
+    what: &str,
+) -> (BTreeMap<IpNet, String>, BirdImports) {
+    let now = imports(bird, 1);
+    assert_eq!(
+        (
+            now.updates - n1_imports.updates,
+            now.withdraws - n1_imports.withdraws
+        ),
+        sent,
+        "{what}: n1's (updates, withdraws) to BIRD"
+    );
+    let times = bird_route_times(bird, node_ip(1));
+    for prefix in kept {
+        assert_eq!(
+            n1_times.get(&net(prefix)),
+            times.get(&net(prefix)),
+            "{what}: {prefix} of n1 was re-sent"
+        );
+    }
+    assert_eq!(
+        imports(bird, 2),
+        n2_imports,
+        "{what}: n2's session saw an UPDATE"
+    );
+    assert_eq!(
+        &bird_route_times(bird, node_ip(2)),
+        n2_times,
+        "{what}: n2's routes"
+    );
+    (times, now)
 }

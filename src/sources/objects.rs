@@ -110,63 +110,48 @@ pub struct PodIpPoolFamily {
     pub cidrs: Vec<String>,
 }
 
-impl kube::Resource for CiliumPodIpPool {
-    type DynamicType = ();
-    type Scope = ClusterResourceScope;
+/// Implements `kube::Resource` for a cluster-scoped Cilium custom resource (group
+/// `cilium.io`), so it can be listed and watched without generated CRD code.
+macro_rules! cilium_cluster_resource {
+    ($type:ty, kind: $kind:literal, version: $version:literal, plural: $plural:literal) => {
+        impl kube::Resource for $type {
+            type DynamicType = ();
+            type Scope = ClusterResourceScope;
 
-    fn kind(_: &()) -> Cow<'_, str> {
-        Cow::Borrowed("CiliumPodIPPool")
-    }
+            fn kind(_: &()) -> Cow<'_, str> {
+                Cow::Borrowed($kind)
+            }
 
-    fn group(_: &()) -> Cow<'_, str> {
-        Cow::Borrowed("cilium.io")
-    }
+            fn group(_: &()) -> Cow<'_, str> {
+                Cow::Borrowed("cilium.io")
+            }
 
-    fn version(_: &()) -> Cow<'_, str> {
-        Cow::Borrowed("v2alpha1")
-    }
+            fn version(_: &()) -> Cow<'_, str> {
+                Cow::Borrowed($version)
+            }
 
-    fn plural(_: &()) -> Cow<'_, str> {
-        Cow::Borrowed("ciliumpodippools")
-    }
+            fn plural(_: &()) -> Cow<'_, str> {
+                Cow::Borrowed($plural)
+            }
 
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
+            fn meta(&self) -> &ObjectMeta {
+                &self.metadata
+            }
 
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
+            fn meta_mut(&mut self) -> &mut ObjectMeta {
+                &mut self.metadata
+            }
+        }
+    };
 }
 
-impl kube::Resource for CiliumNode {
-    type DynamicType = ();
-    type Scope = ClusterResourceScope;
-
-    fn kind(_: &()) -> Cow<'_, str> {
-        Cow::Borrowed("CiliumNode")
-    }
-
-    fn group(_: &()) -> Cow<'_, str> {
-        Cow::Borrowed("cilium.io")
-    }
-
-    fn version(_: &()) -> Cow<'_, str> {
-        Cow::Borrowed("v2")
-    }
-
-    fn plural(_: &()) -> Cow<'_, str> {
-        Cow::Borrowed("ciliumnodes")
-    }
-
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+cilium_cluster_resource!(CiliumNode, kind: "CiliumNode", version: "v2", plural: "ciliumnodes");
+cilium_cluster_resource!(
+    CiliumPodIpPool,
+    kind: "CiliumPodIPPool",
+    version: "v2alpha1",
+    plural: "ciliumpodippools"
+);
 
 /// A field that either has the expected shape or is kept as the reason it does not.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -236,17 +221,7 @@ pub fn node_facts(node: &Node) -> Result<(String, NodeFacts), SourceError> {
             continue;
         };
         let field = format!("metadata.annotations[{key}]");
-        let net = parse_cidr(KIND, &name, &field, text)?;
-        if matches!(net, IpNet::V4(_)) != want_v4 {
-            return Err(SourceError::WrongFamily {
-                kind: KIND,
-                name,
-                field,
-                value: text.to_owned(),
-                expected: if want_v4 { "IPv4" } else { "IPv6" },
-            });
-        }
-        annotation_cidrs.push(net);
+        annotation_cidrs.push(parse_cidr_of_family(KIND, &name, field, text, want_v4)?);
     }
 
     let mut facts = NodeFacts {
@@ -280,25 +255,20 @@ pub fn node_facts(node: &Node) -> Result<(String, NodeFacts), SourceError> {
 /// once, where it is first listed.
 pub fn cilium_node_facts(node: &CiliumNode) -> Result<(String, CiliumNodeFacts), SourceError> {
     const KIND: &str = "CiliumNode";
-    let name = object_name(KIND, &node.metadata)?;
-    let spec = match valid_spec(KIND, &name, &node.spec)? {
-        Some(spec) => spec,
-        None => return Ok((name, CiliumNodeFacts::default())),
+    let (name, spec) = named_spec(KIND, &node.metadata, &node.spec)?;
+    let Some(spec) = spec else {
+        return Ok((name, CiliumNodeFacts::default()));
     };
     let mut facts = CiliumNodeFacts::default();
+    let pod_cidrs = spec.ipam.pod_cidrs.as_deref().unwrap_or_default();
     let mut seen = HashSet::new();
-    for (i, text) in spec
-        .ipam
-        .pod_cidrs
-        .as_deref()
-        .unwrap_or_default()
-        .iter()
-        .enumerate()
-    {
-        let net = parse_cidr(KIND, &name, &format!("spec.ipam.podCIDRs[{i}]"), text)?;
-        if seen.insert(net) {
-            facts.pod_cidrs.push(net);
-        }
+    for (i, text) in pod_cidrs.iter().enumerate() {
+        let field = || format!("spec.ipam.podCIDRs[{i}]");
+        push_new(
+            &mut facts.pod_cidrs,
+            &mut seen,
+            parse_cidr(KIND, &name, &field(), text)?,
+        );
     }
     let allocated = spec
         .ipam
@@ -318,17 +288,9 @@ pub fn cilium_node_facts(node: &CiliumNode) -> Result<(String, CiliumNodeFacts),
             });
         }
         let mut cidrs = Vec::new();
-        for (j, text) in allocation
-            .cidrs
-            .as_deref()
-            .unwrap_or_default()
-            .iter()
-            .enumerate()
-        {
+        for (j, text) in allocation.cidrs.iter().flatten().enumerate() {
             let net = parse_cidr(KIND, &name, &format!("{field}.cidrs[{j}]"), text)?;
-            if seen.insert(net) {
-                cidrs.push(net);
-            }
+            push_new(&mut cidrs, &mut seen, net);
         }
         if cidrs.is_empty() {
             continue;
@@ -348,25 +310,15 @@ pub fn cilium_node_facts(node: &CiliumNode) -> Result<(String, CiliumNodeFacts),
 /// A range of the wrong family fails the object, as in cilium-config's pool keys.
 pub fn pod_ip_pool_ranges(pool: &CiliumPodIpPool) -> Result<(String, PoolRanges), SourceError> {
     const KIND: &str = "CiliumPodIPPool";
-    let name = object_name(KIND, &pool.metadata)?;
-    let spec = match valid_spec(KIND, &name, &pool.spec)? {
-        Some(spec) => spec,
-        None => return Ok((name, PoolRanges::default())),
+    let (name, spec) = named_spec(KIND, &pool.metadata, &pool.spec)?;
+    let Some(spec) = spec else {
+        return Ok((name, PoolRanges::default()));
     };
     let mut ranges = PoolRanges::default();
     for (family, key, want_v4) in [(&spec.ipv4, "ipv4", true), (&spec.ipv6, "ipv6", false)] {
         for (i, text) in family.iter().flat_map(|f| f.cidrs.iter()).enumerate() {
             let field = format!("spec.{key}.cidrs[{i}]");
-            let net = parse_cidr(KIND, &name, &field, text)?;
-            if matches!(net, IpNet::V4(_)) != want_v4 {
-                return Err(SourceError::WrongFamily {
-                    kind: KIND,
-                    name,
-                    field,
-                    value: text.clone(),
-                    expected: if want_v4 { "IPv4" } else { "IPv6" },
-                });
-            }
+            let net = parse_cidr_of_family(KIND, &name, field, text, want_v4)?;
             match net {
                 IpNet::V4(_) => ranges.ipv4.push(net),
                 IpNet::V6(_) => ranges.ipv6.push(net),
@@ -376,18 +328,28 @@ pub fn pod_ip_pool_ranges(pool: &CiliumPodIpPool) -> Result<(String, PoolRanges)
     Ok((name, ranges))
 }
 
-/// A lenient `spec`: `None` when absent, an error naming the object when malformed.
-fn valid_spec<'a, T>(
+/// Appends `net` unless `seen` already holds it: an order-preserving dedup in linear
+/// time.
+fn push_new(out: &mut Vec<IpNet>, seen: &mut HashSet<IpNet>, net: IpNet) {
+    if seen.insert(net) {
+        out.push(net);
+    }
+}
+
+/// An object's name and its lenient `spec`: `None` when absent, an error naming the
+/// object when malformed.
+fn named_spec<'a, T>(
     kind: &'static str,
-    name: &str,
+    meta: &ObjectMeta,
     spec: &'a Lenient<T>,
-) -> Result<Option<&'a T>, SourceError> {
+) -> Result<(String, Option<&'a T>), SourceError> {
+    let name = object_name(kind, meta)?;
     match spec {
-        Lenient::Absent => Ok(None),
-        Lenient::Valid(spec) => Ok(Some(spec)),
+        Lenient::Absent => Ok((name, None)),
+        Lenient::Valid(spec) => Ok((name, Some(spec))),
         Lenient::Invalid(reason) => Err(SourceError::Malformed {
             kind,
-            name: name.to_owned(),
+            name,
             field: "spec".into(),
             reason: reason.clone(),
         }),
@@ -421,17 +383,13 @@ pub fn cilium_config(config_map: &ConfigMap) -> Result<CiliumConfig, SourceError
             .split(|c: char| c.is_whitespace() || c == ',')
             .filter(|s| !s.is_empty())
         {
-            let net = parse_cidr(KIND, &name, &field(key), part)?;
-            if matches!(net, IpNet::V4(_)) != want_v4 {
-                return Err(SourceError::WrongFamily {
-                    kind: KIND,
-                    name,
-                    field: field(key),
-                    value: part.to_owned(),
-                    expected: if want_v4 { "IPv4" } else { "IPv6" },
-                });
-            }
-            pools[pool].push(net);
+            pools[pool].push(parse_cidr_of_family(
+                KIND,
+                &name,
+                field(key),
+                part,
+                want_v4,
+            )?);
         }
     }
     let [cluster_pool_v4, cluster_pool_v6] = pools;
@@ -471,6 +429,27 @@ fn parse_cidr(
             value: text.to_owned(),
             reason: e.to_string(),
         })
+}
+
+/// [`parse_cidr`] for a field that holds CIDRs of one family only.
+fn parse_cidr_of_family(
+    kind: &'static str,
+    name: &str,
+    field: String,
+    text: &str,
+    want_v4: bool,
+) -> Result<IpNet, SourceError> {
+    let net = parse_cidr(kind, name, &field, text)?;
+    if matches!(net, IpNet::V4(_)) != want_v4 {
+        return Err(SourceError::WrongFamily {
+            kind,
+            name: name.to_owned(),
+            field,
+            value: text.to_owned(),
+            expected: if want_v4 { "IPv4" } else { "IPv6" },
+        });
+    }
+    Ok(net)
 }
 
 /// Go's `strconv.ParseBool`.
