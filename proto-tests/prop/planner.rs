@@ -917,7 +917,7 @@ proptest! {
                 let js: Vec<u8> = js.iter().copied().filter(|j| seen.insert(*j)).collect();
                 let extra = match &choice {
                     None => Some(None),
-                    Some(choice) => choice.get(&p).map(|c| *c),
+                    Some(choice) => choice.get(&p).copied(),
                 };
                 let Some(extra) = extra else { continue };
                 let mut communities = vec![(65001u32 << 16) | 1];
