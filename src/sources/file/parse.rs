@@ -3,8 +3,9 @@
 //! Accepts what `kubectl get nodes,ciliumnodes -o yaml` (or `-o json`) prints and what a
 //! person writes by hand, in any mix: single documents, multi-document YAML, `kind: List`
 //! and typed lists (`NodeList`, whose items may omit `kind`). Of ConfigMaps only
-//! `cilium-config` is read; other kinds are ignored, so a directory can also hold the
-//! bgp-config ConfigMap or anything else.
+//! `cilium-config` is read; CiliumPodIPPools (multi-pool IPAM's ranges) are read when
+//! present, and when none is, their ranges are unknown; other kinds are ignored, so a
+//! directory can also hold the bgp-config ConfigMap or anything else.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
