@@ -45,6 +45,7 @@ fn view() -> NodeView {
                 prefixes: vec![IpNet::V4(v4), IpNet::V6(v6)],
                 refused: Vec::new(),
                 drift: None,
+                pools: Vec::new(),
             };
             (name, entry)
         })

@@ -275,7 +275,7 @@ pub struct PlanArgs {
     /// Which object's pod CIDRs are in force: `auto` follows cilium-config's `ipam`.
     #[arg(
         long,
-        value_name = "auto|kubernetes|cluster-pool",
+        value_name = "auto|kubernetes|cluster-pool|multi-pool",
         default_value = "auto"
     )]
     pub ipam: IpamOverride,
@@ -321,7 +321,7 @@ pub struct DoctorArgs {
     /// Which object is in force: follow cilium-config's `ipam` key, or force one mode.
     #[arg(
         long,
-        value_name = "auto|kubernetes|cluster-pool",
+        value_name = "auto|kubernetes|cluster-pool|multi-pool",
         default_value = "auto"
     )]
     pub ipam: IpamOverride,

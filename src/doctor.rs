@@ -26,9 +26,9 @@ use crate::sources::file::load;
 use crate::sources::kube::{self as kube_source, ConfigMapRef};
 use crate::sources::model::{
     node_view, CidrList, CidrSource, ClusterState, IpamError, IpamMode, IpamOverride, NodeView,
-    Refusal,
+    PoolAllocation, PoolRanges, Refusal,
 };
-use crate::sources::objects::{self, CiliumNode};
+use crate::sources::objects::{self, CiliumNode, CiliumPodIpPool};
 use crate::sources::SourceError;
 use crate::status::Table;
 
@@ -104,8 +104,13 @@ pub struct NodeDiagnosis {
     /// Other nodes whose in-force CIDRs overlap this node's: (this node's CIDR, the
     /// other node, its CIDR).
     pub overlaps: Vec<OverlapWith>,
-    /// In-force CIDRs outside the cluster pool (cluster-pool IPAM).
+    /// In-force CIDRs outside the cluster pool (cluster-pool IPAM) or outside the
+    /// CiliumPodIPPool they were allocated from (multi-pool IPAM).
     pub outside_pool: Vec<IpNet>,
+    /// Multi-pool IPAM: the pools the node holds CIDRs of ([`NodeEntry::pools`]).
+    ///
+    /// [`NodeEntry::pools`]: crate::sources::model::NodeEntry::pools
+    pub pools: Vec<PoolAllocation>,
     /// Default routes the object in force lists (never announced).
     pub default_routes: Vec<IpNet>,
 }
@@ -150,6 +155,8 @@ pub struct Diagnosis {
     pub announce_pod_cidr: bool,
     pub pool_v4: Vec<IpNet>,
     pub pool_v6: Vec<IpNet>,
+    /// The CiliumPodIPPools' ranges (multi-pool IPAM); `None` when they were not read.
+    pub pod_ip_pools: Option<BTreeMap<String, PoolRanges>>,
     pub nodes: Vec<NodeDiagnosis>,
     /// CiliumNodes without a Node: leftovers whose CIDRs nobody announces.
     pub orphan_cilium_nodes: Vec<String>,
@@ -185,9 +192,8 @@ impl Diagnosis {
             if n.drift {
                 let cilium = n.cilium_cidrs.as_deref().unwrap_or_default();
                 let announced = match mode {
-                    Some(IpamMode::Kubernetes) => "the Node's are announced",
-                    Some(IpamMode::ClusterPool) => "the CiliumNode's are announced",
-                    None => "the IPAM mode decides which are announced",
+                    Some(mode) => format!("the {}'s are announced", mode.object()),
+                    None => "the IPAM mode decides which are announced".to_owned(),
                 };
                 out.push(format!(
                     "{}: drift: Node {} vs CiliumNode {}; {announced}",
@@ -205,7 +211,27 @@ impl Diagnosis {
                     ));
                 }
             }
-            if !n.outside_pool.is_empty() {
+            if mode == Some(&IpamMode::MultiPool) {
+                for prefix in &n.outside_pool {
+                    let pool = n
+                        .pools
+                        .iter()
+                        .find(|p| p.cidrs.contains(prefix))
+                        .map(|p| p.pool.as_str())
+                        .unwrap_or_default();
+                    let ranges = self
+                        .pod_ip_pools
+                        .as_ref()
+                        .and_then(|p| p.get(pool))
+                        .map(|r| r.of_family(prefix))
+                        .unwrap_or_default();
+                    out.push(format!(
+                        "{}: {prefix} outside its pool {pool:?} {} (not announced)",
+                        n.name,
+                        CidrList(ranges)
+                    ));
+                }
+            } else if !n.outside_pool.is_empty() {
                 let mut pool = self.pool_v4.clone();
                 pool.extend(&self.pool_v6);
                 out.push(format!(
@@ -231,7 +257,9 @@ impl Diagnosis {
 /// force, drift, refusals) is [`node_view`]'s; this adds overlaps and orphans.
 pub fn diagnose(state: &ClusterState, ipam: IpamOverride) -> Diagnosis {
     let origin = match (ipam, &state.cilium_config) {
-        (IpamOverride::Kubernetes | IpamOverride::ClusterPool, _) => ModeOrigin::Override,
+        (IpamOverride::Kubernetes | IpamOverride::ClusterPool | IpamOverride::MultiPool, _) => {
+            ModeOrigin::Override
+        }
         (IpamOverride::Auto, Some(_)) => ModeOrigin::CiliumConfig,
         (IpamOverride::Auto, None) => ModeOrigin::Default,
     };
@@ -261,6 +289,11 @@ pub fn diagnose(state: &ClusterState, ipam: IpamOverride) -> Diagnosis {
             let mut in_force_cidrs = match in_force {
                 Some(CidrSource::NodeSpec | CidrSource::NodeAnnotations) => node_cidrs.clone(),
                 Some(CidrSource::CiliumNode) => cilium_cidrs.clone().unwrap_or_default(),
+                Some(CidrSource::CiliumNodePools) => entry
+                    .pools
+                    .iter()
+                    .flat_map(|p| p.cidrs.iter().copied())
+                    .collect(),
                 None => Vec::new(),
             };
             in_force_cidrs.dedup();
@@ -288,7 +321,13 @@ pub fn diagnose(state: &ClusterState, ipam: IpamOverride) -> Diagnosis {
                 },
                 drift: entry.drift.is_some(),
                 overlaps: Vec::new(),
-                outside_pool: refused(|r| matches!(r, Refusal::OutsideClusterPool { .. })),
+                outside_pool: refused(|r| {
+                    matches!(
+                        r,
+                        Refusal::OutsideClusterPool { .. } | Refusal::OutsidePool { .. }
+                    )
+                }),
+                pools: entry.pools.clone(),
                 default_routes: refused(|r| matches!(r, Refusal::DefaultRoute)),
                 in_force_cidrs,
             });
@@ -336,6 +375,7 @@ pub fn diagnose(state: &ClusterState, ipam: IpamOverride) -> Diagnosis {
         announce_pod_cidr,
         pool_v4,
         pool_v6,
+        pod_ip_pools: state.pod_ip_pools.clone(),
         nodes,
         orphan_cilium_nodes: state
             .cilium_nodes
@@ -408,6 +448,21 @@ impl fmt::Display for Diagnosis {
             pool(&self.pool_v4),
             pool(&self.pool_v6)
         )?;
+        if self.ipam == Ok(IpamMode::MultiPool) {
+            match &self.pod_ip_pools {
+                None => writeln!(f, "CiliumPodIPPools: not read (CIDRs are not checked)")?,
+                Some(pools) => {
+                    for (name, ranges) in pools {
+                        writeln!(
+                            f,
+                            "CiliumPodIPPool {name}: ipv4 {}, ipv6 {}",
+                            pool(&ranges.ipv4),
+                            pool(&ranges.ipv6)
+                        )?;
+                    }
+                }
+            }
+        }
         if !self.announce_pod_cidr {
             writeln!(
                 f,
@@ -441,6 +496,14 @@ impl fmt::Display for Diagnosis {
                 (Ok(_), None) => "nothing".to_owned(),
                 (Ok(_), Some(CidrSource::CiliumNode)) => {
                     format!("CiliumNode {}", cidrs(&n.in_force_cidrs))
+                }
+                (Ok(_), Some(CidrSource::CiliumNodePools)) => {
+                    let pools: Vec<String> = n
+                        .pools
+                        .iter()
+                        .map(|p| format!("{} {}", p.pool, CidrList(&p.cidrs)))
+                        .collect();
+                    format!("CiliumNode pools {}", pools.join(", "))
                 }
                 (Ok(_), Some(_)) => format!("Node {}", cidrs(&n.in_force_cidrs)),
             };
@@ -632,10 +695,8 @@ pub async fn load_in_cluster(
     match list_all(&Api::<CiliumNode>::all(client.clone()), "ciliumnodes", None).await {
         Ok(list) => {
             for node in list {
-                match objects::cilium_node_cidrs(&node) {
-                    Ok((name, cidrs)) => {
-                        state.cilium_nodes.insert(name, cidrs);
-                    }
+                match objects::cilium_node_facts(&node) {
+                    Ok((name, facts)) => state.insert_cilium_node(name, facts),
                     Err(e) => unreadable.push(e),
                 }
             }
@@ -645,6 +706,34 @@ pub async fn load_in_cluster(
             ..
         }) if status.code == 404 => {
             notes.push("the CiliumNode CRD (cilium.io/v2) is not installed".to_owned());
+        }
+        Err(e) => return Err(e),
+    }
+    // Multi-pool's ranges; without them the allocations cannot be checked, which the
+    // view says. Not fatal: clusters without multi-pool need not serve or grant them.
+    let pools = Api::<CiliumPodIpPool>::all(client.clone());
+    match list_all(&pools, "ciliumpodippools", None).await {
+        Ok(list) => {
+            let mut ranges = BTreeMap::new();
+            for pool in list {
+                match objects::pod_ip_pool_ranges(&pool) {
+                    Ok((name, r)) => {
+                        ranges.insert(name, r);
+                    }
+                    Err(e) => unreadable.push(e),
+                }
+            }
+            state.pod_ip_pools = Some(ranges);
+        }
+        Err(DoctorError::Api {
+            source: kube::Error::Api(status),
+            ..
+        }) if status.code == 404 || status.code == 403 => {
+            notes.push(format!(
+                "CiliumPodIPPools (cilium.io/v2alpha1) cannot be listed ({}): multi-pool \
+                 CIDRs are not checked against their pools",
+                status.message
+            ));
         }
         Err(e) => return Err(e),
     }
@@ -981,5 +1070,40 @@ mod tests {
             text.contains("CiliumNodes without a Node (not announced): gone"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn multi_pool_lists_the_pools_each_node_holds_and_flags_cidrs_outside_their_pool() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("config/cluster-state/multi-pool.yaml");
+        let d = diagnose(&load(&path).unwrap(), IpamOverride::Auto);
+        assert_eq!(d.ipam, Ok(IpamMode::MultiPool));
+        let a = &d.nodes[0];
+        assert_eq!(&*a.name, "worker-a");
+        assert_eq!(a.in_force, Some(CidrSource::CiliumNodePools));
+        let held: Vec<&str> = a.pools.iter().map(|p| p.pool.as_str()).collect();
+        assert_eq!(held, ["default", "blue"]);
+        assert!(!a.drift, "the Node's podCIDRs are not in force");
+        assert!(a.ok());
+        let b = &d.nodes[1];
+        assert_eq!(b.outside_pool, nets(&["10.30.0.0/27"]));
+        assert!(!b
+            .overlaps
+            .iter()
+            .any(|(p, _, _)| p.to_string() == "10.244.2.0/24"));
+        assert_eq!(
+            d.problems(),
+            ["worker-b: 10.30.0.0/27 outside its pool \"default\" [10.10.0.0/16] (not announced)"]
+        );
+        assert_eq!(d.exit_code(), 1);
+        let text = d.to_string();
+        for line in [
+            "ipam mode: multi-pool (from cilium-config)",
+            "CiliumPodIPPool blue: ipv4 [10.20.0.0/16], ipv6 none",
+            "CiliumPodIPPool default: ipv4 [10.10.0.0/16], ipv6 [fd00:10::/104]",
+            "CiliumNode pools default [10.10.0.0/27, 10.10.0.32/27, fd00:10::/120], blue [10.20.0.0/27]",
+        ] {
+            assert!(text.contains(line), "{line:?} not in:\n{text}");
+        }
     }
 }

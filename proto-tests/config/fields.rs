@@ -401,7 +401,7 @@ fn duplicate_keys_and_all_errors_at_once() {
             r#"peers[1].peer-address: "x" is not an IP address"#,
             "peers[1].peer-asn: 0 is not a valid AS number (1 to 4294967295)",
             r#"peers[1].hold-time: "1s" must be 0 or at least 3s"#,
-            r#"peers[1]: unknown key "colour" (expected one of: peer-address, peer-asn, my-asn, peer-port, hold-time, keepalive-time, router-id, source-address, password, password-secret, ebgp-multihop, bfd-profile, node-selectors, graceful-restart, graceful-restart-time, connect-retry-time, origin, pod-cidr-communities, pod-cidr-local-pref, max-prefix, passive, ttl-security, next-hop-v4, next-hop-v6)"#,
+            r#"peers[1]: unknown key "colour" (expected one of: peer-address, peer-asn, my-asn, peer-port, hold-time, keepalive-time, router-id, source-address, password, password-secret, ebgp-multihop, bfd-profile, node-selectors, graceful-restart, graceful-restart-time, connect-retry-time, origin, pod-cidr-communities, pod-cidr-local-pref, max-prefix, passive, ttl-security, pod-cidr-pools, next-hop-v4, next-hop-v6)"#,
         ]
     );
 }
@@ -600,14 +600,14 @@ fn speaker_defaults_fold_into_peers() {
     assert_eq!(
         errors("speaker:\n  peer-asn: 1\n"),
         vec![
-            r#"speaker: unknown key "peer-asn" (expected one of: graceful-restart, graceful-restart-time, connect-retry-time, origin, pod-cidr-communities, pod-cidr-local-pref, max-prefix, passive, ttl-security)"#
+            r#"speaker: unknown key "peer-asn" (expected one of: graceful-restart, graceful-restart-time, connect-retry-time, origin, pod-cidr-communities, pod-cidr-local-pref, max-prefix, passive, ttl-security, pod-cidr-pools)"#
         ]
     );
     // A next hop is per peer: one address cannot be every node's default.
     assert_eq!(
         errors("speaker:\n  next-hop-v6: 2001:db8::1\n"),
         vec![
-            r#"speaker: unknown key "next-hop-v6" (expected one of: graceful-restart, graceful-restart-time, connect-retry-time, origin, pod-cidr-communities, pod-cidr-local-pref, max-prefix, passive, ttl-security)"#
+            r#"speaker: unknown key "next-hop-v6" (expected one of: graceful-restart, graceful-restart-time, connect-retry-time, origin, pod-cidr-communities, pod-cidr-local-pref, max-prefix, passive, ttl-security, pod-cidr-pools)"#
         ]
     );
 }
@@ -636,5 +636,56 @@ fn top_level_shapes() {
     assert_eq!(
         errors("a: 1\n---\nb: 2\n"),
         vec!["more than one YAML document: a raw config is a single document"]
+    );
+}
+
+#[test]
+fn pod_cidr_pools_choose_pools_and_their_communities() {
+    use podcidr_speaker::config::PoolRouteOptions;
+    let text = "bgp-communities:\n  blue-tag: 65083:300\n\
+                speaker:\n  pod-cidr-pools:\n    default: {}\n    blue:\n      communities: [blue-tag, \"large:1:2:3\", 65083:300]\n\
+                peers:\n\
+                - {peer-address: 10.0.0.1, peer-asn: 65000, my-asn: 65001}\n\
+                - {peer-address: 10.0.0.2, peer-asn: 65000, my-asn: 65001, pod-cidr-pools: {red.team-1: null}}\n";
+    let c = ok(text);
+    let pools = c.peers[0].pod_cidr_pools.as_ref().expect("speaker default");
+    assert_eq!(pools.keys().collect::<Vec<_>>(), ["blue", "default"]);
+    assert_eq!(pools["default"], PoolRouteOptions::default());
+    assert_eq!(
+        pools["blue"],
+        PoolRouteOptions {
+            communities: vec![Community::new(65083, 300)],
+            large_communities: vec![LargeCommunity {
+                global_admin: 1,
+                local_data1: 2,
+                local_data2: 3
+            }],
+        }
+    );
+    // A peer's own map replaces the default whole.
+    let own = c.peers[1].pod_cidr_pools.as_ref().unwrap();
+    assert_eq!(own.keys().collect::<Vec<_>>(), ["red.team-1"]);
+    // Absent: every pool.
+    assert_eq!(the_peer(&[]).pod_cidr_pools, None, "no key, no pool filter");
+
+    assert_eq!(
+        errors("speaker:\n  pod-cidr-pools: {}\n"),
+        vec!["speaker.pod-cidr-pools: must list at least one CiliumPodIPPool by name (remove the key to announce every pool)"]
+    );
+    assert_eq!(
+        errors(&peer(&[(
+            "pod-cidr-pools",
+            "{Blue: {}, default: {communitie: [1:1]}, red: {communities: [nope]}, green: [1:1]}"
+        )])),
+        vec![
+            r#"peers[0].pod-cidr-pools.Blue: "Blue" is not a CiliumPodIPPool name (lowercase letters, digits, '-' and '.', at most 253 characters, starting and ending with a letter or digit)"#,
+            r#"peers[0].pod-cidr-pools.default: unknown key "communitie", did you mean "communities"?"#,
+            r#"peers[0].pod-cidr-pools.red.communities[0]: "nope" is neither a name defined in bgp-communities nor a community (expected "a:b" with a and b from 0 to 65535, or "large:a:b:c" with 32-bit numbers)"#,
+            "peers[0].pod-cidr-pools.green: a list must be a mapping",
+        ]
+    );
+    assert_eq!(
+        errors("speaker:\n  pod-cidr-pools: [blue]\n"),
+        vec!["speaker.pod-cidr-pools: a list must be a mapping of pool names"]
     );
 }

@@ -156,6 +156,7 @@ fn extensions_sample_uses_every_extension_key() {
         "password-secret",
         "next-hop-v4",
         "next-hop-v6",
+        "pod-cidr-pools",
     ] {
         assert!(
             text.contains(&format!("{key}:")),
@@ -222,7 +223,7 @@ fn check_reports_every_error_and_fails() {
     assert_eq!(code, 1, "{out}");
     let b = bad.display();
     let expected = format!(
-        "{b}: 2 errors\n  {b}:5:14: peers[0].hold-time: \"2s\" must be 0 or at least 3s\n  {b}:7:3: peers[0]: unknown key \"colour\" (expected one of: peer-address, peer-asn, my-asn, peer-port, hold-time, keepalive-time, router-id, source-address, password, password-secret, ebgp-multihop, bfd-profile, node-selectors, graceful-restart, graceful-restart-time, connect-retry-time, origin, pod-cidr-communities, pod-cidr-local-pref, max-prefix, passive, ttl-security, next-hop-v4, next-hop-v6)\n"
+        "{b}: 2 errors\n  {b}:5:14: peers[0].hold-time: \"2s\" must be 0 or at least 3s\n  {b}:7:3: peers[0]: unknown key \"colour\" (expected one of: peer-address, peer-asn, my-asn, peer-port, hold-time, keepalive-time, router-id, source-address, password, password-secret, ebgp-multihop, bfd-profile, node-selectors, graceful-restart, graceful-restart-time, connect-retry-time, origin, pod-cidr-communities, pod-cidr-local-pref, max-prefix, passive, ttl-security, pod-cidr-pools, next-hop-v4, next-hop-v6)\n"
     );
     assert!(out.contains(&expected), "{out}");
     assert!(

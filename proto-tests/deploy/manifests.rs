@@ -776,13 +776,14 @@ fn grant(scope: &str, group: &str, resource: &str, name: &str, verb: &str) -> Gr
     }
 }
 
-/// The minimum of issue #8: read nodes and CiliumNodes, read exactly cilium-config and the
+/// The minimum of issue #8 (and #21: CiliumPodIPPools): read nodes and CiliumNodes, read exactly cilium-config and the
 /// bgp-config ConfigMap, create and patch events about Nodes. Nothing else.
 fn expected_grants(config_map: (&str, &str)) -> BTreeSet<Grant> {
     let mut expected = BTreeSet::new();
     for verb in ["get", "list", "watch"] {
         expected.insert(grant("cluster", "", "nodes", "*", verb));
         expected.insert(grant("cluster", "cilium.io", "ciliumnodes", "*", verb));
+        expected.insert(grant("cluster", "cilium.io", "ciliumpodippools", "*", verb));
         expected.insert(grant(
             "kube-system",
             "",
@@ -1472,6 +1473,7 @@ metadata: {name: podcidr-speaker}
 rules:
   - {apiGroups: [""], resources: [nodes], verbs: [get, list, watch]}
   - {apiGroups: [cilium.io], resources: [ciliumnodes], verbs: [get, list, watch]}
+  - {apiGroups: [cilium.io], resources: [ciliumpodippools], verbs: [get, list, watch]}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding

@@ -7,6 +7,7 @@
 //! - [`observe`]: the speaker's endpoint and the `status` command through a session's life.
 //! - [`reload`]: bgp-config edits under a running speaker.
 //! - [`restart`]: SIGTERM with graceful restart, and a new process taking over.
+//! - [`multipool`]: multi-pool IPAM, a node gaining and releasing pool CIDRs.
 //! - [`secrets`]: TCP MD5 keys from `--secrets-dir`, rotated under FRR and BIRD.
 //!
 //! The tests with real peers run each in a network namespace of its own through the
@@ -22,6 +23,7 @@ mod cli;
 mod cluster;
 mod listen;
 mod local;
+mod multipool;
 mod observe;
 mod reload;
 mod restart;

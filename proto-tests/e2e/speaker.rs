@@ -34,8 +34,10 @@ pub struct NodeSpec {
     pub labels: BTreeMap<String, String>,
     /// Node spec.podCIDRs.
     pub node_cidrs: Vec<IpNet>,
-    /// CiliumNode spec.ipam.podCIDRs (`None`: no CiliumNode object).
+    /// CiliumNode spec.ipam.podCIDRs (`None`: no CiliumNode object unless `pools`).
     pub cilium_cidrs: Option<Vec<IpNet>>,
+    /// CiliumNode spec.ipam.pools.allocated (multi-pool IPAM): (pool, CIDRs).
+    pub pools: Vec<(String, Vec<IpNet>)>,
 }
 
 impl NodeSpec {
@@ -46,7 +48,17 @@ impl NodeSpec {
             labels: BTreeMap::new(),
             node_cidrs: Vec::new(),
             cilium_cidrs: None,
+            pools: Vec::new(),
         }
+    }
+
+    /// Sets the CIDRs allocated to the node from `pool` (none: the pool is released).
+    pub fn pool(mut self, pool: &str, cidrs: &[&str]) -> Self {
+        self.pools.retain(|(p, _)| p != pool);
+        if !cidrs.is_empty() {
+            self.pools.push((pool.into(), nets(cidrs)));
+        }
+        self
     }
 
     pub fn label(mut self, key: &str, value: &str) -> Self {
@@ -84,14 +96,26 @@ impl NodeSpec {
             "  status:\n    addresses:\n    - type: InternalIP\n      address: {}",
             self.ip
         );
-        if let Some(cidrs) = &self.cilium_cidrs {
+        if self.cilium_cidrs.is_some() || !self.pools.is_empty() {
             let _ = writeln!(
                 y,
-                "- apiVersion: cilium.io/v2\n  kind: CiliumNode\n  metadata:\n    name: {}\n  spec:\n    ipam:\n      podCIDRs:",
+                "- apiVersion: cilium.io/v2\n  kind: CiliumNode\n  metadata:\n    name: {}\n  spec:\n    ipam:",
                 self.name
             );
+        }
+        if let Some(cidrs) = &self.cilium_cidrs {
+            y.push_str("      podCIDRs:\n");
             for c in cidrs {
                 let _ = writeln!(y, "      - {c}");
+            }
+        }
+        if !self.pools.is_empty() {
+            y.push_str("      pools:\n        allocated:\n");
+            for (pool, cidrs) in &self.pools {
+                let _ = writeln!(y, "        - pool: {pool}\n          cidrs:");
+                for c in cidrs {
+                    let _ = writeln!(y, "          - {c}");
+                }
             }
         }
         y
@@ -153,6 +177,21 @@ impl Inputs {
             self.cluster_path().join(format!("{}.yaml", node.name)),
         )
         .expect("rename node file");
+    }
+
+    /// Writes the CiliumPodIPPools (name, IPv4 ranges) of a multi-pool cluster.
+    pub fn write_pools(&self, pools: &[(&str, &[&str])]) {
+        let mut y = String::from("apiVersion: v1\nkind: List\nitems:\n");
+        for (name, cidrs) in pools {
+            let _ = writeln!(
+                y,
+                "- apiVersion: cilium.io/v2alpha1\n  kind: CiliumPodIPPool\n  metadata:\n    name: {name}\n  spec:\n    ipv4:\n      maskSize: 27\n      cidrs:"
+            );
+            for c in *cidrs {
+                let _ = writeln!(y, "      - {c}");
+            }
+        }
+        write_file(&self.cluster_path().join("pools.yaml"), &y).expect("write pools");
     }
 
     pub fn delete_node(&self, name: &str) {

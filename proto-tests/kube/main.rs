@@ -9,12 +9,17 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use harness::{cilium_node, config_map, node, secret, Call, MockApi, Route, WatchStream, WAIT};
+use harness::{
+    cilium_node, config_map, multi_pool_node, node, pod_ip_pool, secret, Call, MockApi, Route,
+    WatchStream, WAIT,
+};
 use ipnet::IpNet;
 use podcidr_speaker::sources::kube::{
     self as kube_source, BgpConfigMapRef, ConfigMapRef, KubeSourceConfig, Retry, WatchScope,
 };
-use podcidr_speaker::sources::model::{Drift, IpamMode, IpamOverride, NodeView};
+use podcidr_speaker::sources::model::{
+    Drift, IpamMode, IpamOverride, NodeView, PoolAllocation, PoolRanges, Refusal, ViewWarning,
+};
 use podcidr_speaker::sources::{
     channel, ClusterSnapshot, EventSink, Report, Resource, ResourceStatus, SourceReceiver,
     SourceUpdate,
@@ -62,7 +67,15 @@ impl Drop for Running {
 }
 
 fn start(scope: WatchScope, bgp_config: bool, ipam: IpamOverride) -> Running {
-    let (client, api) = MockApi::start();
+    start_on(MockApi::start(), scope, bgp_config, ipam)
+}
+
+fn start_on(
+    (client, api): (kube::Client, MockApi),
+    scope: WatchScope,
+    bgp_config: bool,
+    ipam: IpamOverride,
+) -> Running {
     let (tx, rx) = channel(16);
     let events = Arc::new(RecordingSink::default());
     let config = KubeSourceConfig {
@@ -197,6 +210,7 @@ fn assert_watch(call: &Call, path: &str, selector: Option<&str>, resource_versio
 const NODES: &str = "/api/v1/nodes";
 const CILIUM_NODES: &str = "/apis/cilium.io/v2/ciliumnodes";
 const CONFIG_MAPS: &str = "/api/v1/namespaces/kube-system/configmaps";
+const POD_IP_POOLS: &str = "/apis/cilium.io/v2alpha1/ciliumpodippools";
 
 /// The DaemonSet's watchers: only its own Node and CiliumNode, the two ConfigMaps by
 /// name; then every kind of watch event and the view after each.
@@ -1170,6 +1184,270 @@ async fn secret_follower_gets_and_watches_only_the_named_secrets() {
         drop(rx);
         let ended = tokio::time::timeout(WAIT, task).await.expect("task ended");
         assert!(ended.expect("no panic").is_err(), "ends with Closed");
+    })
+    .await;
+}
+
+fn pools(view: &NodeView, node: &str) -> Vec<PoolAllocation> {
+    view.nodes[node].pools.clone()
+}
+
+fn allocation(pool: &str, cidrs: &[&str]) -> PoolAllocation {
+    PoolAllocation {
+        pool: pool.into(),
+        cidrs: nets(cidrs),
+    }
+}
+
+/// A multi-pool cluster, through the API: the DaemonSet reads its own CiliumNode's
+/// `spec.ipam.pools.allocated` and every CiliumPodIPPool; as the operator allocates
+/// and releases CIDRs (a pool grows, a second pool appears, a CIDR is released) each
+/// snapshot lists exactly the node's CIDRs, grouped by pool; a CIDR outside its pool is
+/// refused; the Node's own spec.podCIDRs is neither announced nor drift.
+#[tokio::test]
+async fn multi_pool_allocations_grow_and_shrink_and_are_checked_against_their_pools() {
+    bounded(async {
+        let mut s = start_on(
+            MockApi::start_with_pools(),
+            WatchScope::Local {
+                node: "worker1".into(),
+            },
+            false,
+            IpamOverride::Auto,
+        );
+        let by_name = "metadata.name=worker1";
+        let call = s.api.next(Route::Nodes).await;
+        call.list(
+            "Node",
+            "v1",
+            vec![node("worker1", "100", &["10.244.1.0/24"], json!({}))],
+            "100",
+        );
+        let call = s.api.next(Route::CiliumNodes).await;
+        assert_list(&call, CILIUM_NODES, Some(by_name));
+        call.list(
+            "CiliumNode",
+            "cilium.io/v2",
+            vec![multi_pool_node(
+                "worker1",
+                "200",
+                &[("default", &["10.10.0.0/27", "fd00:10::/120"])],
+            )],
+            "200",
+        );
+        // Pools are few and cluster-wide: listed whole in local scope too.
+        let call = s.api.next(Route::PodIpPools).await;
+        assert_list(&call, POD_IP_POOLS, None);
+        call.list(
+            "CiliumPodIPPool",
+            "cilium.io/v2alpha1",
+            vec![
+                pod_ip_pool("default", "250", &["10.10.0.0/16"], &["fd00:10::/104"]),
+                pod_ip_pool("blue", "251", &["10.20.0.0/16"], &[]),
+            ],
+            "251",
+        );
+        s.status(Resource::PodIpPools, |st| st.synced).await;
+        s.no_update();
+        let call = s.api.next(Route::CiliumConfig).await;
+        call.list(
+            "ConfigMap",
+            "v1",
+            vec![config_map(
+                "kube-system",
+                "cilium-config",
+                "300",
+                json!({"ipam": "multi-pool", "cluster-pool-ipv4-cidr": "10.5.0.0/16"}),
+            )],
+            "300",
+        );
+        let snapshot = s.cluster().await;
+        assert_eq!(
+            snapshot.state.pod_ip_pools.as_ref().map(|p| p["default"].clone()),
+            Some(PoolRanges {
+                ipv4: nets(&["10.10.0.0/16"]),
+                ipv6: nets(&["fd00:10::/104"]),
+            })
+        );
+        let view = snapshot.view.clone().unwrap();
+        assert_eq!(view.ipam, IpamMode::MultiPool);
+        assert_eq!(
+            prefixes(&view, "worker1"),
+            nets(&["10.10.0.0/27", "fd00:10::/120"])
+        );
+        assert_eq!(view.drift_count(), 0, "the Node's podCIDRs are not in force");
+        assert!(view.warnings.is_empty(), "{:?}", view.warnings);
+
+        let call = s.api.next(Route::CiliumNodes).await;
+        assert_watch(&call, CILIUM_NODES, Some(by_name), "200");
+        let cn = call.watch();
+
+        // The operator allocates a second CIDR of the default pool and one of blue.
+        cn.modified(multi_pool_node(
+            "worker1",
+            "201",
+            &[
+                ("default", &["10.10.0.0/27", "fd00:10::/120", "10.10.0.32/27"]),
+                ("blue", &["10.20.3.0/27"]),
+            ],
+        ));
+        let view = s.view().await;
+        assert_eq!(
+            prefixes(&view, "worker1"),
+            nets(&[
+                "10.10.0.0/27",
+                "fd00:10::/120",
+                "10.10.0.32/27",
+                "10.20.3.0/27"
+            ])
+        );
+        assert_eq!(
+            pools(&view, "worker1"),
+            vec![
+                allocation("default", &["10.10.0.0/27", "fd00:10::/120", "10.10.0.32/27"]),
+                allocation("blue", &["10.20.3.0/27"]),
+            ]
+        );
+        assert_eq!(
+            view.nodes["worker1"].pool_of(&"10.20.3.0/27".parse().unwrap()),
+            Some("blue")
+        );
+
+        // It releases the first default CIDR; blue gets one outside blue's range.
+        cn.modified(multi_pool_node(
+            "worker1",
+            "202",
+            &[
+                ("default", &["fd00:10::/120", "10.10.0.32/27"]),
+                ("blue", &["10.20.3.0/27", "10.30.0.0/27"]),
+            ],
+        ));
+        let view = s.view().await;
+        assert_eq!(
+            prefixes(&view, "worker1"),
+            nets(&["fd00:10::/120", "10.10.0.32/27", "10.20.3.0/27"])
+        );
+        assert_eq!(
+            view.nodes["worker1"].refused,
+            vec![(
+                "10.30.0.0/27".parse().unwrap(),
+                Refusal::OutsidePool {
+                    pool: "blue".into(),
+                    ranges: nets(&["10.20.0.0/16"]),
+                }
+            )]
+        );
+
+        // An unchanged object (a status update) sends nothing.
+        cn.modified(multi_pool_node(
+            "worker1",
+            "203",
+            &[
+                ("default", &["fd00:10::/120", "10.10.0.32/27"]),
+                ("blue", &["10.20.3.0/27", "10.30.0.0/27"]),
+            ],
+        ));
+        s.status(Resource::CiliumNodes, |st| st.events >= 4).await;
+        s.no_update();
+
+        // Blue is released altogether.
+        cn.modified(multi_pool_node(
+            "worker1",
+            "204",
+            &[("default", &["fd00:10::/120", "10.10.0.32/27"])],
+        ));
+        let view = s.view().await;
+        assert_eq!(
+            prefixes(&view, "worker1"),
+            nets(&["fd00:10::/120", "10.10.0.32/27"])
+        );
+        assert_eq!(
+            pools(&view, "worker1"),
+            vec![allocation("default", &["fd00:10::/120", "10.10.0.32/27"])]
+        );
+        assert!(view.nodes["worker1"].refused.is_empty());
+
+        // The pool's ranges change: the view follows.
+        let call = s.api.next(Route::PodIpPools).await;
+        assert_watch(&call, POD_IP_POOLS, None, "251");
+        let pw = call.watch();
+        pw.modified(pod_ip_pool("default", "252", &["10.10.1.0/24"], &["fd00:10::/104"]));
+        let view = s.view().await;
+        assert_eq!(prefixes(&view, "worker1"), nets(&["fd00:10::/120"]));
+        assert!(matches!(
+            &view.nodes["worker1"].refused[..],
+            [(p, Refusal::OutsidePool { pool, .. })] if *p == "10.10.0.32/27".parse::<IpNet>().unwrap() && pool == "default"
+        ));
+        // A pool deleted while a node still holds its CIDRs: announced, unchecked, said.
+        pw.deleted(pod_ip_pool("default", "253", &["10.10.1.0/24"], &[]));
+        let view = s.view().await;
+        assert_eq!(
+            prefixes(&view, "worker1"),
+            nets(&["fd00:10::/120", "10.10.0.32/27"])
+        );
+        assert_eq!(
+            view.warnings,
+            vec![ViewWarning::PoolRangesUnknown {
+                pool: Some("default".into())
+            }]
+        );
+    })
+    .await;
+}
+
+/// CiliumPodIPPools that cannot be listed (CRD not served, or no RBAC grant) do not
+/// stall the source: it syncs, announces the allocations unchecked and says so; a
+/// later successful list makes the check work.
+#[tokio::test]
+async fn unreadable_pod_ip_pools_announce_unchecked_with_a_warning() {
+    bounded(async {
+        let mut s = start_on(
+            MockApi::start_with_pools(),
+            WatchScope::Cluster,
+            false,
+            IpamOverride::MultiPool,
+        );
+        let call = s.api.next(Route::Nodes).await;
+        call.list("Node", "v1", vec![node("n1", "100", &[], json!({}))], "100");
+        let call = s.api.next(Route::CiliumNodes).await;
+        call.list(
+            "CiliumNode",
+            "cilium.io/v2",
+            vec![multi_pool_node(
+                "n1",
+                "200",
+                &[("default", &["10.99.0.0/27"])],
+            )],
+            "200",
+        );
+        let call = s.api.next(Route::PodIpPools).await;
+        call.status_error(403, "Forbidden");
+        let call = s.api.next(Route::CiliumConfig).await;
+        call.list("ConfigMap", "v1", vec![], "300");
+        let snapshot = s.cluster().await;
+        assert_eq!(snapshot.state.pod_ip_pools, None);
+        let view = snapshot.view.clone().unwrap();
+        assert_eq!(prefixes(&view, "n1"), nets(&["10.99.0.0/27"]));
+        assert_eq!(
+            view.warnings,
+            vec![ViewWarning::PoolRangesUnknown { pool: None }]
+        );
+        let status = s.status_now(Resource::PodIpPools);
+        assert!(status.synced && status.last_error.is_some(), "{status:?}");
+
+        // Allowed again: the retried list makes the ranges known and the check refuses.
+        let call = s.api.next(Route::PodIpPools).await;
+        assert!(!call.is_watch());
+        call.list(
+            "CiliumPodIPPool",
+            "cilium.io/v2alpha1",
+            vec![pod_ip_pool("default", "400", &["10.10.0.0/16"], &[])],
+            "400",
+        );
+        let view = s.view().await;
+        assert!(prefixes(&view, "n1").is_empty());
+        assert_eq!(view.refused_count(), 1);
+        assert!(view.warnings.is_empty(), "{:?}", view.warnings);
     })
     .await;
 }

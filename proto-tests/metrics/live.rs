@@ -847,7 +847,7 @@ fn a_live_scrape_shows_drift_refusals_conflicts_source_errors_and_a_sent_notific
 
     // 3. An IPAM mode the speaker cannot read: the error gauge, no mode, and the last
     //    plan stays announced; back to cluster-pool, the error clears.
-    put_cluster_file(&inputs, "cilium-config.yaml", &cilium_config("multi-pool"));
+    put_cluster_file(&inputs, "cilium-config.yaml", &cilium_config("eni"));
     wait_scrape(endpoint, &speaker, "the IPAM error", |s| {
         is(s, "podcidr_speaker_ipam_error", &[], 1.0)?;
         is(

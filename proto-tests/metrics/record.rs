@@ -772,17 +772,17 @@ fn an_undecidable_ipam_mode_zeroes_the_mode_and_raises_the_error_gauge() {
     let m = Metrics::new();
     let mut state = file::load(&outage_dir()).unwrap();
     m.set_view_result(&node_view(&state, IpamOverride::Auto));
-    state.cilium_config.as_mut().unwrap().ipam = Some("multi-pool".into());
+    state.cilium_config.as_mut().unwrap().ipam = Some("eni".into());
     m.set_view_result(&node_view(&state, IpamOverride::Auto));
     let s = scrape(&m);
     assert_eq!(v(&s, "podcidr_speaker_ipam_error", &[]), 1.0);
     assert_eq!(v(&s, "podcidr_speaker_view_prefixes", &[]), 0.0);
-    for mode in ["kubernetes", "cluster-pool"] {
+    for mode in ["kubernetes", "cluster-pool", "multi-pool"] {
         assert_eq!(v(&s, "podcidr_speaker_ipam_mode", &[("mode", mode)]), 0.0);
     }
     let report = m.status(t(1), Instant::now()).view.unwrap();
     assert_eq!(report.ipam, None);
-    assert!(report.ipam_error.unwrap().contains("\"multi-pool\""));
+    assert!(report.ipam_error.unwrap().contains("\"eni\""));
     // Recovery clears it.
     state.cilium_config.as_mut().unwrap().ipam = Some("kubernetes".into());
     m.set_view_result(&node_view(&state, IpamOverride::Auto));

@@ -51,6 +51,7 @@ fn entry(name: &str, i: u32, cidr: Ipv4Net) -> NodeEntry {
         prefixes: vec![IpNet::V4(cidr)],
         refused: Vec::new(),
         drift: None,
+        pools: Vec::new(),
     }
 }
 

@@ -140,6 +140,13 @@ fn outage(ipam: IpamMode) -> Vec<(String, Vec<IpNet>)> {
             "10.5.114.0/24",
             "10.5.115.0/24",
         ],
+        // The outage's CiliumNodes hold no pool allocations.
+        IpamMode::MultiPool => {
+            return ["master1", "master2", "master3", "worker1"]
+                .into_iter()
+                .map(|n| (n.to_owned(), Vec::new()))
+                .collect()
+        }
     };
     ["master1", "master2", "master3", "worker1"]
         .into_iter()
@@ -544,6 +551,94 @@ async fn secrets_dir_follows_the_named_secrets() {
         drop(rx);
         let ended = tokio::time::timeout(WAIT, task).await.expect("task ended");
         assert!(ended.expect("no panic").is_err());
+    })
+    .await;
+}
+
+/// The multi-pool sample: every allocated CIDR of each CiliumNode, grouped by pool,
+/// checked against the CiliumPodIPPools of the same files.
+#[test]
+fn multi_pool_sample_announces_allocations_checked_against_pools() {
+    let state = file::load(&samples().join("multi-pool.yaml")).unwrap();
+    let pools = state.pod_ip_pools.as_ref().expect("pools read");
+    assert_eq!(pools.keys().collect::<Vec<_>>(), ["blue", "default"]);
+    let view = node_view(&state, IpamOverride::Auto).unwrap();
+    assert_eq!(view.ipam, IpamMode::MultiPool);
+    assert_eq!(
+        prefixes(&view),
+        [
+            (
+                "worker-a".to_owned(),
+                nets(&[
+                    "10.10.0.0/27",
+                    "10.10.0.32/27",
+                    "fd00:10::/120",
+                    "10.20.0.0/27"
+                ])
+            ),
+            ("worker-b".to_owned(), nets(&["10.10.0.64/27"])),
+        ]
+    );
+    let a = &view.nodes["worker-a"];
+    let held: Vec<&str> = a.pools.iter().map(|p| p.pool.as_str()).collect();
+    assert_eq!(held, ["default", "blue"]);
+    assert_eq!(
+        view.nodes["worker-b"]
+            .refused
+            .iter()
+            .map(|(p, r)| (p.to_string(), r.to_string()))
+            .collect::<Vec<_>>(),
+        [(
+            "10.30.0.0/27".to_owned(),
+            "outside its pool \"default\" [10.10.0.0/16]".to_owned()
+        )]
+    );
+    assert_eq!(view.drift_count(), 0);
+    assert!(view.warnings.is_empty(), "{:?}", view.warnings);
+}
+
+/// The file source follows the operator: an allocation added, then one released, each
+/// reload sends a view with exactly the node's CIDRs; pools in another file of the
+/// directory are read, and without them the CIDRs are announced unchecked.
+#[tokio::test]
+async fn multi_pool_allocations_follow_the_file_and_pools_may_be_elsewhere() {
+    bounded(async {
+        let dir = scratch("multi-pool");
+        let node = |cidrs: &str| {
+            format!(
+                "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: cilium-config}}\n\
+                 data: {{ipam: multi-pool}}\n{}---\napiVersion: cilium.io/v2\nkind: CiliumNode\n\
+                 metadata: {{name: a}}\nspec:\n  ipam:\n    pools:\n      allocated:\n      \
+                 - pool: default\n        cidrs: [{cidrs}]\n",
+                node_doc("a", "10.244.0.0/24")
+            )
+        };
+        write_atomic(&dir.join("cluster.yaml"), &node("10.10.0.0/27"));
+        let mut s = start(dir.clone());
+        let view = s.view().await;
+        assert_eq!(view.nodes["a"].prefixes, nets(&["10.10.0.0/27"]));
+        assert_eq!(
+            view.warnings.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            ["CiliumPodIPPools cannot be read: multi-pool CIDRs are not checked against their pools"]
+        );
+
+        write_atomic(
+            &dir.join("pools.yaml"),
+            "apiVersion: cilium.io/v2alpha1\nkind: CiliumPodIPPool\nmetadata: {name: default}\n\
+             spec: {ipv4: {cidrs: [10.10.0.0/16], maskSize: 27}}\n",
+        );
+        let view = s.view().await;
+        assert!(view.warnings.is_empty(), "{:?}", view.warnings);
+
+        write_atomic(&dir.join("cluster.yaml"), &node("10.10.0.0/27, 10.10.0.32/27"));
+        let view = s.view().await;
+        assert_eq!(
+            view.nodes["a"].prefixes,
+            nets(&["10.10.0.0/27", "10.10.0.32/27"])
+        );
+        write_atomic(&dir.join("cluster.yaml"), &node("10.10.0.32/27"));
+        let view = s.view().await;
+        assert_eq!(view.nodes["a"].prefixes, nets(&["10.10.0.32/27"]));
     })
     .await;
 }

@@ -128,6 +128,22 @@ pub struct Peer {
     /// none, e.g. IPv6 routes over an IPv4 session).
     pub next_hop_v4: Option<Ipv4Addr>,
     pub next_hop_v6: Option<Ipv6Addr>,
+    /// `pod-cidr-pools` (multi-pool IPAM): `None` announces every pool; `Some` only the
+    /// pools listed, each with its own extra communities.
+    pub pod_cidr_pools: Option<PodCidrPools>,
+}
+
+/// `pod-cidr-pools`: by CiliumPodIPPool name, what that pool's routes carry besides
+/// the peer's `pod-cidr-communities`.
+pub type PodCidrPools = BTreeMap<String, PoolRouteOptions>;
+
+/// One `pod-cidr-pools` entry.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct PoolRouteOptions {
+    /// `communities`: standard communities (RFC 1997), sorted, deduplicated.
+    pub communities: Vec<Community>,
+    /// The `large:` entries of `communities` (RFC 8092), sorted, deduplicated.
+    pub large_communities: Vec<LargeCommunity>,
 }
 
 /// What must be equal for an established session to be kept across a reload: the
@@ -159,6 +175,7 @@ pub struct AdvertisementParams<'a> {
     pub local_pref: Option<u32>,
     pub next_hop_v4: Option<Ipv4Addr>,
     pub next_hop_v6: Option<Ipv6Addr>,
+    pub pools: Option<&'a PodCidrPools>,
 }
 
 /// Settings a running session applies in place, without a reset or a re-send.
@@ -213,6 +230,7 @@ impl Peer {
             local_pref: self.pod_cidr_local_pref,
             next_hop_v4: self.next_hop_v4,
             next_hop_v6: self.next_hop_v6,
+            pools: self.pod_cidr_pools.as_ref(),
         }
     }
 
@@ -537,6 +555,7 @@ pub struct SpeakerOptions {
     pub passive: bool,
     /// Applied to peers without `ebgp-multihop` only.
     pub ttl_security: bool,
+    pub pod_cidr_pools: Option<PodCidrPools>,
 }
 
 impl Default for SpeakerOptions {
@@ -553,6 +572,7 @@ impl Default for SpeakerOptions {
             max_prefix: None,
             passive: false,
             ttl_security: false,
+            pod_cidr_pools: None,
         }
     }
 }

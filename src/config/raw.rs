@@ -54,6 +54,7 @@ pub(crate) const EXTENSION_KEYS: &[&str] = &[
     "max-prefix",
     "passive",
     "ttl-security",
+    "pod-cidr-pools",
 ];
 
 /// Speaker extensions of a peer only (no speaker-wide default): a fixed next hop is right
@@ -61,6 +62,10 @@ pub(crate) const EXTENSION_KEYS: &[&str] = &[
 const PEER_ONLY_KEYS: &[&str] = &["password-secret", "next-hop-v4", "next-hop-v6"];
 
 const SECRET_REF_KEYS: &[&str] = &["name", "key"];
+
+/// The keys of one `pod-cidr-pools` entry.
+const POD_CIDR_POOL_KEYS: &[&str] = &["communities"];
+
 const SELECTOR_KEYS: &[&str] = &["match-labels", "match-expressions"];
 const EXPRESSION_KEYS: &[&str] = &["key", "operator", "values"];
 const POOL_KEYS: &[&str] = &[
@@ -156,6 +161,15 @@ pub(crate) struct RawExtensions {
     pub max_prefix: Option<RawMaxPrefix>,
     pub passive: Option<Bool>,
     pub ttl_security: Option<Bool>,
+    /// `pod-cidr-pools`: present (even empty) when the key was written.
+    pub pod_cidr_pools: Option<Spanned<Vec<RawPodCidrPool>>>,
+}
+
+/// One `pod-cidr-pools` entry: a CiliumPodIPPool name and what its routes carry.
+#[derive(Debug)]
+pub(crate) struct RawPodCidrPool {
+    pub name: Text,
+    pub communities: Option<TextList>,
 }
 
 #[derive(Debug)]
@@ -590,6 +604,7 @@ impl Walker<'_> {
             "max-prefix",
             "passive",
             "ttl-security",
+            "pod-cidr-pools",
             "next-hop-v4",
             "next-hop-v6",
         ];
@@ -672,7 +687,56 @@ impl Walker<'_> {
             max_prefix,
             passive: self.boolean(f.get("passive")),
             ttl_security: self.boolean(f.get("ttl-security")),
+            pod_cidr_pools: self.pod_cidr_pools(f.get("pod-cidr-pools")),
         }
+    }
+
+    /// `pod-cidr-pools`: a mapping from pool name to its settings (null: none).
+    fn pod_cidr_pools(
+        &mut self,
+        (node, path): (Option<&Node>, String),
+    ) -> Option<Spanned<Vec<RawPodCidrPool>>> {
+        let node = node.filter(|n| !n.is_null())?;
+        let NodeKind::Map(entries) = &node.kind else {
+            self.wrong_type(node, path, "a mapping of pool names");
+            return None;
+        };
+        let mut pools: Vec<RawPodCidrPool> = Vec::new();
+        for (k, v) in entries {
+            let NodeKind::Scalar(key) = &k.kind else {
+                self.wrong_type(k, path.clone(), "a plain key");
+                continue;
+            };
+            let entry_path = child(&path, &key.text);
+            if let Some(first) = pools.iter().find(|p| p.name.value == key.text) {
+                let first = first.name.at;
+                self.error(
+                    entry_path,
+                    k.at,
+                    ConfigErrorKind::DuplicateKey {
+                        key: key.text.clone(),
+                        first,
+                    },
+                );
+                continue;
+            }
+            let Some(pf) = self.mapping(v, &entry_path, POD_CIDR_POOL_KEYS) else {
+                continue;
+            };
+            pools.push(RawPodCidrPool {
+                name: Spanned {
+                    value: key.text.clone(),
+                    path: entry_path,
+                    at: k.at,
+                },
+                communities: self.text_list(pf.get("communities")),
+            });
+        }
+        Some(Spanned {
+            value: pools,
+            path,
+            at: node.at,
+        })
     }
 
     fn selector(&mut self, node: &Node, path: String) -> Option<RawSelector> {

@@ -25,7 +25,7 @@ use super::error::{
 };
 use super::model::*;
 use super::raw::*;
-use super::selector::{LabelSelector, Operator, Requirement, RequirementField};
+use super::selector::{is_object_name, LabelSelector, Operator, Requirement, RequirementField};
 
 /// Restart Time is 12 bits (RFC 4724 section 3).
 const MAX_RESTART_TIME: u64 = 4095;
@@ -88,6 +88,7 @@ struct Ext {
     max_prefix: Option<MaxPrefix>,
     passive: Option<bool>,
     ttl_security: Option<(bool, Location, String)>,
+    pod_cidr_pools: Option<PodCidrPools>,
 }
 
 impl Validator {
@@ -254,6 +255,7 @@ impl Validator {
             max_prefix: defaults.max_prefix,
             passive: defaults.passive.unwrap_or(false),
             ttl_security: defaults.ttl_security.as_ref().is_some_and(|t| t.0),
+            pod_cidr_pools: defaults.pod_cidr_pools.clone(),
         };
         let mut peers = Vec::new();
         let mut routers = Vec::new();
@@ -468,7 +470,58 @@ impl Validator {
                 .ttl_security
                 .as_ref()
                 .map(|b| (b.value, b.at, b.path.clone())),
+            pod_cidr_pools: raw
+                .pod_cidr_pools
+                .as_ref()
+                .and_then(|p| self.pod_cidr_pools(p, communities)),
         }
+    }
+
+    /// `pod-cidr-pools`: pool names are Kubernetes object names (RFC 1123 subdomains,
+    /// as CiliumPodIPPool names are); an empty mapping would announce nothing and is
+    /// refused.
+    fn pod_cidr_pools(
+        &mut self,
+        raw: &Spanned<Vec<RawPodCidrPool>>,
+        communities: &BTreeMap<String, CommunityValue>,
+    ) -> Option<PodCidrPools> {
+        if raw.value.is_empty() {
+            self.other(
+                &raw.path,
+                raw.at,
+                "must list at least one CiliumPodIPPool by name (remove the key to announce \
+                 every pool)"
+                    .into(),
+            );
+            return None;
+        }
+        let mut pools = PodCidrPools::new();
+        let mut ok = true;
+        for entry in &raw.value {
+            if !is_object_name(&entry.name.value) {
+                self.invalid(
+                    &entry.name,
+                    shown(&entry.name),
+                    "is not a CiliumPodIPPool name (lowercase letters, digits, '-' and '.', \
+                     at most 253 characters, starting and ending with a letter or digit)",
+                );
+                ok = false;
+                continue;
+            }
+            let (communities, large_communities) = entry
+                .communities
+                .as_ref()
+                .map(|l| self.community_list(l, communities, false))
+                .unwrap_or_default();
+            pools.insert(
+                entry.name.value.clone(),
+                PoolRouteOptions {
+                    communities,
+                    large_communities,
+                },
+            );
+        }
+        ok.then_some(pools)
     }
 
     fn peer(
@@ -672,6 +725,9 @@ impl Validator {
                 IpAddr::V6(a) => Some(a),
                 IpAddr::V4(_) => None,
             }),
+            pod_cidr_pools: ext
+                .pod_cidr_pools
+                .or_else(|| speaker.pod_cidr_pools.clone()),
         })
     }
 

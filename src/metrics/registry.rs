@@ -60,7 +60,7 @@ const STATES: [State; 6] = [
 ];
 
 /// The IPAM modes, for the one-hot mode series.
-const IPAM_MODES: [IpamMode; 2] = [IpamMode::Kubernetes, IpamMode::ClusterPool];
+const IPAM_MODES: [IpamMode; 3] = IpamMode::ALL;
 
 /// The series and the status behind the HTTP endpoint. Create one with [`Metrics::new`]
 /// and share the `Arc`.
@@ -720,10 +720,7 @@ impl Metrics {
         f.conflicts.set(saturating_i64(conflicting.len() as u64));
         f.refused.set(saturating_i64(view.refused_count() as u64));
 
-        let announced = match view.ipam {
-            IpamMode::Kubernetes => "Node",
-            IpamMode::ClusterPool => "CiliumNode",
-        };
+        let announced = view.ipam.object();
         inner.view = Some(ViewReport {
             ipam: Some(view.ipam.as_str().to_owned()),
             ipam_error: None,

@@ -32,6 +32,11 @@
 //!   as MetalLB sent); AS_PATH empty on iBGP and our AS on eBGP; LOCAL_PREF on iBGP only,
 //!   `pod-cidr-local-pref` or [`DEFAULT_LOCAL_PREF`] (not MetalLB's 0, which loses to
 //!   every other route); communities from `pod-cidr-communities`; no MED.
+//! - Pools (multi-pool IPAM, issue #21): a peer without `pod-cidr-pools` gets every
+//!   pool's CIDRs. With it, only the CIDRs of the pools it lists, each route carrying
+//!   the pool's `communities` besides the peer's. In the other IPAM modes CIDRs belong
+//!   to no pool and the option does not apply: every CIDR is announced and the plan's
+//!   report says the option is inactive.
 //!
 //! Cost: peers with the same attributes and next-hop rule share one
 //! `Arc<DesiredRoutes>`; within a route set, routes with equal attributes share one
@@ -49,8 +54,8 @@ use ipnet::IpNet;
 use super::error::RoutesError;
 use super::next_hop::{self, NextHopRule, NoNextHop, NodeAddresses};
 use super::{DesiredRoutes, NextHop, PlannedRoute, RouteAttrs};
-use crate::config::{Config, Peer, PeerConflict, PeerKey};
-use crate::sources::model::{Family, NodeEntry, NodeView};
+use crate::config::{Config, Peer, PeerConflict, PeerKey, PodCidrPools};
+use crate::sources::model::{Family, IpamMode, NodeEntry, NodeView};
 
 /// LOCAL_PREF sent to iBGP peers when the config sets none (RFC 4271 section 5.1.5
 /// leaves the value to the operator; 100 is the common default of FRR, BIRD, Junos,
@@ -285,6 +290,7 @@ pub fn plan(
 ) -> Plan {
     let owned = Ownership::of(view);
     let local_entry = view.nodes.get(&*local.name);
+    let pools_apply = view.ipam == IpamMode::MultiPool;
     let mut plan = Plan {
         node: Arc::clone(&local.name),
         mode,
@@ -303,7 +309,7 @@ pub fn plan(
                     .claims
                     .iter()
                     .filter(|c| **c.name == *local.name)
-                    .map(|c| c.prefix)
+                    .map(|c| (c.prefix, c.node.pool_of(&c.prefix)))
                     .collect(),
             )
         }
@@ -320,7 +326,7 @@ pub fn plan(
                             next_hops.push(ip);
                             next_hops.len() - 1
                         });
-                        routes.push((c.prefix, c.name, id));
+                        routes.push((c.prefix, c.name, id, c.node.pool_of(&c.prefix)));
                     }
                     None => plan.unannounceable.push(Unannounceable {
                         node: Arc::clone(c.name),
@@ -347,7 +353,7 @@ pub fn plan(
         .map(|p| p.index)
         .collect();
     let addresses = NodeAddresses::of(Some(entry), overrides.source_address);
-    let mut shared: HashMap<Profile, Arc<DesiredRoutes>> = HashMap::new();
+    let mut shared: HashMap<Profile<'_>, Arc<DesiredRoutes>> = HashMap::new();
     for (key, peer) in selected.peers {
         let source = source_address(peer, overrides);
         // In cluster mode every next hop is a node's InternalIP.
@@ -355,9 +361,14 @@ pub fn plan(
             [Family::Ipv4, Family::Ipv6].map(|f| next_hop::rule(peer, f, source, &addresses))
         });
         if let (Some(rules), Routable::Local(prefixes)) = (&next_hops, &routable) {
-            for p in prefixes {
+            for (p, pool) in prefixes {
                 let family = next_hop::family_of(p);
-                if rules[family as usize] == NextHopRule::Unavailable {
+                // A pool this peer does not take is not announced to it at all.
+                let pool_listed = match peer.pod_cidr_pools.as_ref().filter(|_| pools_apply) {
+                    Some(pools) => pool.is_some_and(|name| pools.contains_key(name)),
+                    None => true,
+                };
+                if pool_listed && rules[family as usize] == NextHopRule::Unavailable {
                     plan.unannounceable.push(Unannounceable {
                         node: Arc::clone(&local.name),
                         prefix: *p,
@@ -375,6 +386,7 @@ pub fn plan(
         let profile = Profile {
             template: attrs_template(peer),
             next_hops: next_hops.map(|r| r.map(NextHopRule::next_hop)),
+            pools: peer.pod_cidr_pools.as_ref().filter(|_| pools_apply),
         };
         let routes = match shared.get(&profile) {
             Some(routes) => Arc::clone(routes),
@@ -413,11 +425,65 @@ pub fn unused_next_hop_fields(plan: &Plan) -> Vec<usize> {
 
 /// What decides a peer's routes: its attributes (next hop left as `SessionLocal`) and,
 /// in local mode, the next hop of each family (`None`: not announced), indexed by
-/// `Family as usize`.
+/// `Family as usize`; and the pools it announces (`pod-cidr-pools`, multi-pool IPAM).
 #[derive(PartialEq, Eq, Hash)]
-struct Profile {
+struct Profile<'c> {
     template: RouteAttrs,
     next_hops: Option<[Option<NextHop>; 2]>,
+    /// `pod-cidr-pools`, when it applies (multi-pool IPAM).
+    pools: Option<&'c PodCidrPools>,
+}
+
+impl Profile<'_> {
+    /// Whether a prefix of `pool` is announced, and the attributes it carries
+    /// (`base` with the pool's communities added).
+    fn pool_attrs(&self, pool: Option<&str>, base: &Arc<RouteAttrs>) -> Option<Arc<RouteAttrs>> {
+        let Some(pools) = self.pools else {
+            return Some(Arc::clone(base));
+        };
+        let options = pools.get(pool?)?;
+        if options.communities.is_empty() && options.large_communities.is_empty() {
+            return Some(Arc::clone(base));
+        }
+        let mut attrs = RouteAttrs::clone(base);
+        attrs
+            .communities
+            .extend(options.communities.iter().map(|c| c.0));
+        attrs.communities.sort_unstable();
+        attrs.communities.dedup();
+        attrs.large_communities.extend(&options.large_communities);
+        attrs.large_communities.sort_unstable();
+        attrs.large_communities.dedup();
+        if attrs == **base {
+            return Some(Arc::clone(base));
+        }
+        Some(Arc::new(attrs))
+    }
+}
+
+/// Attributes per (pool, base attributes), so routes of one pool and next hop share
+/// one `Arc` when a peer has `pod-cidr-pools`.
+#[derive(Default)]
+struct PoolAttrs<'v> {
+    cache: HashMap<(Option<&'v str>, usize), Option<Arc<RouteAttrs>>>,
+}
+
+impl<'v> PoolAttrs<'v> {
+    fn get(
+        &mut self,
+        profile: &Profile<'_>,
+        pool: Option<&'v str>,
+        base_id: usize,
+        base: &Arc<RouteAttrs>,
+    ) -> Option<Arc<RouteAttrs>> {
+        if profile.pools.is_none() {
+            return Some(Arc::clone(base));
+        }
+        self.cache
+            .entry((pool, base_id))
+            .or_insert_with(|| profile.pool_attrs(pool, base))
+            .clone()
+    }
 }
 
 /// The attributes of every pod CIDR route to `peer`, next hop aside (RFC 4271 section
@@ -441,20 +507,22 @@ fn attrs_template(peer: &Peer) -> RouteAttrs {
     }
 }
 
-/// The owned prefixes in a form ready to turn into routes for any profile.
+/// The owned prefixes in a form ready to turn into routes for any profile, each with
+/// its pool (multi-pool IPAM).
 enum Routable<'v> {
     /// The local node's owned prefixes, sorted.
-    Local(Vec<IpNet>),
+    Local(Vec<(IpNet, Option<&'v str>)>),
     /// Every owned prefix with the index of its next hop in `next_hops`, sorted by
     /// prefix.
     Cluster {
         next_hops: Vec<IpAddr>,
-        routes: Vec<(IpNet, &'v Arc<str>, usize)>,
+        routes: Vec<(IpNet, &'v Arc<str>, usize, Option<&'v str>)>,
     },
 }
 
-impl Routable<'_> {
-    fn routes(&self, profile: &Profile, local: &Arc<str>) -> DesiredRoutes {
+impl<'v> Routable<'v> {
+    fn routes(&self, profile: &Profile<'_>, local: &Arc<str>) -> DesiredRoutes {
+        let mut pooled = PoolAttrs::<'v>::default();
         let with_next_hop = |next_hop| {
             Arc::new(RouteAttrs {
                 next_hop,
@@ -471,12 +539,13 @@ impl Routable<'_> {
                     .collect();
                 prefixes
                     .iter()
-                    .filter_map(|p| {
-                        let attrs = attrs.get(next_hop::family_of(p) as usize)?.as_ref()?;
+                    .filter_map(|(p, pool)| {
+                        let family = next_hop::family_of(p) as usize;
+                        let attrs = attrs.get(family)?.as_ref()?;
                         Some((
                             *p,
                             PlannedRoute {
-                                attrs: Arc::clone(attrs),
+                                attrs: pooled.get(profile, *pool, family, attrs)?,
                                 node: Arc::clone(local),
                             },
                         ))
@@ -490,11 +559,11 @@ impl Routable<'_> {
                     .collect();
                 routes
                     .iter()
-                    .filter_map(|(prefix, node, id)| {
+                    .filter_map(|(prefix, node, id, pool)| {
                         Some((
                             *prefix,
                             PlannedRoute {
-                                attrs: Arc::clone(attrs.get(*id)?),
+                                attrs: pooled.get(profile, *pool, *id, attrs.get(*id)?)?,
                                 node: Arc::clone(node),
                             },
                         ))
@@ -717,6 +786,7 @@ mod tests {
                         prefixes: n.prefixes.iter().map(|p| net(p)).collect(),
                         refused: Vec::new(),
                         drift: None,
+                        pools: Vec::new(),
                     };
                     (name, entry)
                 })
@@ -1310,5 +1380,167 @@ peers:
             &found[0],
             Finding::ConflictResolved(Conflict::SamePrefix { .. })
         ));
+    }
+
+    /// A multi-pool view decided by the sources' own rule: node a holds CIDRs of the
+    /// pools default and blue, node b of default only.
+    fn multi_pool_view() -> NodeView {
+        use crate::sources::model::{
+            node_view, CiliumConfig, CiliumNodeFacts, ClusterState, IpamOverride, NodeFacts,
+            PoolAllocation,
+        };
+        let mut state = ClusterState {
+            cilium_config: Some(CiliumConfig {
+                ipam: Some("multi-pool".into()),
+                ..CiliumConfig::default()
+            }),
+            ..ClusterState::default()
+        };
+        for (name, ip, pools) in [
+            (
+                "a",
+                "192.168.1.1",
+                vec![
+                    ("default", vec!["10.10.0.0/27", "fd00:10::/120"]),
+                    ("blue", vec!["10.20.0.0/27"]),
+                ],
+            ),
+            ("b", "192.168.1.2", vec![("default", vec!["10.10.0.32/27"])]),
+        ] {
+            state.nodes.insert(
+                name.into(),
+                NodeFacts {
+                    internal_ipv4: Some(ip.parse().unwrap()),
+                    node_cidrs: vec![net("10.244.0.0/24")],
+                    ..NodeFacts::default()
+                },
+            );
+            state.insert_cilium_node(
+                name.into(),
+                CiliumNodeFacts {
+                    pod_cidrs: Vec::new(),
+                    pools: pools
+                        .into_iter()
+                        .map(|(pool, cidrs)| PoolAllocation {
+                            pool: pool.into(),
+                            cidrs: cidrs.into_iter().map(net).collect(),
+                        })
+                        .collect(),
+                },
+            );
+        }
+        node_view(&state, IpamOverride::Auto).unwrap()
+    }
+
+    const POOL_PEERS: &str = "
+bgp-communities:
+  blue-tag: 65083:300
+speaker:
+  pod-cidr-communities: [65083:100]
+peers:
+  - peer-address: 10.5.0.1
+    peer-asn: 65000
+    my-asn: 65083
+  - peer-address: 10.5.0.2
+    peer-asn: 65000
+    my-asn: 65083
+    pod-cidr-pools:
+      blue:
+        communities: [blue-tag, large:65083:1:2]
+  - peer-address: 10.5.0.3
+    peer-asn: 65000
+    my-asn: 65083
+    pod-cidr-pools:
+      default: {}
+      blue:
+        communities: [65083:100]
+";
+
+    #[test]
+    fn multi_pool_every_pool_by_default_and_pod_cidr_pools_chooses_and_tags() {
+        let v = multi_pool_view();
+        let c = config(POOL_PEERS);
+        let p = local(&v, &c, "a", AnnounceMode::Local, None);
+        let all = &p.peers[&key("10.5.0.1")].routes;
+        assert_eq!(
+            prefixes(all),
+            ["10.10.0.0/27", "10.20.0.0/27", "fd00:10::/120"]
+        );
+        assert!(all.values().all(|r| r.attrs.communities == [0xfe3b_0064]));
+
+        let blue = &p.peers[&key("10.5.0.2")].routes;
+        assert_eq!(prefixes(blue), ["10.20.0.0/27"]);
+        let attrs = &blue[&net("10.20.0.0/27")].attrs;
+        assert_eq!(attrs.communities, [0xfe3b_0064, 0xfe3b_012c]);
+        assert_eq!(attrs.large_communities.len(), 1);
+
+        let both = &p.peers[&key("10.5.0.3")].routes;
+        assert_eq!(prefixes(both), prefixes(all));
+        // 65083:100 is already the peer's: listed once.
+        assert!(both.values().all(|r| r.attrs.communities == [0xfe3b_0064]));
+        // Equal attributes are shared, across pools too.
+        assert!(Arc::ptr_eq(
+            &both[&net("10.10.0.0/27")].attrs,
+            &both[&net("10.20.0.0/27")].attrs
+        ));
+
+        // Cluster mode: each node's CIDRs by the same rule, with its own next hop.
+        let p = local(&v, &c, "a", AnnounceMode::Cluster, None);
+        assert_eq!(
+            prefixes(&p.peers[&key("10.5.0.2")].routes),
+            ["10.20.0.0/27"]
+        );
+        let both = &p.peers[&key("10.5.0.3")].routes;
+        assert_eq!(
+            prefixes(both),
+            ["10.10.0.0/27", "10.10.0.32/27", "10.20.0.0/27"]
+        );
+        assert_eq!(
+            both[&net("10.10.0.32/27")].attrs.next_hop,
+            NextHop::Address("192.168.1.2".parse().unwrap())
+        );
+        assert_eq!(
+            p.unannounceable
+                .iter()
+                .map(|u| u.prefix.to_string())
+                .collect::<Vec<_>>(),
+            ["fd00:10::/120"]
+        );
+    }
+
+    #[test]
+    fn pod_cidr_pools_does_not_apply_without_pools_and_the_report_says_so() {
+        let v = view(&[node("a", &["10.0.1.0/24"])]);
+        let c = config(POOL_PEERS);
+        let p = local(&v, &c, "a", AnnounceMode::Local, None);
+        assert_eq!(prefixes(&p.peers[&key("10.5.0.2")].routes), ["10.0.1.0/24"]);
+        let warnings = super::super::report::warnings(&p, &v, &c);
+        let inactive: Vec<&str> = warnings
+            .iter()
+            .filter(|w| w.kind == "pod-cidr-pools-inactive")
+            .map(|w| w.message.as_str())
+            .collect();
+        assert_eq!(
+            inactive,
+            [
+                "pod-cidr-pools is set for peers 10.5.0.2:179, 10.5.0.3:179 but ipam kubernetes \
+              has no pools: every pod CIDR is announced to them"
+            ]
+        );
+        // In multi-pool mode, a pool a peer does not take is reported for it.
+        let v = multi_pool_view();
+        let p = local(&v, &c, "a", AnnounceMode::Local, None);
+        let skipped: Vec<String> = super::super::report::warnings(&p, &v, &c)
+            .into_iter()
+            .filter(|w| w.kind == "pool-not-announced")
+            .map(|w| w.message)
+            .collect();
+        assert_eq!(
+            skipped,
+            [
+                "[10.10.0.0/27, fd00:10::/120] of node a (pool \"default\") not announced to \
+              10.5.0.2:179: the pool is not in its pod-cidr-pools"
+            ]
+        );
     }
 }

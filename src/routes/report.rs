@@ -11,12 +11,12 @@ use serde_json::{json, Map, Value};
 
 use super::error::RoutesError;
 use super::next_hop::{family_of, needs_extended_next_hop};
-use super::plan::{unused_next_hop_fields, Conflict, Plan, UnannounceableReason};
+use super::plan::{unused_next_hop_fields, AnnounceMode, Conflict, Plan, UnannounceableReason};
 use super::{NextHop, PlannedRoute, RouteAttrs};
 use crate::bgp::wire::{LargeCommunity, Origin};
 use crate::config::duration::Compact;
 use crate::config::{Community, Config, Peer};
-use crate::sources::model::{IpamMode, NodeView, ViewWarning};
+use crate::sources::model::{CidrList, IpamMode, NodeView, ViewWarning};
 
 /// `-o`: how to render a plan.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -99,6 +99,7 @@ pub fn warnings(plan: &Plan, view: &NodeView, config: &Config) -> Vec<Warning> {
         let kind = match w {
             ViewWarning::CiliumConfigAbsent => "cilium-config-absent",
             ViewWarning::ClusterPoolUnknown { .. } => "cluster-pool-unknown",
+            ViewWarning::PoolRangesUnknown { .. } => "pod-ip-pool-unknown",
         };
         out.push(Warning::new(kind, w.to_string(), json!({})));
     }
@@ -109,10 +110,59 @@ pub fn warnings(plan: &Plan, view: &NodeView, config: &Config) -> Vec<Warning> {
             json!({}),
         ));
     }
-    let announced_object = match view.ipam {
-        IpamMode::Kubernetes => "Node",
-        IpamMode::ClusterPool => "CiliumNode",
-    };
+    if view.ipam != IpamMode::MultiPool {
+        let peers: Vec<String> = plan
+            .peers
+            .iter()
+            .filter(|(_, p)| p.peer.pod_cidr_pools.is_some())
+            .map(|(key, _)| key.to_string())
+            .collect();
+        if !peers.is_empty() {
+            out.push(Warning::new(
+                "pod-cidr-pools-inactive",
+                format!(
+                    "pod-cidr-pools is set for peers {} but ipam {} has no pools: every pod \
+                     CIDR is announced to them",
+                    peers.join(", "),
+                    view.ipam
+                ),
+                json!({ "peers": peers, "ipam": view.ipam.as_str() }),
+            ));
+        }
+    }
+    for (key, p) in &plan.peers {
+        let Some(pools) = (view.ipam == IpamMode::MultiPool)
+            .then_some(p.peer.pod_cidr_pools.as_ref())
+            .flatten()
+        else {
+            continue;
+        };
+        let nodes = view
+            .nodes
+            .values()
+            .filter(|n| plan.mode == AnnounceMode::Cluster || n.name == plan.node);
+        for node in nodes {
+            for held in node.pools.iter().filter(|h| !pools.contains_key(&h.pool)) {
+                out.push(Warning::new(
+                    "pool-not-announced",
+                    format!(
+                        "{} of node {} (pool {:?}) not announced to {key}: the pool is not in \
+                         its pod-cidr-pools",
+                        CidrList(&held.cidrs),
+                        node.name,
+                        held.pool
+                    ),
+                    json!({
+                        "peer": key.to_string(),
+                        "node": &*node.name,
+                        "pool": held.pool,
+                        "prefixes": strings(&held.cidrs),
+                    }),
+                ));
+            }
+        }
+    }
+    let announced_object = view.ipam.object();
     for (name, node) in &view.nodes {
         if let Some(drift) = &node.drift {
             out.push(Warning::new(

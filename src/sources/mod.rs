@@ -107,6 +107,7 @@ impl ClusterSnapshot {
 pub enum Resource {
     Nodes,
     CiliumNodes,
+    PodIpPools,
     CiliumConfig,
     BgpConfigMap,
     ClusterStateFile,
@@ -122,6 +123,7 @@ impl Resource {
         match self {
             Self::Nodes => "nodes",
             Self::CiliumNodes => "ciliumnodes",
+            Self::PodIpPools => "ciliumpodippools",
             Self::CiliumConfig => "cilium-config",
             Self::BgpConfigMap => "bgp-config-map",
             Self::ClusterStateFile => "cluster-state-file",
@@ -257,10 +259,7 @@ pub fn log_report(report: &Report) {
             node_cidrs = %CidrList(&drift.node_cidrs),
             cilium_node_cidrs = %CidrList(&drift.cilium_cidrs),
             ipam = %ipam,
-            announced = match ipam {
-                IpamMode::Kubernetes => "Node",
-                IpamMode::ClusterPool => "CiliumNode",
-            },
+            announced = ipam.object(),
             "pod cidrs of node and ciliumnode disagree"
         ),
         Report::DriftResolved { node } => {

@@ -18,7 +18,7 @@ use tokio::task::JoinHandle;
 
 use tracing::{debug, warn};
 
-use crate::sources::model::{CidrList, IpamMode};
+use crate::sources::model::CidrList;
 use crate::sources::{EventSink, Report};
 
 /// The `reportingController` of our Events.
@@ -161,10 +161,7 @@ pub fn event_for(report: &Report) -> Option<(Event, ObjectReference)> {
             drift,
             ipam,
         } => {
-            let announced = match ipam {
-                IpamMode::Kubernetes => "the Node's",
-                IpamMode::ClusterPool => "the CiliumNode's",
-            };
+            let announced = format!("the {}'s", ipam.object());
             let note = format!(
                 "Node spec.podCIDRs {} differ from CiliumNode spec.ipam.podCIDRs {}; \
                  ipam {ipam}: {announced} are announced",
@@ -225,7 +222,7 @@ fn truncate(mut note: String) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sources::model::Drift;
+    use crate::sources::model::{Drift, IpamMode};
 
     #[test]
     fn drift_event_is_a_warning_on_the_node_with_both_values() {
