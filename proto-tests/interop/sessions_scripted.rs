@@ -223,6 +223,7 @@ impl Speaker {
             router_id: Some(Ipv4Addr::new(10, 0, 0, 5)),
             next_hop_v4: None,
             next_hop_v6: Some(Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 2)),
+            graceful_shutdown: std::time::Duration::ZERO,
         };
         PeerSpec::from_config(&cfg.peers[0], &run).unwrap()
     }

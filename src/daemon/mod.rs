@@ -132,10 +132,11 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
 
     let (tx, mut rx) = sources::channel(SOURCE_QUEUE);
     start_sources(&settings, tx, &mut tasks).await?;
+    let grace = settings.graceful_shutdown;
     let mut daemon = Daemon::new(
         settings,
         Arc::clone(&metrics),
-        Peers::new(metrics, listener),
+        Peers::new(metrics, listener, grace),
     );
     info!(
         node = %daemon.settings.node_name(),
@@ -377,6 +378,7 @@ impl Daemon {
                 Some(IpAddr::V6(a)) => Some(a),
                 _ => None,
             }),
+            graceful_shutdown: self.settings.graceful_shutdown,
         };
         self.peers.reconcile(&plan, &run, event).await;
         debug!(

@@ -36,6 +36,9 @@ pub struct RunOverrides {
     pub next_hop_v4: Option<Ipv4Addr>,
     /// ... and IPv6 routes on an IPv4 session (the node's InternalIP of that family).
     pub next_hop_v6: Option<Ipv6Addr>,
+    /// Speaker-wide: how long routes carry GRACEFUL_SHUTDOWN before they are withdrawn
+    /// when the session stops for good (`--graceful-shutdown-time`; zero: at once).
+    pub graceful_shutdown: Duration,
 }
 
 /// The TTL policy of a session's socket.
@@ -90,6 +93,10 @@ pub struct PeerSpec {
     /// address does not have (see [`RunOverrides`]).
     pub next_hop_v4: Option<Ipv4Addr>,
     pub next_hop_v6: Option<Ipv6Addr>,
+    /// How long a session that stops for good (no graceful restart in force) keeps our
+    /// routes, re-advertised with GRACEFUL_SHUTDOWN (RFC 8326), before it withdraws them
+    /// and sends its Cease. Zero: the Cease at once.
+    pub graceful_shutdown: Duration,
 }
 
 /// RFC 2385 section 4 does not bound the key; Linux does (TCP_MD5SIG_MAXKEYLEN).
@@ -184,6 +191,7 @@ impl PeerSpec {
             },
             next_hop_v4: run.next_hop_v4,
             next_hop_v6: run.next_hop_v6,
+            graceful_shutdown: run.graceful_shutdown,
         })
     }
 }
@@ -220,6 +228,7 @@ mod tests {
             router_id: Some(Ipv4Addr::new(192, 0, 2, 10)),
             next_hop_v4: Some(Ipv4Addr::new(192, 0, 2, 10)),
             next_hop_v6: Some("2001:db8::10".parse().unwrap()),
+            graceful_shutdown: Duration::ZERO,
         }
     }
 

@@ -111,6 +111,7 @@ pub fn spec(n: u8, peer: &config::Peer) -> PeerSpec {
             IpAddr::V6(a) => Some(a),
             IpAddr::V4(_) => None,
         },
+        graceful_shutdown: Duration::ZERO,
     };
     PeerSpec::from_config(peer, &run).unwrap_or_else(|e| panic!("peer spec: {e}"))
 }
@@ -311,10 +312,20 @@ impl Speaker {
 
     /// Ends the task the way the daemon would and waits for it (bounded).
     pub fn stop(&mut self, mode: Shutdown) -> PeerStatus {
+        self.request_stop(mode);
+        self.join()
+    }
+
+    /// Asks the task to end without waiting (a graceful shutdown takes its grace period).
+    pub fn request_stop(&self, mode: Shutdown) {
+        self.shutdown.send_replace(Some(mode));
+    }
+
+    /// Waits (bounded) for a task asked to end.
+    pub fn join(&mut self) -> PeerStatus {
         let Some(h) = self.handle.take() else {
             panic!("{} already stopped", self.name);
         };
-        self.shutdown.send_replace(Some(mode));
         let status = h.status.clone();
         let joined = self
             .rt
