@@ -21,6 +21,7 @@ mod doctor;
 mod exposition;
 mod http;
 mod live;
+mod readiness;
 mod record;
 
 use std::path::PathBuf;
