@@ -429,6 +429,48 @@ mod tests {
         Cli::command().debug_assert();
     }
 
+    #[test]
+    fn run_waits_default_to_the_documented_values() {
+        let cli = Cli::try_parse_from(["podcidr-speaker", "run", "--node", "n1"]).unwrap();
+        let Command::Run(args) = cli.command else {
+            panic!("not run");
+        };
+        let s = args.settings();
+        assert_eq!(
+            s.graceful_shutdown,
+            crate::daemon::settings::DEFAULT_GRACEFUL_SHUTDOWN
+        );
+        assert_eq!(
+            s.ready_timeout,
+            crate::daemon::settings::DEFAULT_READY_TIMEOUT
+        );
+        assert_eq!(s.cilium_health_addr, None);
+        let cli = Cli::try_parse_from([
+            "podcidr-speaker",
+            "run",
+            "--graceful-shutdown-time=1m30s",
+            "--ready-timeout=0",
+            "--cilium-health-addr=127.0.0.1:9879",
+        ])
+        .unwrap();
+        let Command::Run(args) = cli.command else {
+            panic!("not run");
+        };
+        let s = args.settings();
+        assert_eq!(s.graceful_shutdown, Duration::from_secs(90));
+        assert_eq!(s.ready_timeout, Duration::ZERO);
+        assert_eq!(
+            s.cilium_health_addr,
+            Some("127.0.0.1:9879".parse().unwrap())
+        );
+        for bad in ["--ready-timeout=-1s", "--graceful-shutdown-time=15"] {
+            assert!(
+                Cli::try_parse_from(["podcidr-speaker", "run", bad]).is_err(),
+                "{bad} accepted"
+            );
+        }
+    }
+
     fn decode_args(command: Command) -> DecodeArgs {
         match command {
             Command::Decode(args) => args,
