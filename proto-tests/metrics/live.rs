@@ -113,7 +113,7 @@ pub(crate) fn status(endpoint: SocketAddr) -> Status {
 }
 
 /// `podcidr-speaker status --addr ENDPOINT`: exit code and stdout.
-fn status_command(endpoint: SocketAddr) -> (Option<i32>, String) {
+pub(crate) fn status_command(endpoint: SocketAddr) -> (Option<i32>, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_podcidr-speaker"))
         .args(["status", "--addr", &endpoint.to_string()])
         .output()

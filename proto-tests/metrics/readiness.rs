@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use crate::harness::bird::Bird;
 use crate::harness::{hold_for, v4, wait_for, Afi, BgpDaemon, Neighbor, PeerOpts};
 use crate::isolated;
-use crate::live::{get, is, status, wait_scrape};
+use crate::live::{get, is, status, status_command, wait_scrape};
 use crate::speaker::{net, node_ip, Inputs, NodeSpec, Speaker};
 
 const BIRD_AS: u32 = 65000;
@@ -290,5 +290,12 @@ fn the_startup_gate_holds_every_announcement_until_the_agent_is_healthy_then_onl
         st.ready,
         "a flap after the first announcement does not unready"
     );
+    let (_, out) = status_command(endpoint);
+    let line = format!(
+        "startup gate: open, cilium agent at {} NOT HEALTHY, 1 flaps since (reported only) \
+         (GET /healthz answered 503)",
+        agent.addr
+    );
+    assert!(out.lines().any(|l| l == line), "{out}");
     assert!(speaker.terminate().success());
 }
