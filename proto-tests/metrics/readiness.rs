@@ -241,17 +241,18 @@ fn the_startup_gate_holds_every_announcement_until_the_agent_is_healthy_then_onl
     // 2. Healthy: the session comes up and the route goes out; ready.
     agent.answer(200);
     let route = net("10.244.1.0/24");
-    wait_for("BIRD holding the pod CIDR", WAIT, || {
+    let holds_route = || {
         let got = bird
             .routes(speaker_addr, Afi::Ipv4)
             .map_err(|e| e.to_string())?;
         if got.iter().any(|r| r.prefix == route) {
             Ok(())
         } else {
-            Err(format!("{got:?}"))
+            Err(format!("not held: {got:?}"))
         }
-    })
-    .unwrap_or_else(|e| panic!("{e}\n{}", speaker.log_tail(30)));
+    };
+    wait_for("BIRD holding the pod CIDR", WAIT, holds_route)
+        .unwrap_or_else(|e| panic!("{e}\n{}", speaker.log_tail(30)));
     wait_scrape(endpoint, &speaker, "the gate open", |s| {
         is(s, "podcidr_speaker_announce_gate_open", &[], 1.0)?;
         is(s, "podcidr_speaker_cilium_agent_healthy", &[], 1.0)
@@ -269,16 +270,11 @@ fn the_startup_gate_holds_every_announcement_until_the_agent_is_healthy_then_onl
         is(s, "podcidr_speaker_cilium_agent_unhealthy_total", &[], 1.0)?;
         is(s, "podcidr_speaker_announce_gate_open", &[], 1.0)
     });
-    hold_for("the route through the flap", Duration::from_secs(4), || {
-        let got = bird
-            .routes(speaker_addr, Afi::Ipv4)
-            .map_err(|e| e.to_string())?;
-        if got.iter().any(|r| r.prefix == route) {
-            Ok(())
-        } else {
-            Err(format!("withdrawn: {got:?}"))
-        }
-    })
+    hold_for(
+        "the route through the flap",
+        Duration::from_secs(4),
+        holds_route,
+    )
     .unwrap();
     let st = status(endpoint);
     let gate = st.gate.expect("gate in /status");
