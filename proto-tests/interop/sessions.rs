@@ -489,10 +489,17 @@ fn graceful_shutdown(kind: Kind, dir: &Path) {
     s.request_stop(Shutdown::Restart(message.into()));
     let mut marked = a.clone();
     marked.communities = vec![(65535, 0), (65535, 100)];
-    let want = [
+    let mut want = [
         marked.expected(kind, prefixes[0], 1),
         marked.expected(kind, prefixes[1], 1),
     ];
+    if kind == Kind::Frr {
+        // FRR acts on the community as RFC 8326 section 4 asks of a receiver: its
+        // LOCAL_PREF drops to 0.
+        for r in &mut want {
+            r.local_pref = Some(0);
+        }
+    }
     tor.wait_exact(v4(1), Afi::Ipv4, &want[..1]);
     tor.wait_exact(v4(1), Afi::Ipv6, &want[1..]);
     let marked_after = asked.elapsed();
@@ -1021,6 +1028,7 @@ scenario_tests! {
     exabgp_notifications_both_ways => notifications(Exabgp);
 
     bird_graceful_shutdown_marks_then_withdraws => graceful_shutdown(Bird);
+    frr_graceful_shutdown_marks_then_withdraws => graceful_shutdown(Frr);
     exabgp_graceful_shutdown_marks_then_withdraws => graceful_shutdown(Exabgp);
     bird_graceful_restart_skips_graceful_shutdown => graceful_restart_skips_graceful_shutdown(Bird);
 
