@@ -4,6 +4,7 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::LazyLock;
+use std::time::Duration;
 
 use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 
@@ -177,6 +178,38 @@ pub struct RunArgs {
     #[arg(long, env = "PODCIDR_SECRETS_DIR", value_name = "DIR")]
     pub secrets_dir: Option<PathBuf>,
 
+    /// When the speaker stops for good (SIGTERM without graceful restart in force, or a
+    /// peer no longer selected), how long its routes stay announced with the
+    /// GRACEFUL_SHUTDOWN community 65535:0 (RFC 8326) before they are withdrawn and the
+    /// session ends with a Cease; `0` withdraws at once. A Go duration.
+    #[arg(
+        long,
+        env = "PODCIDR_GRACEFUL_SHUTDOWN_TIME",
+        value_name = "DURATION",
+        default_value = "15s",
+        value_parser = duration_arg
+    )]
+    pub graceful_shutdown_time: Duration,
+
+    /// How long /readyz waits, once a config is in force and the sources have synced,
+    /// for every session this node should have to be Established (and, with
+    /// `--cilium-health-addr`, for the first announcement); after that it answers ready
+    /// anyway, saying why. `0` does not wait for sessions.
+    #[arg(
+        long,
+        env = "PODCIDR_READY_TIMEOUT",
+        value_name = "DURATION",
+        default_value = "60s",
+        value_parser = duration_arg
+    )]
+    pub ready_timeout: Duration,
+
+    /// Startup gate: announce nothing (start no session) until the Cilium agent's health
+    /// endpoint at this address (GET /healthz; the agent serves 127.0.0.1:9879) answers
+    /// 200. After the first announcement its health is only reported. Off by default.
+    #[arg(long, env = "PODCIDR_CILIUM_HEALTH_ADDR", value_name = "ADDR:PORT")]
+    pub cilium_health_addr: Option<SocketAddr>,
+
     /// Log lines as text or as one JSON object each. The filter is RUST_LOG's
     /// (default `info`).
     #[arg(long, env = "PODCIDR_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
@@ -252,8 +285,18 @@ impl RunArgs {
                 },
                 (None, Some(_)) => SecretsSource::None,
             },
+            graceful_shutdown: self.graceful_shutdown_time,
+            ready_timeout: self.ready_timeout,
+            cilium_health_addr: self.cilium_health_addr,
         }
     }
+}
+
+/// A non-negative Go duration ("15s", "1m30s", "0"), as the bgp-config writes them.
+fn duration_arg(text: &str) -> Result<Duration, String> {
+    let d = crate::config::duration::parse(text).map_err(|e| format!("{text:?} {e}"))?;
+    d.to_std()
+        .ok_or_else(|| format!("{text:?} is negative; expected e.g. \"15s\" or \"0\""))
 }
 
 #[derive(Debug, Args)]
@@ -409,6 +452,48 @@ mod tests {
     #[test]
     fn clap_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn run_waits_default_to_the_documented_values() {
+        let cli = Cli::try_parse_from(["podcidr-speaker", "run", "--node", "n1"]).unwrap();
+        let Command::Run(args) = cli.command else {
+            panic!("not run");
+        };
+        let s = args.settings();
+        assert_eq!(
+            s.graceful_shutdown,
+            crate::daemon::settings::DEFAULT_GRACEFUL_SHUTDOWN
+        );
+        assert_eq!(
+            s.ready_timeout,
+            crate::daemon::settings::DEFAULT_READY_TIMEOUT
+        );
+        assert_eq!(s.cilium_health_addr, None);
+        let cli = Cli::try_parse_from([
+            "podcidr-speaker",
+            "run",
+            "--graceful-shutdown-time=1m30s",
+            "--ready-timeout=0",
+            "--cilium-health-addr=127.0.0.1:9879",
+        ])
+        .unwrap();
+        let Command::Run(args) = cli.command else {
+            panic!("not run");
+        };
+        let s = args.settings();
+        assert_eq!(s.graceful_shutdown, Duration::from_secs(90));
+        assert_eq!(s.ready_timeout, Duration::ZERO);
+        assert_eq!(
+            s.cilium_health_addr,
+            Some("127.0.0.1:9879".parse().unwrap())
+        );
+        for bad in ["--ready-timeout=-1s", "--graceful-shutdown-time=15"] {
+            assert!(
+                Cli::try_parse_from(["podcidr-speaker", "run", bad]).is_err(),
+                "{bad} accepted"
+            );
+        }
     }
 
     fn decode_args(command: Command) -> DecodeArgs {

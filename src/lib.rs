@@ -11,6 +11,7 @@ pub mod config;
 pub mod daemon;
 pub mod decode;
 pub mod doctor;
+pub mod gate;
 pub mod metrics;
 pub mod peer;
 pub mod plan;

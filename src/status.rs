@@ -289,6 +289,33 @@ impl fmt::Display for Summary<'_> {
                 "MAIN LOOP STALLED"
             },
         )?;
+        for r in &s.ready_reasons {
+            writeln!(f, "  readiness: {r}")?;
+        }
+        if let Some(g) = &s.gate {
+            let agent = match g.healthy {
+                Some(true) => "healthy",
+                Some(false) => "NOT HEALTHY",
+                None => "not answered yet",
+            };
+            write!(
+                f,
+                "startup gate: {}, cilium agent at {} {agent}",
+                if g.open {
+                    "open"
+                } else {
+                    "CLOSED (nothing announced)"
+                },
+                g.address
+            )?;
+            if g.flaps > 0 {
+                write!(f, ", {} flaps since (reported only)", g.flaps)?;
+            }
+            if let Some(e) = g.last_error.as_ref().filter(|_| g.healthy != Some(true)) {
+                write!(f, " ({e})")?;
+            }
+            writeln!(f)?;
+        }
         let c = &s.config;
         let in_force = match &c.fingerprint {
             Some(fp) => format!("config {fp} in force"),
@@ -773,6 +800,8 @@ mod tests {
             node: Some("n1".to_owned()),
             alive: true,
             ready: true,
+            ready_reasons: vec![],
+            gate: None,
             config: Default::default(),
             sources: vec![],
             view: None,

@@ -466,6 +466,7 @@ fn daemonset_check_rejects_unsafe_pod_specs() {
         ("host PID namespace", pod(&["hostPID"]), Some("true")),
         ("a hostPath volume", pod(&["volumes"]), Some("[{name: root, hostPath: {path: /}}]")),
         ("metrics address off the probed port", container(&["args", "5"]), Some("--metrics-addr=0.0.0.0:9999")),
+        ("a graceful shutdown longer than the grace period", container(&["args", "6"]), Some("--graceful-shutdown-time=25s")),
     ];
     for (what, path, value) in cases {
         let mut ds = good.clone();
@@ -1050,6 +1051,28 @@ fn daemonset_problems(ds: &Value, listens: bool) -> Vec<String> {
         require(
             args.iter().any(|a| a == "--source-address=$(HOST_IP)"),
             "--source-address=$(HOST_IP) in args",
+        );
+        // SIGTERM without graceful restart: the graceful shutdown time (RFC 8326), then
+        // the speaker's own bound on the goodbye; the kubelet must not SIGKILL first.
+        let drain = args
+            .iter()
+            .find_map(|a| a.strip_prefix("--graceful-shutdown-time="))
+            .map(|d| {
+                podcidr_speaker::config::duration::parse(d)
+                    .ok()
+                    .and_then(|d| d.to_std())
+            })
+            .unwrap_or(Some(
+                podcidr_speaker::daemon::settings::DEFAULT_GRACEFUL_SHUTDOWN,
+            ));
+        let needed = drain.map(|d| (d + podcidr_speaker::daemon::SHUTDOWN_TIMEOUT).as_secs());
+        require(
+            matches!((grace, needed), (Some(g), Some(n)) if g > n),
+            &format!(
+                "terminationGracePeriodSeconds ({grace:?}) above --graceful-shutdown-time plus \
+                 the {}s goodbye ({needed:?})",
+                podcidr_speaker::daemon::SHUTDOWN_TIMEOUT.as_secs()
+            ),
         );
 
         let metrics_port = container

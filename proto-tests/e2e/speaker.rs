@@ -18,8 +18,12 @@ use crate::harness::process::{write_file, Process};
 pub const BINARY: &str = env!("CARGO_BIN_EXE_podcidr-speaker");
 
 /// How long a speaker may take to exit after SIGTERM: its own bound on the goodbye to
-/// the peers is 10 s.
+/// the peers is 10 s after the graceful shutdown time ([`GRACEFUL_SHUTDOWN`] here).
 pub const EXIT_GRACE: Duration = Duration::from_secs(15);
+
+/// The speakers' `--graceful-shutdown-time` (RFC 8326): short, so that a SIGTERM without
+/// graceful restart ends within [`EXIT_GRACE`]; the interop tests cover the drain.
+pub const GRACEFUL_SHUTDOWN: &str = "2s";
 
 /// `100.64.1.n`: a node's address (InternalIP and the speaker's source address).
 pub fn node_ip(n: u8) -> IpAddr {
@@ -227,6 +231,7 @@ impl Speaker {
     pub fn standalone_args(inputs: &Inputs, node: &str, source: IpAddr) -> Vec<String> {
         vec![
             format!("--node={node}"),
+            format!("--graceful-shutdown-time={GRACEFUL_SHUTDOWN}"),
             format!("--bgp-config={}", inputs.config_path().display()),
             format!("--cluster-state={}", inputs.cluster_path().display()),
             format!("--source-address={source}"),

@@ -456,6 +456,169 @@ fn notifications(kind: Kind, dir: &Path) {
     tor.wait_nothing_from(v4(1));
 }
 
+/// Graceful shutdown (RFC 8326): stopped for good without graceful restart (SIGTERM's
+/// `Shutdown::Restart`), the speaker first sends its routes again with GRACEFUL_SHUTDOWN
+/// (65535:0) beside their own community, keeps them for the grace period, then
+/// withdraws them and sends Cease/Administrative Shutdown with its message. ExaBGP shows
+/// the messages in order on the wire.
+fn graceful_shutdown(kind: Kind, dir: &Path) {
+    const GRACE: Duration = Duration::from_secs(4);
+    let rt = runtime();
+    let tor = Tor::start(
+        kind,
+        dir,
+        PeerOpts::new(v4(2), TOR_AS2)
+            .local_addr6(v6(2))
+            .neighbor(tor_neighbor(kind, 1, 65001)),
+    );
+    let a = Attrs::new(65001, false);
+    let prefixes = [net("10.244.1.0/24"), net("fd10:1::/64")];
+    let mut sp = spec(1, &peer_config(v4(2), TOR_AS2, 65001, &[]));
+    sp.graceful_shutdown = GRACE;
+    let mut s = Speaker::start(&rt, sp, desired(&prefixes, &a));
+    s.wait_synced();
+    tor.wait_exact(v4(1), Afi::Ipv4, &[a.expected(kind, prefixes[0], 1)]);
+    tor.wait_exact(v4(1), Afi::Ipv6, &[a.expected(kind, prefixes[1], 1)]);
+
+    // ExaBGP 4.2.21 cannot decode a shutdown communication (see
+    // `Tor::saw_admin_shutdown`): it gets an empty one.
+    let message = if kind == Kind::Exabgp {
+        ""
+    } else {
+        "podcidr-speaker shutting down"
+    };
+    let asked = Instant::now();
+    s.request_stop(Shutdown::Restart(message.into()));
+    let mut marked = a.clone();
+    marked.communities = vec![(65535, 0), (65535, 100)];
+    let mut want = [
+        marked.expected(kind, prefixes[0], 1),
+        marked.expected(kind, prefixes[1], 1),
+    ];
+    if kind == Kind::Frr {
+        // FRR acts on the community as RFC 8326 section 4 asks of a receiver: its
+        // LOCAL_PREF drops to 0.
+        for r in &mut want {
+            r.local_pref = Some(0);
+        }
+    }
+    tor.wait_exact(v4(1), Afi::Ipv4, &want[..1]);
+    tor.wait_exact(v4(1), Afi::Ipv6, &want[1..]);
+    let marked_after = asked.elapsed();
+    assert!(
+        marked_after < GRACE / 2,
+        "marked only after {marked_after:?}"
+    );
+    // Held, marked, until the grace period is nearly over.
+    let until = GRACE - marked_after - Duration::from_millis(500);
+    harness::hold_for("the marked routes through the grace period", until, || {
+        let got = tor
+            .d()
+            .routes(v4(1), Afi::Ipv4)
+            .map_err(|e| e.to_string())?;
+        if got == want[..1] {
+            Ok(())
+        } else {
+            Err(format!("{got:?}"))
+        }
+    })
+    .unwrap();
+    tor.wait_nothing_from(v4(1));
+    let gone_after = asked.elapsed();
+    assert!(
+        gone_after >= GRACE,
+        "withdrawn after {gone_after:?}, before the grace period of {GRACE:?}"
+    );
+    let st = s.join();
+    assert_eq!(st.stats.sent.notification, 1);
+    assert!(st.advertised.is_empty(), "{:?}", st.advertised);
+    wait_for("the daemon to show our cease", WAIT, || {
+        tor.saw_admin_shutdown(v4(1), message)
+    })
+    .unwrap();
+
+    if kind == Kind::Exabgp {
+        use harness::exabgp::ExaEventKind;
+        let events = tor.exabgp().events_from(v4(1)).unwrap();
+        // After the table and its End-of-RIBs: the marked routes, the withdrawals,
+        // the Cease; nothing else, in this order.
+        let eor = events
+            .iter()
+            .rposition(|e| matches!(e.kind, ExaEventKind::EndOfRib { .. }))
+            .expect("End-of-RIB");
+        let tail: Vec<String> = events[eor + 1..]
+            .iter()
+            .filter_map(|e| match &e.kind {
+                ExaEventKind::Update(u) if !u.announce.is_empty() => Some(format!(
+                    "announce {:?} {:?}",
+                    u.announce.iter().map(|(p, _)| *p).collect::<Vec<_>>(),
+                    u.attrs.communities
+                )),
+                ExaEventKind::Update(u) => Some(format!("withdraw {:?}", u.withdraw)),
+                ExaEventKind::Notification { code, subcode, .. } => {
+                    Some(format!("notification {code}/{subcode}"))
+                }
+                _ => None,
+            })
+            .collect();
+        let marked = format!("{:?}", vec![(65535u16, 0u16), (65535, 100)]);
+        assert_eq!(
+            tail,
+            vec![
+                format!("announce [{}] {marked}", prefixes[0]),
+                format!("announce [{}] {marked}", prefixes[1]),
+                format!("withdraw [{}]", prefixes[0]),
+                format!("withdraw [{}]", prefixes[1]),
+                "notification 6/2".to_owned(),
+            ]
+        );
+        let stamps: Vec<f64> = events[eor + 1..].iter().map(|e| e.time).collect();
+        let spread = stamps.last().unwrap() - stamps.first().unwrap();
+        assert!(
+            spread >= GRACE.as_secs_f64() - 1.0,
+            "ExaBGP saw the withdrawals {spread}s after the marked routes"
+        );
+    }
+}
+
+/// With graceful restart in force, SIGTERM stays a restart: no GRACEFUL_SHUTDOWN, no
+/// withdrawal; the peer keeps the routes as stale.
+fn graceful_restart_skips_graceful_shutdown(kind: Kind, dir: &Path) {
+    let rt = runtime();
+    let tor = Tor::start(
+        kind,
+        dir,
+        PeerOpts::new(v4(2), TOR_AS2)
+            .local_addr6(v6(2))
+            .neighbor(tor_neighbor(kind, 1, 65001).graceful_restart(30)),
+    );
+    let a = Attrs::new(65001, false);
+    let prefixes = [net("10.244.1.0/24")];
+    let mut sp = spec(
+        1,
+        &peer_config(
+            v4(2),
+            TOR_AS2,
+            65001,
+            &["graceful-restart: true", "graceful-restart-time: 30s"],
+        ),
+    );
+    sp.graceful_shutdown = Duration::from_secs(30);
+    let mut s = Speaker::start(&rt, sp, desired(&prefixes, &a));
+    s.wait_synced();
+    tor.wait_exact(v4(1), Afi::Ipv4, &[a.expected(kind, prefixes[0], 1)]);
+    let asked = Instant::now();
+    let st = s.stop(Shutdown::Restart("test restart".into()));
+    assert!(
+        asked.elapsed() < Duration::from_secs(5),
+        "no grace period with GR"
+    );
+    assert_eq!(st.stats.sent.notification, 0);
+    let mut stale = a.expected(kind, prefixes[0], 1);
+    stale.stale = true;
+    tor.wait_exact(v4(1), Afi::Ipv4, &[stale]);
+}
+
 /// TCP MD5 (RFC 2385): the speaker with the right password establishes and announces;
 /// the one with a wrong password never gets a session, on either side.
 fn md5(kind: Kind, dir: &Path) {
@@ -1083,6 +1246,11 @@ scenario_tests! {
     frr_notifications_both_ways => notifications(Frr);
     gobgp_notifications_both_ways => notifications(Gobgp);
     exabgp_notifications_both_ways => notifications(Exabgp);
+
+    bird_graceful_shutdown_marks_then_withdraws => graceful_shutdown(Bird);
+    frr_graceful_shutdown_marks_then_withdraws => graceful_shutdown(Frr);
+    exabgp_graceful_shutdown_marks_then_withdraws => graceful_shutdown(Exabgp);
+    bird_graceful_restart_skips_graceful_shutdown => graceful_restart_skips_graceful_shutdown(Bird);
 
     bird_md5_right_and_wrong_password => md5(Bird);
     frr_md5_right_and_wrong_password => md5(Frr);

@@ -221,6 +221,7 @@ impl Speaker {
         let run = RunOverrides {
             source_address: Some(IpAddr::V4(SPEAKER)),
             router_id: Some(Ipv4Addr::new(10, 0, 0, 5)),
+            graceful_shutdown: std::time::Duration::ZERO,
         };
         PeerSpec::from_config(&cfg.peers[0], &run).unwrap()
     }

@@ -66,7 +66,7 @@ fn bgp_config(with_frr: bool) -> String {
 }
 
 /// `GET path` on the endpoint: status code and body.
-fn get(addr: SocketAddr, path: &str) -> Result<(u16, String), String> {
+pub(crate) fn get(addr: SocketAddr, path: &str) -> Result<(u16, String), String> {
     let mut stream = TcpStream::connect_timeout(&addr, IO_TIMEOUT).map_err(|e| e.to_string())?;
     stream
         .set_read_timeout(Some(IO_TIMEOUT))
@@ -88,7 +88,7 @@ fn get(addr: SocketAddr, path: &str) -> Result<(u16, String), String> {
 }
 
 /// Polls `/metrics` until `check` passes on the parsed scrape; returns that scrape.
-fn wait_scrape(
+pub(crate) fn wait_scrape(
     endpoint: SocketAddr,
     speaker: &Speaker,
     what: &str,
@@ -106,7 +106,7 @@ fn wait_scrape(
     .unwrap_or_else(|e| panic!("{e}\n--- speaker log ---\n{}", speaker.log_tail(30)))
 }
 
-fn status(endpoint: SocketAddr) -> Status {
+pub(crate) fn status(endpoint: SocketAddr) -> Status {
     status_at(endpoint, "/status")
 }
 
@@ -117,7 +117,7 @@ fn status_at(endpoint: SocketAddr, path: &str) -> Status {
 }
 
 /// `podcidr-speaker status --addr ENDPOINT`: exit code and stdout.
-fn status_command(endpoint: SocketAddr) -> (Option<i32>, String) {
+pub(crate) fn status_command(endpoint: SocketAddr) -> (Option<i32>, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_podcidr-speaker"))
         .args(["status", "--addr", &endpoint.to_string()])
         .output()
@@ -126,7 +126,7 @@ fn status_command(endpoint: SocketAddr) -> (Option<i32>, String) {
 }
 
 /// `name{labels}` must equal `want`.
-fn is(s: &Scrape, name: &str, labels: &[(&str, &str)], want: f64) -> Result<(), String> {
+pub(crate) fn is(s: &Scrape, name: &str, labels: &[(&str, &str)], want: f64) -> Result<(), String> {
     match s.value(name, labels) {
         Some(v) if v == want => Ok(()),
         other => Err(format!("{name}{labels:?} is {other:?}, want {want}")),

@@ -22,6 +22,7 @@ mod exposition;
 mod http;
 mod live;
 mod prometheus;
+mod readiness;
 mod record;
 
 use std::path::PathBuf;

@@ -680,6 +680,76 @@ fn readiness_needs_a_config_in_force_and_every_source_synced() {
     assert!(m.ready());
 }
 
+/// With `--ready-timeout`: after config and sources, `/readyz` waits for the plan, the
+/// startup gate and every declared session; a session down for longer than the timeout
+/// (and a gate closed that long) no longer holds it back, and is named.
+#[test]
+fn readiness_waits_for_sessions_and_the_gate_within_the_timeout() {
+    let timeout = Duration::from_secs(60);
+    let m = Metrics::new();
+    m.set_ready_timeout(timeout);
+    let mut state = ConfigState::new();
+    let u = state.update_text(GOOD);
+    m.record_config_reload(&u, &state.status(), t(1));
+    let mut status = SourceStatus::default();
+    status
+        .resources
+        .insert(Resource::ClusterStateFile, resource(true, true, 1, 0, 1));
+    m.record_source_status(&status);
+    let start = Instant::now();
+    let at = |secs: u64| m.readiness_at(start + Duration::from_secs(secs));
+    let (a, b) = (peer("192.0.2.1", 179), peer("192.0.2.2", 179));
+    assert!(!at(0).ready);
+    assert_eq!(at(0).reasons, vec!["no plan made yet"]);
+    m.record_gate("127.0.0.1:9879", Some(false), false, Some("503"), t(2));
+    assert_eq!(
+        at(1).reasons,
+        vec![
+            "no plan made yet",
+            "nothing announced until the cilium agent at 127.0.0.1:9879 reports healthy"
+        ]
+    );
+    m.record_gate("127.0.0.1:9879", Some(true), true, None, t(3));
+    m.record_planned();
+    m.add_peer(a, 65000, t(3));
+    m.add_peer(b, 65000, t(3));
+    assert_eq!(
+        at(2).reasons,
+        vec![
+            "session 192.0.2.1:179 not established",
+            "session 192.0.2.2:179 not established"
+        ]
+    );
+    m.record_session_state(a, State::OpenConfirm, State::Established, t(4));
+    let r = at(3);
+    assert!(!r.ready);
+    assert_eq!(r.reasons, vec!["session 192.0.2.2:179 not established"]);
+    // b has been down since it was declared: past the timeout it no longer counts.
+    let r = at(61);
+    assert!(r.ready);
+    assert_eq!(
+        r.reasons,
+        vec!["not waited for beyond --ready-timeout 60s: session 192.0.2.2:179 not established"]
+    );
+    m.record_session_state(b, State::OpenConfirm, State::Established, t(5));
+    assert_eq!(
+        at(4),
+        podcidr_speaker::metrics::Readiness {
+            ready: true,
+            reasons: vec![]
+        }
+    );
+    // A session that drops holds readiness back again, for at most the timeout.
+    m.record_session_state(a, State::Established, State::Idle, t(6));
+    assert!(!at(5).ready);
+    assert!(m.readiness_at(Instant::now() + timeout).ready);
+    m.record_shutting_down();
+    assert_eq!(
+        m.readiness_at(Instant::now() + timeout).reasons,
+        vec!["shutting down"]
+    );
+}
+
 #[test]
 fn the_view_sets_nodes_mode_and_one_drift_series_per_drifting_node() {
     let m = Metrics::new();

@@ -421,6 +421,9 @@ impl Community {
     pub const NO_EXPORT_SUBCONFED: Community = Community(0xFFFF_FF03);
     pub const NO_PEER: Community = Community(0xFFFF_FF04);
     pub const BLACKHOLE: Community = Community(0xFFFF_029A);
+    /// RFC 8326 section 5: the route is about to be withdrawn; receivers lower its
+    /// preference (LOCAL_PREF 0) so that traffic moves to other paths first.
+    pub const GRACEFUL_SHUTDOWN: Community = Community(0xFFFF_0000);
 
     pub fn new(high: u16, low: u16) -> Community {
         Community((u32::from(high) << 16) | u32::from(low))

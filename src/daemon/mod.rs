@@ -13,9 +13,14 @@
 //! - Source updates are snapshots: the loop drains what is queued, then plans once.
 //! - The config state keeps the last good config; a cluster view whose IPAM mode cannot
 //!   be decided keeps the last plan in force (both are logged once).
-//! - SIGTERM or SIGINT: every session ends (the restart path where graceful restart was
-//!   negotiated, else Cease / Administrative Shutdown "podcidr-speaker shutting down"),
-//!   bounded by [`SHUTDOWN_TIMEOUT`]; `run` then returns `Ok` and the process exits 0.
+//! - SIGTERM or SIGINT: `/readyz` fails and every session ends: the restart path where
+//!   graceful restart is in force, else a graceful shutdown (RFC 8326: the routes carry
+//!   GRACEFUL_SHUTDOWN for `--graceful-shutdown-time`, then are withdrawn) and Cease /
+//!   Administrative Shutdown "podcidr-speaker shutting down"; bounded by that time plus
+//!   [`SHUTDOWN_TIMEOUT`]; `run` then returns `Ok` and the process exits 0.
+//! - With `--cilium-health-addr`, the startup gate: no peer task starts (nothing is
+//!   announced) until the Cilium agent's `/healthz` answers 200 (`crate::gate`); once
+//!   open it stays open, and later flaps are only logged and recorded.
 //!
 //! Files: [`settings`] (flags, checks, `--dry-run`), `peers` (the peer tasks and how a
 //! plan changes them), `observer` (the tasks' observer on the metrics).
@@ -107,6 +112,7 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
 
     let metrics = Metrics::new();
     metrics.set_node(settings.node.as_deref());
+    metrics.set_ready_timeout(settings.ready_timeout);
     let endpoint = metrics_server::bind(settings.metrics_addr)
         .await
         .map_err(|source| DaemonError::Metrics {
@@ -134,12 +140,27 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
 
     let (tx, mut rx) = sources::channel(SOURCE_QUEUE);
     let secret_names = start_sources(&settings, &metrics, tx, &mut tasks).await?;
+    let grace = settings.graceful_shutdown;
+    let mut gate = settings.cilium_health_addr.map(|addr| {
+        let (health, task) = crate::gate::spawn(addr);
+        tasks.spawn(async move {
+            let _ = task.await;
+        });
+        metrics.record_gate(&addr.to_string(), None, false, None, SystemTime::now());
+        info!(addr = %addr, "announcing nothing until the cilium agent reports healthy");
+        Gate {
+            addr,
+            health,
+            open: false,
+        }
+    });
     let mut daemon = Daemon::new(
         settings,
         Arc::clone(&metrics),
-        Peers::new(metrics, listener),
+        Peers::new(metrics, listener, grace),
         secret_names,
     );
+    daemon.gate_open = gate.is_none();
     info!(
         node = %daemon.settings.node_name(),
         announce = %daemon.settings.announce,
@@ -173,6 +194,13 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
                 }
                 daemon.replan(event).await;
             }
+            () = gate_changed(gate.as_mut()) => {
+                if let Some(g) = gate.as_mut() {
+                    if daemon.gate_changed(g) {
+                        daemon.replan(Instant::now()).await;
+                    }
+                }
+            }
             changed = rx.status.changed(), if status_open => {
                 if changed.is_ok() {
                     let status: SourceStatus = rx.status.borrow_and_update().clone();
@@ -192,6 +220,7 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
     };
 
     info!(signal, "shutting down");
+    daemon.metrics.record_shutting_down();
     daemon.peers.shutdown(SHUTDOWN_TIMEOUT).await;
     let _ = stop_endpoint.send(());
     tasks.shutdown().await;
@@ -288,6 +317,27 @@ async fn start_sources(
     Ok(names)
 }
 
+/// The startup gate as the main loop follows it.
+struct Gate {
+    addr: SocketAddr,
+    health: tokio::sync::watch::Receiver<crate::gate::Health>,
+    /// The first announcement was let through; stays true.
+    open: bool,
+}
+
+/// The next change of the gate's health; never, without a gate (or once its probe is
+/// gone).
+async fn gate_changed(gate: Option<&mut Gate>) {
+    match gate {
+        Some(g) => {
+            if g.health.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+        None => std::future::pending().await,
+    }
+}
+
 /// What the main loop knows and decides from.
 struct Daemon {
     settings: Settings,
@@ -308,6 +358,8 @@ struct Daemon {
     secret_names: tokio::sync::watch::Sender<BTreeSet<String>>,
     /// The keys of `password-secret` as last read; `None` when no secret source runs.
     secrets: Option<Arc<SecretsView>>,
+    /// No startup gate, or it opened: peer tasks may run.
+    gate_open: bool,
 }
 
 impl Daemon {
@@ -339,7 +391,44 @@ impl Daemon {
             wedged: Vec::new(),
             secret_names,
             secrets,
+            gate_open: true,
         }
+    }
+
+    /// A new answer from the Cilium agent: opens the gate on the first healthy one
+    /// (returns true: time to plan), and afterwards only reports. The agent restarting
+    /// does not stop the datapath, so a flap never withdraws a route.
+    fn gate_changed(&mut self, gate: &mut Gate) -> bool {
+        let health = gate.health.borrow_and_update().clone();
+        let opens = !gate.open && health.is_healthy();
+        let error = match &health {
+            crate::gate::Health::Unhealthy(why) => Some(why.as_str()),
+            _ => None,
+        };
+        if opens {
+            gate.open = true;
+            self.gate_open = true;
+            info!(addr = %gate.addr, "cilium agent healthy: announcing");
+        } else if !gate.open {
+            debug!(addr = %gate.addr, error = ?error, "cilium agent not healthy yet: announcing nothing");
+        } else if health.is_healthy() {
+            info!(addr = %gate.addr, "cilium agent healthy again");
+        } else {
+            warn!(addr = %gate.addr, error = ?error,
+                "cilium agent not healthy: routes stay announced (its datapath keeps forwarding)");
+        }
+        let healthy = match &health {
+            crate::gate::Health::Unknown => None,
+            h => Some(h.is_healthy()),
+        };
+        self.metrics.record_gate(
+            &gate.addr.to_string(),
+            healthy,
+            gate.open,
+            error,
+            SystemTime::now(),
+        );
+        opens
     }
 
     /// The heartbeat behind `/healthz`: this loop turned, and so did every peer task.
@@ -456,7 +545,15 @@ impl Daemon {
                 )
                 .0,
             ),
+            graceful_shutdown: self.settings.graceful_shutdown,
         };
+        self.metrics.record_planned();
+        if !self.gate_open {
+            debug!("startup gate closed: no session yet");
+            self.planned = Some((config, labels));
+            self.plan = Some(plan);
+            return;
+        }
         self.peers
             .reconcile(&plan, &run, self.secrets.as_deref(), event)
             .await;

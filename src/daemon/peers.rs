@@ -3,9 +3,14 @@
 //! restart those whose session parameters changed, and hand every other one its new
 //! desired routes through its `watch` channel (an `Arc`: nothing is copied).
 //!
+//! A peer stopped for good (de-configured, or every peer at SIGTERM without graceful
+//! restart in force) first drains for the graceful shutdown time (RFC 8326, in the peer
+//! task): its routes carry GRACEFUL_SHUTDOWN, then are withdrawn, then the Cease.
+//!
 //! Must not: decide routes (the planner did) or speak BGP (the tasks do). Stopping is
-//! bounded: a task gets its NOTIFICATION out within `peer::CLOSE_TIMEOUT` twice, and is
-//! aborted if it is still running after [`STOP_TIMEOUT`].
+//! bounded: a task gets its NOTIFICATION out within `peer::CLOSE_TIMEOUT` twice after
+//! its grace period, and is aborted if it is still running after [`STOP_TIMEOUT`] plus
+//! that period.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -60,24 +65,35 @@ impl Running {
 pub struct Peers {
     running: BTreeMap<PeerKey, Running>,
     /// Tasks told to stop for good (de-configured) and still saying goodbye, each in a
-    /// task of its own bounded by [`STOP_TIMEOUT`]. A peer selected again waits for its
-    /// old task: the metrics entry and the listener registration are per peer.
-    stopping: BTreeMap<PeerKey, JoinHandle<()>>,
+    /// task of its own bounded by [`STOP_TIMEOUT`] plus the grace period, with the
+    /// sender that can cut the grace short. A peer selected again waits for its old task
+    /// (told to stop at once): the metrics entry and the listener registration are per
+    /// peer.
+    stopping: BTreeMap<PeerKey, Stopping>,
     metrics: Arc<Metrics>,
     listener: Option<Listener>,
     /// Peers whose spec cannot be built or spawned, with the error last logged, so each
     /// distinct error is logged once.
     refused: BTreeMap<PeerKey, String>,
+    /// `--graceful-shutdown-time`: added to every bound on a task that stops for good.
+    grace: Duration,
+}
+
+/// A task saying goodbye after it was de-configured.
+struct Stopping {
+    shutdown: watch::Sender<Option<Shutdown>>,
+    join: JoinHandle<()>,
 }
 
 impl Peers {
-    pub fn new(metrics: Arc<Metrics>, listener: Option<Listener>) -> Self {
+    pub fn new(metrics: Arc<Metrics>, listener: Option<Listener>, grace: Duration) -> Self {
         Self {
             running: BTreeMap::new(),
             stopping: BTreeMap::new(),
             metrics,
             listener,
             refused: BTreeMap::new(),
+            grace,
         }
     }
 
@@ -180,13 +196,13 @@ impl Peers {
         for (key, ..) in &restart {
             if let Some(r) = self.running.remove(key) {
                 r.stop(Shutdown::Admin(RESET_MESSAGE.into()));
-                waiting.spawn(join_bounded(r.handle));
+                waiting.spawn(join_bounded(r.handle, STOP_TIMEOUT));
             }
         }
         for (key, ..) in &blocked {
             if let Some(r) = self.running.remove(key) {
                 r.stop(Shutdown::Admin(KEY_GONE_MESSAGE.into()));
-                waiting.spawn(join_bounded(r.handle));
+                waiting.spawn(join_bounded(r.handle, STOP_TIMEOUT));
             }
         }
         while waiting.join_next().await.is_some() {}
@@ -195,8 +211,11 @@ impl Peers {
         }
         for (key, peer, spec, routes) in restart.into_iter().chain(start) {
             if let Some(old) = self.stopping.remove(&key) {
-                // Bounded: the stopping task aborts its peer task after STOP_TIMEOUT.
-                let _ = old.await;
+                // Selected again during its graceful shutdown: a second request ends the
+                // grace at once (the new session announces the routes again), and the
+                // stopping task aborts its peer task after STOP_TIMEOUT.
+                let _ = old.shutdown.send(Some(Shutdown::Deconfigured));
+                let _ = old.join.await;
             }
             self.start(key, peer, spec, Arc::clone(routes), event);
         }
@@ -220,7 +239,7 @@ impl Peers {
 
     /// Forgets the de-configured tasks that finished saying goodbye.
     pub fn reap_stopped(&mut self) {
-        self.stopping.retain(|_, task| !task.is_finished());
+        self.stopping.retain(|_, task| !task.join.is_finished());
     }
 
     /// Copies what the metrics do not get from the observer: prefixes still pending,
@@ -244,10 +263,12 @@ impl Peers {
     }
 
     /// SIGTERM: every session ends (without a NOTIFICATION where graceful restart was
-    /// negotiated, so the peer keeps our routes until we are back; with Cease /
-    /// Administrative Shutdown and a message otherwise), waiting at most `timeout`.
+    /// negotiated, so the peer keeps our routes until we are back; otherwise after the
+    /// graceful shutdown time with GRACEFUL_SHUTDOWN, then withdrawals and Cease /
+    /// Administrative Shutdown with a message), waiting at most the grace period plus
+    /// `timeout`.
     pub async fn shutdown(&mut self, timeout: Duration) {
-        let deadline = tokio::time::Instant::now() + timeout;
+        let deadline = tokio::time::Instant::now() + self.grace + timeout;
         let mut waiting = JoinSet::new();
         for (key, r) in std::mem::take(&mut self.running) {
             // The task's session decides between the graceful close and the Cease: the
@@ -267,7 +288,7 @@ impl Peers {
         }
         for (_, task) in std::mem::take(&mut self.stopping) {
             waiting.spawn(async move {
-                let _ = tokio::time::timeout_at(deadline, task).await;
+                let _ = tokio::time::timeout_at(deadline, task.join).await;
             });
         }
         while waiting.join_next().await.is_some() {}
@@ -334,8 +355,14 @@ impl Peers {
     fn retire(&mut self, key: PeerKey, mode: Shutdown) {
         if let Some(r) = self.running.remove(&key) {
             r.stop(mode);
-            let task = tokio::spawn(join_bounded(r.handle));
-            self.stopping.insert(key, task);
+            let join = tokio::spawn(join_bounded(r.handle, STOP_TIMEOUT + self.grace));
+            self.stopping.insert(
+                key,
+                Stopping {
+                    shutdown: r.shutdown,
+                    join,
+                },
+            );
         }
         self.metrics.remove_peer(key);
     }
@@ -365,11 +392,11 @@ impl Peers {
     }
 }
 
-/// Waits for a stopping task, aborting it after [`STOP_TIMEOUT`].
-async fn join_bounded(handle: PeerHandle) {
+/// Waits for a stopping task, aborting it after `bound`.
+async fn join_bounded(handle: PeerHandle, bound: Duration) {
     let key = handle.key;
     let mut join = handle.join;
-    if tokio::time::timeout(STOP_TIMEOUT, &mut join).await.is_err() {
+    if tokio::time::timeout(bound, &mut join).await.is_err() {
         warn!(peer = %key, "peer task did not end in time, aborting it");
         join.abort();
         let _ = join.await;
@@ -404,6 +431,7 @@ mod tests {
         let run = RunOverrides {
             router_id: Some(Ipv4Addr::from(router_id)),
             source_address: source.map(|s| s.parse().unwrap()),
+            graceful_shutdown: Duration::ZERO,
         };
         PeerSpec::from_config(peer, &run).unwrap()
     }
@@ -506,7 +534,7 @@ mod tests {
     async fn a_peer_without_its_key_runs_no_task_shows_why_and_goes_when_unselected() {
         use crate::sources::secrets::{SecretOrigin, SecretState};
         let metrics = Metrics::new();
-        let mut peers = Peers::new(Arc::clone(&metrics), None);
+        let mut peers = Peers::new(Arc::clone(&metrics), None, Duration::ZERO);
         let plan = plan_for(
             "peers:\n  - peer-address: 192.0.2.1\n    peer-asn: 65000\n    my-asn: 65001\n    password-secret: {name: s, key: k}\n",
         );
@@ -572,7 +600,7 @@ mod tests {
         let now = Instant::now();
         let limit = Duration::from_secs(30);
         let long_ago = now.checked_sub(Duration::from_secs(60)).unwrap();
-        let mut peers = Peers::new(Metrics::new(), None);
+        let mut peers = Peers::new(Metrics::new(), None, Duration::ZERO);
         let stuck = std::future::pending::<()>;
         // Turned just now; silent for a minute; silent for a minute but ended.
         let live = peer("");

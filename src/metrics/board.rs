@@ -27,8 +27,16 @@ pub struct Status {
     pub node: Option<String>,
     /// The main loop beat recently (`/healthz`).
     pub alive: bool,
-    /// A config is in force and every source completed its first sync (`/readyz`).
+    /// `/readyz`: a config is in force, every source completed its first sync and, with
+    /// `--ready-timeout`, this node's sessions are Established (or waited for long
+    /// enough).
     pub ready: bool,
+    /// Why not ready, or what readiness no longer waits for.
+    #[serde(default)]
+    pub ready_reasons: Vec<String>,
+    /// The startup gate on the Cilium agent's health (`--cilium-health-addr`).
+    #[serde(default)]
+    pub gate: Option<GateReport>,
     pub config: ConfigReport,
     /// One entry per followed resource, in a fixed order.
     pub sources: Vec<SourceReport>,
@@ -36,6 +44,24 @@ pub struct Status {
     pub view: Option<ViewReport>,
     /// One entry per configured peer, by address and port.
     pub peers: Vec<PeerReport>,
+}
+
+/// The startup gate: nothing is announced until the Cilium agent on the node reports
+/// healthy; afterwards its health is only reported.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct GateReport {
+    /// Where the agent's `/healthz` is asked (ADDR:PORT).
+    pub address: String,
+    /// The last answer: healthy (200) or not; `None` before the first.
+    pub healthy: Option<bool>,
+    /// The first announcement was let through (stays true).
+    pub open: bool,
+    /// When `healthy` or `open` last changed, seconds since the Unix epoch.
+    pub since_unix: Option<u64>,
+    /// Times the agent went from healthy to unhealthy or unreachable.
+    pub flaps: u64,
+    /// The last unhealthy answer or error.
+    pub last_error: Option<String>,
 }
 
 /// The bgp-config in force and the last reload.

@@ -18,8 +18,8 @@ use prometheus::{
 };
 
 use super::board::{
-    ConfigReport, DriftReport, OverlapReport, PeerReport, RefusedReport, SourceReport, Status,
-    UnannounceableReport, ViewReport,
+    ConfigReport, DriftReport, GateReport, OverlapReport, PeerReport, RefusedReport, SourceReport,
+    Status, UnannounceableReport, ViewReport,
 };
 use super::labels::{self, Direction, AFIS, MESSAGE_TYPES};
 use crate::bgp::session::State;
@@ -107,6 +107,9 @@ struct Families {
     refused: IntGauge,
     event_to_update: Histogram,
     kube_events_lost: IntCounterVec,
+    cilium_healthy: IntGauge,
+    cilium_flaps: prometheus::IntCounter,
+    gate_open: IntGauge,
 }
 
 /// What the status document holds, plus which labelled series exist (so that removing
@@ -123,6 +126,25 @@ struct Inner {
     /// Peers removed since they were last added: a stopping peer task's last reports
     /// (its Cease, its drop to Idle) must not bring their series back.
     removed: BTreeSet<PeerKey>,
+    /// `--ready-timeout`: how long `/readyz` waits for sessions (and the gate) once a
+    /// config is in force and the sources synced; zero waits for neither.
+    ready_timeout: Duration,
+    /// When a config was first in force with every source synced.
+    base_ready_at: Option<Instant>,
+    /// The daemon made a plan (its sessions are declared with `add_peer`).
+    planned: bool,
+    /// The startup gate on the Cilium agent's health, when configured.
+    gate: Option<GateReport>,
+    /// SIGTERM arrived: the sessions are ending.
+    shutting_down: bool,
+}
+
+/// Why `/readyz` answers as it does: `ready`, and the reasons (why not, or what it no
+/// longer waits for).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Readiness {
+    pub ready: bool,
+    pub reasons: Vec<String>,
 }
 
 struct PeerEntry {
@@ -152,6 +174,8 @@ struct PeerEntry {
     queries: Option<mpsc::Sender<RoutesQuery>>,
     /// (direction, code, subcode) label sets of this peer's NOTIFICATION series.
     notifications: BTreeSet<(&'static str, &'static str, &'static str)>,
+    /// Since when the session has not been Established (declared, or left it).
+    down_since: Option<Instant>,
 }
 
 impl Metrics {
@@ -202,15 +226,53 @@ impl Metrics {
         self.beat.silent_for(now) <= self.liveness
     }
 
-    /// A config is in force and every followed resource completed its first sync.
+    /// `/readyz` now: see [`Metrics::readiness_at`].
     pub fn ready(&self) -> bool {
-        self.not_ready_reason().is_none()
+        self.readiness_at(Instant::now()).ready
     }
 
-    /// Why the speaker is not ready, for `/readyz`; `None` when it is.
+    /// Why the speaker is not ready now, for `/readyz`; `None` when it is.
     pub fn not_ready_reason(&self) -> Option<String> {
-        let inner = self.lock();
+        let r = self.readiness_at(Instant::now());
+        (!r.ready).then(|| r.reasons.join("; "))
+    }
+
+    /// `--ready-timeout` (see [`Metrics::readiness_at`]); zero, the default, waits for
+    /// neither sessions nor the gate.
+    pub fn set_ready_timeout(&self, timeout: Duration) {
+        self.lock().ready_timeout = timeout;
+    }
+
+    /// The daemon made a plan (and started its sessions, unless the startup gate holds
+    /// them): the peers it declares are the sessions this node should have.
+    pub fn record_planned(&self) {
+        self.lock().planned = true;
+    }
+
+    /// SIGTERM: `/readyz` fails from now on.
+    pub fn record_shutting_down(&self) {
+        self.lock().shutting_down = true;
+    }
+
+    /// The readiness rule, at `now`:
+    ///
+    /// 1. Not ready while shutting down, without a bgp-config in force, or before every
+    ///    followed resource completed its first sync (no bound: nothing can be announced
+    ///    without them).
+    /// 2. Then, with a `--ready-timeout` (the daemon sets one), not ready until a plan
+    ///    is made, the startup gate (if any) opened, and every session the plan has
+    ///    is Established, so that a rolling update does not move on while this node's
+    ///    routes are missing. The bound: the plan and the gate are waited for at most
+    ///    the timeout from the moment (1) first held, and a session that has not been
+    ///    Established for longer than the timeout no longer counts; then `/readyz`
+    ///    answers ready and says what it did not wait for (a peer that is down must not
+    ///    stop a rollout for ever).
+    pub fn readiness_at(&self, now: Instant) -> Readiness {
+        let mut inner = self.lock();
         let mut reasons = Vec::new();
+        if inner.shutting_down {
+            reasons.push("shutting down".to_owned());
+        }
         if !inner.config.loaded {
             reasons.push("no bgp-config in force".to_owned());
         }
@@ -227,7 +289,110 @@ impl Metrics {
         if !unsynced.is_empty() {
             reasons.push(format!("not synced yet: {}", unsynced.join(", ")));
         }
-        (!reasons.is_empty()).then(|| reasons.join("; "))
+        if !reasons.is_empty() {
+            return Readiness {
+                ready: false,
+                reasons,
+            };
+        }
+        let timeout = inner.ready_timeout;
+        if timeout.is_zero() {
+            return Readiness {
+                ready: true,
+                reasons,
+            };
+        }
+        let base = *inner.base_ready_at.get_or_insert(now);
+        let waited_out = now.saturating_duration_since(base) >= timeout;
+        let mut waiting = Vec::new();
+        let mut given_up = Vec::new();
+        let mut note = |waited_out: bool, what: String| {
+            if waited_out {
+                given_up.push(what);
+            } else {
+                waiting.push(what);
+            }
+        };
+        if !inner.planned {
+            note(waited_out, "no plan made yet".to_owned());
+        }
+        if let Some(gate) = inner.gate.as_ref().filter(|g| !g.open) {
+            note(
+                waited_out,
+                format!(
+                    "nothing announced until the cilium agent at {} reports healthy",
+                    gate.address
+                ),
+            );
+        }
+        for entry in inner.peers.values() {
+            if let Some(since) = entry.down_since {
+                let down_for = now.saturating_duration_since(since);
+                note(
+                    down_for >= timeout,
+                    format!("session {} not established", entry.label),
+                );
+            }
+        }
+        if waiting.is_empty() {
+            if !given_up.is_empty() {
+                reasons.push(format!(
+                    "not waited for beyond --ready-timeout {}s: {}",
+                    timeout.as_secs(),
+                    given_up.join(", ")
+                ));
+            }
+            Readiness {
+                ready: true,
+                reasons,
+            }
+        } else {
+            Readiness {
+                ready: false,
+                reasons: waiting,
+            }
+        }
+    }
+
+    // --- startup gate -----------------------------------------------------------------
+
+    /// The startup gate's state: the Cilium agent's health at `address` (`None` before
+    /// the first answer), whether the first announcement was allowed, and the last
+    /// error or unhealthy answer.
+    pub fn record_gate(
+        &self,
+        address: &str,
+        healthy: Option<bool>,
+        open: bool,
+        error: Option<&str>,
+        now: SystemTime,
+    ) {
+        let mut inner = self.lock();
+        let f = &self.families;
+        f.cilium_healthy.set(match healthy {
+            Some(true) => 1,
+            Some(false) => 0,
+            None => -1,
+        });
+        f.gate_open.set(i64::from(open));
+        let changed = inner
+            .gate
+            .as_ref()
+            .is_none_or(|g| g.healthy != healthy || g.open != open);
+        let report = inner.gate.get_or_insert_with(|| GateReport {
+            address: address.to_owned(),
+            ..GateReport::default()
+        });
+        if changed {
+            report.since_unix = Some(whole_seconds(now));
+        }
+        if report.healthy == Some(true) && healthy == Some(false) {
+            report.flaps += 1;
+            f.cilium_flaps.inc();
+        }
+        report.healthy = healthy;
+        report.open = open;
+        report.last_error = error.map(str::to_owned);
     }
 
     // --- local facts ------------------------------------------------------------------
@@ -381,6 +546,11 @@ impl Metrics {
             f.session_state
                 .with_label_values(&[p, state.as_str()])
                 .set(i64::from(state == to));
+        }
+        if to == State::Established {
+            entry.down_since = None;
+        } else if entry.down_since.is_none() {
+            entry.down_since = Some(Instant::now());
         }
         if to == State::Established && from != State::Established {
             entry.established_at = Some(now);
@@ -601,6 +771,7 @@ impl Metrics {
                 session_error: None,
                 queries: None,
                 notifications: BTreeSet::new(),
+                down_since: Some(Instant::now()),
             }
         }))
     }
@@ -828,7 +999,7 @@ impl Metrics {
     /// The `/status` document at `now`.
     pub fn status(&self, now: SystemTime, instant: Instant) -> Status {
         let alive = self.alive_at(instant);
-        let ready = self.ready();
+        let readiness = self.readiness_at(instant);
         let inner = self.lock();
         let age = |t: SystemTime| now.duration_since(t).map_or(0, |d| d.as_secs());
         Status {
@@ -836,7 +1007,9 @@ impl Metrics {
             now_unix: whole_seconds(now),
             node: inner.node.clone(),
             alive,
-            ready,
+            ready: readiness.ready,
+            ready_reasons: readiness.reasons,
+            gate: inner.gate.clone(),
             config: inner.config.clone(),
             sources: inner
                 .sources
@@ -902,7 +1075,7 @@ impl Families {
             &["version"],
         );
         build.with_label_values(&[env!("CARGO_PKG_VERSION")]).set(1);
-        Families {
+        let families = Families {
             session_up: r.gauge_vec(
                 "session_up",
                 "1 when the BGP session with the peer is Established, else 0.",
@@ -1062,7 +1235,27 @@ impl Families {
                 }
                 c
             },
-        }
+            cilium_healthy: r.gauge(
+                "cilium_agent_healthy",
+                "The last answer of the Cilium agent's /healthz to the startup gate: 1 \
+                 healthy, 0 not (or unreachable), -1 no answer yet or no gate \
+                 (--cilium-health-addr unset).",
+            ),
+            cilium_flaps: r.counter(
+                "cilium_agent_unhealthy_total",
+                "Times the Cilium agent's /healthz went from healthy to unhealthy or \
+                 unreachable (reported only: routes stay announced).",
+            ),
+            gate_open: r.gauge(
+                "announce_gate_open",
+                "1 once the startup gate let the first announcement through (always 1 \
+                 without --cilium-health-addr).",
+            ),
+        };
+        // Until a gate reports: none configured.
+        families.cilium_healthy.set(-1);
+        families.gate_open.set(1);
+        families
     }
 }
 
@@ -1101,6 +1294,12 @@ impl Registrar<'_> {
     fn float_gauge_vec(&self, name: &str, help: &str, labels: &[&str]) -> GaugeVec {
         let g = GaugeVec::new(Self::opts(name, help), labels).expect("valid constant opts");
         self.add(g)
+    }
+
+    fn counter(&self, name: &str, help: &str) -> prometheus::IntCounter {
+        let c =
+            prometheus::IntCounter::with_opts(Self::opts(name, help)).expect("valid constant opts");
+        self.add(c)
     }
 
     fn counter_vec(&self, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {

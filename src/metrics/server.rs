@@ -155,10 +155,14 @@ pub fn respond(
                 Response::text(503, "the main loop has not reported for too long\n")
             }
         }
-        "/readyz" => match metrics.not_ready_reason() {
-            None => Response::text(200, "ready\n"),
-            Some(reason) => Response::text(503, format!("not ready: {reason}\n")),
-        },
+        "/readyz" => {
+            let r = metrics.readiness_at(instant);
+            match (r.ready, r.reasons.is_empty()) {
+                (true, true) => Response::text(200, "ready\n"),
+                (true, false) => Response::text(200, format!("ready; {}\n", r.reasons.join("; "))),
+                (false, _) => Response::text(503, format!("not ready: {}\n", r.reasons.join("; "))),
+            }
+        }
         "/status" => json(&metrics.status(now, instant)),
         _ => Response::text(
             404,

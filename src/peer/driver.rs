@@ -27,7 +27,7 @@ use crate::bgp::session::{
 use crate::bgp::wire::{check_header, decode_message_bytes, encode_message, AfiSafi, Message};
 use crate::config::PeerKey;
 use crate::routes::next_hop::SessionNextHops;
-use crate::routes::DesiredRoutes;
+use crate::routes::{self, DesiredRoutes};
 use bytes::{Buf, BytesMut};
 use std::collections::BTreeMap;
 use std::future::{pending, Future};
@@ -58,6 +58,18 @@ type Dial = Pin<Box<dyn Future<Output = Result<TcpStream, PeerError>> + Send>>;
 enum Which {
     Main,
     Candidate,
+}
+
+impl Drain {
+    /// The next moment the drain must act: the end of the grace period, then the bound
+    /// on writing the withdrawals.
+    fn deadline(&self) -> Instant {
+        if self.withdrawing {
+            self.until + CLOSE_TIMEOUT
+        } else {
+            self.until
+        }
+    }
 }
 
 impl Which {
@@ -149,9 +161,21 @@ impl Conn {
     }
 }
 
+/// A graceful shutdown in progress (RFC 8326 section 4): our routes went out again with
+/// GRACEFUL_SHUTDOWN; at `until` they are withdrawn, then the session stops.
+struct Drain {
+    until: Instant,
+    /// The Cease that ends it.
+    reason: StopReason,
+    /// The routes are being withdrawn (the grace period is over).
+    withdrawing: bool,
+}
+
 /// What woke the task.
 enum Event {
     Shutdown(Shutdown),
+    /// The daemon dropped its end of the shutdown channel.
+    ShutdownClosed,
     Timeout,
     Readable(Which),
     Writable(Which),
@@ -189,6 +213,8 @@ pub(crate) struct Task {
     refill: bool,
     /// `status --routes` asking for the Adj-RIB-Out; `None` once every sender is gone.
     queries: Option<mpsc::Receiver<RoutesQuery>>,
+    /// A graceful shutdown in progress.
+    graceful: Option<Drain>,
 }
 
 impl Task {
@@ -220,6 +246,7 @@ impl Task {
             beat,
             refill: false,
             queries: Some(queries),
+            graceful: None,
         })
     }
 
@@ -232,35 +259,71 @@ impl Task {
         let first = desired.borrow_and_update().clone();
         self.rib.set_desired(first);
         let mut desired_open = true;
+        let mut shutdown_open = true;
         let now = Instant::now();
         self.input(Which::Main, now, Input::Start).await;
         self.after_event(now).await;
         loop {
-            // A shutdown requested before the task started, or while it was busy.
-            let requested = shutdown.borrow_and_update().clone();
+            // A shutdown requested before the task started, or while it was busy (once
+            // draining, only a new request counts: `next_event` sees it change).
+            let requested = match self.graceful {
+                None if shutdown_open => shutdown.borrow_and_update().clone(),
+                _ => None,
+            };
             let event = match requested {
                 Some(mode) => Event::Shutdown(mode),
                 None => {
-                    self.next_event(&mut desired, desired_open, &mut shutdown, &mut inbound)
-                        .await
+                    self.next_event(
+                        &mut desired,
+                        desired_open,
+                        &mut shutdown,
+                        shutdown_open,
+                        &mut inbound,
+                    )
+                    .await
                 }
             };
             let now = Instant::now();
             self.beat.beat(now);
             match event {
                 Event::Shutdown(mode) => {
-                    self.shutdown(now, mode).await;
-                    break;
+                    // A second request during a drain ends it at once.
+                    if self.graceful.is_some() || !self.begin_drain(now, &mode) {
+                        self.shutdown(now, mode).await;
+                        break;
+                    }
+                }
+                Event::ShutdownClosed => {
+                    shutdown_open = false;
+                    if self.graceful.is_none() {
+                        // The daemon is gone: leave as a restart would, routes kept by a
+                        // GR peer (or drained first).
+                        let mode = Shutdown::Restart(DAEMON_GONE_MESSAGE.into());
+                        if !self.begin_drain(now, &mode) {
+                            self.shutdown(now, mode).await;
+                            break;
+                        }
+                    }
                 }
                 Event::Timeout => self.timeout(now).await,
                 Event::Readable(w) => self.read(w, now).await,
                 Event::Writable(w) => self.flush(w, now).await,
                 Event::Dialed(r) => self.dialed(r, now).await,
+                Event::Inbound(_) if self.graceful.is_some() => {
+                    debug!("connection refused: the session is shutting down");
+                }
                 Event::Inbound(stream) => self.offer(stream, true, now).await,
                 Event::InboundClosed => inbound = None,
                 Event::Desired => {
                     let d = desired.borrow_and_update().clone();
-                    self.rib.set_desired(d);
+                    match &self.graceful {
+                        // Withdrawing: nothing goes out again.
+                        Some(drain) if drain.withdrawing => {}
+                        Some(_) => self
+                            .rib
+                            .set_desired(Arc::new(routes::graceful_shutdown(&d))),
+                        None => self.rib.set_desired(d),
+                    }
                     if self.rib.has_work() {
                         // Changes that arrive before the last one is written are
                         // measured from the first.
@@ -279,6 +342,10 @@ impl Task {
                 Event::Nothing => {}
             }
             self.after_event(now).await;
+            if let Some(reason) = self.drain_step(Instant::now()).await {
+                self.stop(Instant::now(), reason).await;
+                break;
+            }
         }
         self.status.send_modify(|s| {
             s.state = self.main.session.state();
@@ -291,6 +358,7 @@ impl Task {
         desired: &mut watch::Receiver<Arc<DesiredRoutes>>,
         desired_open: bool,
         shutdown: &mut watch::Receiver<Option<Shutdown>>,
+        shutdown_open: bool,
         inbound: &mut Option<Inbound>,
     ) -> Event {
         let deadline = [
@@ -298,6 +366,7 @@ impl Task {
             self.candidate
                 .as_ref()
                 .and_then(|c| c.session.poll_timeout()),
+            self.graceful.as_ref().map(Drain::deadline),
         ]
         .into_iter()
         .flatten()
@@ -309,14 +378,13 @@ impl Task {
         let queries = self.queries.as_mut();
         tokio::select! {
             biased;
-            r = shutdown.changed() => match r {
+            r = shutdown.changed(), if shutdown_open => match r {
                 Ok(()) => match shutdown.borrow_and_update().clone() {
                     Some(mode) => Event::Shutdown(mode),
                     // Set back to "running": nothing to do.
                     None => Event::Nothing,
                 },
-                // The daemon is gone: leave as a restart would, routes kept by a GR peer.
-                Err(_) => Event::Shutdown(Shutdown::Restart(DAEMON_GONE_MESSAGE.into())),
+                Err(_) => Event::ShutdownClosed,
             },
             () = sleep_until(deadline) => Event::Timeout,
             () = writable(main) => Event::Writable(Which::Main),
@@ -815,6 +883,86 @@ impl Task {
             Shutdown::Restart(m) => StopReason::Restart(m),
             Shutdown::Deconfigured => StopReason::PeerDeconfigured,
         };
+        self.stop(now, reason).await;
+    }
+
+    /// Starts a graceful shutdown (RFC 8326) when `mode` ends the session for good while
+    /// the peer holds our routes: every route goes out again with GRACEFUL_SHUTDOWN
+    /// (65535:0), so the peer and those behind it move traffic to other paths while the
+    /// routes still work; [`Task::drain_step`] withdraws them after the grace period.
+    /// Not for an administrative shutdown (an operator's "now"), nor a restart that
+    /// graceful restart covers (the peer keeps the routes as stale and needs no warning),
+    /// nor a session that is not Established (the peer holds nothing). Returns whether
+    /// it started.
+    fn begin_drain(&mut self, now: Instant, mode: &Shutdown) -> bool {
+        let grace = self.spec.graceful_shutdown;
+        if grace.is_zero() || self.main.session.state() != State::Established {
+            return false;
+        }
+        let reason = match mode {
+            Shutdown::Admin(_) => return false,
+            Shutdown::Restart(_) if self.main.session.graceful_restart_in_force() => return false,
+            Shutdown::Restart(m) => StopReason::AdminShutdown(m.clone()),
+            Shutdown::Deconfigured => StopReason::PeerDeconfigured,
+        };
+        info!(
+            grace_secs = grace.as_secs_f64(),
+            then = %reason,
+            "graceful shutdown: routes re-advertised with GRACEFUL_SHUTDOWN, withdrawn after the grace period"
+        );
+        // A connection the peer opened meanwhile has no routes of ours: it goes now.
+        if let Some(c) = self.candidate.as_mut() {
+            c.session.handle(
+                now,
+                Input::Stop {
+                    reason: reason.clone(),
+                },
+            );
+        }
+        let marked = routes::graceful_shutdown(self.rib.desired());
+        self.rib.set_desired(Arc::new(marked));
+        self.changed_at.get_or_insert(now);
+        self.graceful = Some(Drain {
+            until: now + grace,
+            reason,
+            withdrawing: false,
+        });
+        true
+    }
+
+    /// Moves a graceful shutdown on: withdraws every route once the grace period is
+    /// over, and returns the Cease to stop with once they are written (or after
+    /// [`CLOSE_TIMEOUT`] more, should the peer not read them), or at once when the
+    /// session went down meanwhile (the peer dropped our routes with it; no new one
+    /// may start).
+    async fn drain_step(&mut self, now: Instant) -> Option<StopReason> {
+        self.graceful.as_ref()?;
+        if self.candidate.is_some() {
+            // Stopped by `begin_drain`: its NOTIFICATION goes out, then it is gone.
+            self.drain(Which::Candidate, now).await;
+            self.candidate = None;
+        }
+        let drain = self.graceful.as_mut()?;
+        if self.main.session.state() != State::Established {
+            return Some(drain.reason.clone());
+        }
+        if !drain.withdrawing && now >= drain.until {
+            drain.withdrawing = true;
+            info!("grace period over: withdrawing every route");
+            self.rib.set_desired(Arc::new(DesiredRoutes::new()));
+            self.after_event(now).await;
+        }
+        let drain = self.graceful.as_ref()?;
+        let written =
+            !self.rib.has_work() && self.main.conn.as_ref().is_none_or(|c| c.wbuf.is_empty());
+        if drain.withdrawing && (written || now >= drain.deadline()) {
+            return Some(drain.reason.clone());
+        }
+        None
+    }
+
+    /// Stops both sessions for `reason`.
+    async fn stop(&mut self, now: Instant, reason: StopReason) {
         if self.candidate.is_some() {
             self.input(
                 Which::Candidate,

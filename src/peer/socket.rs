@@ -310,6 +310,7 @@ mod tests {
         let run = RunOverrides {
             source_address: Some(Ipv4Addr::LOCALHOST.into()),
             router_id: Some(Ipv4Addr::new(192, 0, 2, 10)),
+            graceful_shutdown: std::time::Duration::ZERO,
         };
         let mut t = PeerSpec::from_config(&cfg.peers[0], &run)
             .unwrap()

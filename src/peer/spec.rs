@@ -32,6 +32,12 @@ pub struct RunOverrides {
     pub source_address: Option<IpAddr>,
     /// The BGP Identifier of peers whose `router-id` is unset (the node's IPv4 address).
     pub router_id: Option<Ipv4Addr>,
+    /// The next hop of routes announced with `NextHop::SessionLocal` in the family the
+    /// session's own address does not have: IPv4 routes on an IPv6 session...
+    /// ... and IPv6 routes on an IPv4 session (the node's InternalIP of that family).
+    /// Speaker-wide: how long routes carry GRACEFUL_SHUTDOWN before they are withdrawn
+    /// when the session stops for good (`--graceful-shutdown-time`; zero: at once).
+    pub graceful_shutdown: Duration,
 }
 
 /// The TTL policy of a session's socket.
@@ -82,6 +88,12 @@ pub struct PeerSpec {
     pub key: PeerKey,
     pub session: SessionConfig,
     pub transport: Transport,
+    /// Next hops of `NextHop::SessionLocal` routes in the family the session's local
+    /// address does not have (see [`RunOverrides`]).
+    /// How long a session that stops for good (no graceful restart in force) keeps our
+    /// routes, re-advertised with GRACEFUL_SHUTDOWN (RFC 8326), before it withdraws them
+    /// and sends its Cease. Zero: the Cease at once.
+    pub graceful_shutdown: Duration,
 }
 
 /// RFC 2385 section 4 does not bound the key; Linux does (TCP_MD5SIG_MAXKEYLEN).
@@ -177,6 +189,7 @@ impl PeerSpec {
                 ttl,
                 connect_timeout: CONNECT_TIMEOUT,
             },
+            graceful_shutdown: run.graceful_shutdown,
         })
     }
 }
@@ -211,6 +224,7 @@ mod tests {
         RunOverrides {
             source_address: Some("192.0.2.10".parse().unwrap()),
             router_id: Some(Ipv4Addr::new(192, 0, 2, 10)),
+            graceful_shutdown: Duration::ZERO,
         }
     }
 

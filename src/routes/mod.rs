@@ -27,7 +27,7 @@ pub use plan::{
 
 use crate::bgp::wire::{LargeCommunity, Origin};
 use ipnet::IpNet;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -86,6 +86,37 @@ impl RouteDiff {
     pub fn is_empty(&self) -> bool {
         self.announce.is_empty() && self.withdraw.is_empty()
     }
+}
+
+/// The same routes marked for a graceful shutdown (RFC 8326 section 3): each carries the
+/// GRACEFUL_SHUTDOWN community (65535:0) besides its own communities, kept sorted and
+/// deduplicated. Routes that shared one attribute set still share one (they stay packed
+/// together).
+pub fn graceful_shutdown(desired: &DesiredRoutes) -> DesiredRoutes {
+    let gshut = crate::config::Community::GRACEFUL_SHUTDOWN.0;
+    let mut marked: HashMap<Arc<RouteAttrs>, Arc<RouteAttrs>> = HashMap::new();
+    desired
+        .iter()
+        .map(|(prefix, route)| {
+            let attrs = marked
+                .entry(Arc::clone(&route.attrs))
+                .or_insert_with(|| {
+                    let mut a = (*route.attrs).clone();
+                    if let Err(at) = a.communities.binary_search(&gshut) {
+                        a.communities.insert(at, gshut);
+                    }
+                    Arc::new(a)
+                })
+                .clone();
+            (
+                *prefix,
+                PlannedRoute {
+                    attrs,
+                    node: Arc::clone(&route.node),
+                },
+            )
+        })
+        .collect()
 }
 
 /// The minimal announce/withdraw sets between what a peer holds and what it must hold:
@@ -157,6 +188,31 @@ mod tests {
                 )
             })
             .collect()
+    }
+
+    #[test]
+    fn graceful_shutdown_adds_65535_0_and_keeps_the_other_communities() {
+        let mut with = (*attrs(100)).clone();
+        with.communities = vec![0x0001_0002, 0xFFFF_FF01];
+        let with = Arc::new(with);
+        let plain = attrs(200);
+        let want = desired(&[
+            ("10.0.0.0/24", &with),
+            ("10.0.1.0/24", &with),
+            ("10.0.2.0/24", &plain),
+        ]);
+        let marked = graceful_shutdown(&want);
+        assert_eq!(marked.len(), 3);
+        let of = |p: &str| marked[&p.parse::<IpNet>().unwrap()].attrs.clone();
+        assert_eq!(
+            of("10.0.0.0/24").communities,
+            vec![0x0001_0002, 0xFFFF_0000, 0xFFFF_FF01]
+        );
+        assert_eq!(of("10.0.2.0/24").communities, vec![0xFFFF_0000]);
+        assert!(Arc::ptr_eq(&of("10.0.0.0/24"), &of("10.0.1.0/24")));
+        assert_eq!(of("10.0.2.0/24").local_pref, Some(200));
+        // Marking twice changes nothing more.
+        assert_eq!(graceful_shutdown(&marked), marked);
     }
 
     #[test]

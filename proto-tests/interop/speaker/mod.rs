@@ -106,6 +106,7 @@ pub fn spec(n: u8, peer: &config::Peer) -> PeerSpec {
     let run = RunOverrides {
         source_address: Some(v4(n)),
         router_id: Some(v4_of(n)),
+        graceful_shutdown: Duration::ZERO,
     };
     PeerSpec::from_config(peer, &run).unwrap_or_else(|e| panic!("peer spec: {e}"))
 }
@@ -328,10 +329,20 @@ impl Speaker {
 
     /// Ends the task the way the daemon would and waits for it (bounded).
     pub fn stop(&mut self, mode: Shutdown) -> PeerStatus {
+        self.request_stop(mode);
+        self.join()
+    }
+
+    /// Asks the task to end without waiting (a graceful shutdown takes its grace period).
+    pub fn request_stop(&self, mode: Shutdown) {
+        self.shutdown.send_replace(Some(mode));
+    }
+
+    /// Waits (bounded) for a task asked to end.
+    pub fn join(&mut self) -> PeerStatus {
         let Some(h) = self.handle.take() else {
             panic!("{} already stopped", self.name);
         };
-        self.shutdown.send_replace(Some(mode));
         let status = h.status.clone();
         let joined = self
             .rt

@@ -120,6 +120,14 @@ impl Session {
         self.state
     }
 
+    /// Whether stopping now with [`StopReason::Restart`] keeps our routes at the peer:
+    /// Established with graceful restart negotiated (RFC 4724 section 4). The driver
+    /// asks before it starts a graceful shutdown (RFC 8326), which such a restart skips.
+    pub fn graceful_restart_in_force(&self) -> bool {
+        self.state == State::Established
+            && self.negotiated.as_ref().is_some_and(|n| n.graceful_restart)
+    }
+
     /// The negotiated parameters, from the moment the peer's OPEN is accepted
     /// (OpenConfirm) until the session leaves Established.
     pub fn negotiated(&self) -> Option<&Negotiated> {
@@ -262,8 +270,7 @@ impl Session {
     }
 
     fn on_stop(&mut self, now: Instant, reason: StopReason) {
-        let established_gr = self.state == State::Established
-            && self.negotiated.as_ref().is_some_and(|n| n.graceful_restart);
+        let established_gr = self.graceful_restart_in_force();
         let (notification, restart) = match &reason {
             StopReason::AdminShutdown(m) => (Some(Notification::admin_shutdown(m)), false),
             StopReason::AdminReset(m) => (Some(Notification::admin_reset(m)), true),
