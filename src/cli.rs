@@ -5,6 +5,7 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::LazyLock;
+use std::time::Duration;
 
 use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 
@@ -12,7 +13,7 @@ use crate::commands::check::CheckRequest;
 use crate::commands::doctor::DoctorRequest;
 use crate::commands::plan::{Format, PlanRequest};
 use crate::commands::status::StatusRequest;
-use crate::daemon::{ClusterSource, ConfigSource, Settings};
+use crate::daemon::{ClusterSource, ConfigSource, SecretsSource, Settings};
 use crate::decode;
 use crate::routes::AnnounceMode;
 use crate::sources::kube::BgpConfigMapRef;
@@ -75,11 +76,14 @@ pub enum Command {
       --cluster-state config/cluster-state/outage --node master1 --announce cluster -o json")]
     Plan(PlanArgs),
     /// Show a running speaker's sessions like `show bgp summary`, with its node, IPAM
-    /// mode, sources and drift warnings (its /status endpoint). Exit 0 when a config is
-    /// in force and every peer is Established, 1 otherwise, 2 when it cannot be reached.
+    /// mode, sources and drift warnings (its /status endpoint); with --routes, what each
+    /// peer holds from it and what is pending, like `show bgp neighbor X
+    /// advertised-routes`. Exit 0 when a config is in force and every peer is
+    /// Established, 1 otherwise, 2 when it cannot be reached.
     #[command(after_help = "Examples:
   podcidr-speaker status --addr 10.5.0.11:9477
-  podcidr-speaker status --addr 127.0.0.1:9477 --json")]
+  podcidr-speaker status --addr 127.0.0.1:9477 --json
+  podcidr-speaker status --routes --limit 20")]
     Status(StatusArgs),
     /// Diagnose the cluster's pod CIDRs: per node the Node and CiliumNode CIDRs, which is
     /// in force for the IPAM mode, drift, overlaps between nodes and CIDRs outside the
@@ -155,7 +159,8 @@ pub struct RunArgs {
     pub source_address: Option<IpAddr>,
 
     /// The BGP Identifier of sessions whose peer sets no router-id (default: the node's
-    /// IPv4 InternalIP, else an IPv4 --source-address).
+    /// IPv4 InternalIP, else an IPv4 --source-address, else one derived from the node
+    /// name).
     #[arg(long, env = "PODCIDR_ROUTER_ID", value_name = "IPV4")]
     pub router_id: Option<Ipv4Addr>,
 
@@ -171,6 +176,44 @@ pub struct RunArgs {
     /// Also accept BGP connections from configured peers on this address.
     #[arg(long, env = "PODCIDR_LISTEN_ADDR", value_name = "ADDR:PORT")]
     pub listen_addr: Option<SocketAddr>,
+
+    /// Read the Secrets of `password-secret` from this directory (`DIR/NAME/KEY`, as
+    /// Secret volumes mounted at `DIR/NAME`) instead of the API server, reloaded on
+    /// change. Default: the API server, in the namespace of `--bgp-config-map`.
+    #[arg(long, env = "PODCIDR_SECRETS_DIR", value_name = "DIR")]
+    pub secrets_dir: Option<PathBuf>,
+
+    /// When the speaker stops for good (SIGTERM without graceful restart in force, or a
+    /// peer no longer selected), how long its routes stay announced with the
+    /// GRACEFUL_SHUTDOWN community 65535:0 (RFC 8326) before they are withdrawn and the
+    /// session ends with a Cease; `0` withdraws at once. A Go duration.
+    #[arg(
+        long,
+        env = "PODCIDR_GRACEFUL_SHUTDOWN_TIME",
+        value_name = "DURATION",
+        default_value = "15s",
+        value_parser = duration_arg
+    )]
+    pub graceful_shutdown_time: Duration,
+
+    /// How long /readyz waits, once a config is in force and the sources have synced,
+    /// for every session this node should have to be Established (and, with
+    /// `--cilium-health-addr`, for the first announcement); after that it answers ready
+    /// anyway, saying why. `0` does not wait for sessions.
+    #[arg(
+        long,
+        env = "PODCIDR_READY_TIMEOUT",
+        value_name = "DURATION",
+        default_value = "60s",
+        value_parser = duration_arg
+    )]
+    pub ready_timeout: Duration,
+
+    /// Startup gate: announce nothing (start no session) until the Cilium agent's health
+    /// endpoint at this address (GET /healthz; the agent serves 127.0.0.1:9879) answers
+    /// 200. After the first announcement its health is only reported. Off by default.
+    #[arg(long, env = "PODCIDR_CILIUM_HEALTH_ADDR", value_name = "ADDR:PORT")]
+    pub cilium_health_addr: Option<SocketAddr>,
 
     /// Log lines as text or as one JSON object each. The filter is RUST_LOG's
     /// (default `info`).
@@ -240,8 +283,25 @@ impl RunArgs {
             router_id: self.router_id,
             metrics_addr: self.metrics_addr,
             listen_addr: self.listen_addr,
+            secrets: match (&self.secrets_dir, &self.cluster_state) {
+                (Some(dir), _) => SecretsSource::Dir(dir.clone()),
+                (None, None) => SecretsSource::Kubernetes {
+                    namespace: self.bgp_config_map.namespace.clone(),
+                },
+                (None, Some(_)) => SecretsSource::None,
+            },
+            graceful_shutdown: self.graceful_shutdown_time,
+            ready_timeout: self.ready_timeout,
+            cilium_health_addr: self.cilium_health_addr,
         }
     }
+}
+
+/// A non-negative Go duration ("15s", "1m30s", "0"), as the bgp-config writes them.
+fn duration_arg(text: &str) -> Result<Duration, String> {
+    let d = crate::config::duration::parse(text).map_err(|e| format!("{text:?} {e}"))?;
+    d.to_std()
+        .ok_or_else(|| format!("{text:?} is negative; expected e.g. \"15s\" or \"0\""))
 }
 
 #[derive(Debug, Args)]
@@ -263,7 +323,7 @@ pub struct PlanArgs {
     /// Which object's pod CIDRs are in force: `auto` follows cilium-config's `ipam`.
     #[arg(
         long,
-        value_name = "auto|kubernetes|cluster-pool",
+        value_name = "auto|kubernetes|cluster-pool|multi-pool",
         default_value = "auto"
     )]
     pub ipam: IpamOverride,
@@ -289,6 +349,14 @@ pub struct StatusArgs {
     /// Print the /status JSON document instead of the tables.
     #[arg(long)]
     pub json: bool,
+    /// Also show each peer's Adj-RIB-Out: the routes it holds from this speaker (next
+    /// hop, attributes, since when) and what is pending, counted whole.
+    #[arg(long)]
+    pub routes: bool,
+    /// With --routes: list at most this many routes per peer (held, and pending; the
+    /// speaker caps it at 10000).
+    #[arg(long, value_name = "N", default_value_t = crate::metrics::server::DEFAULT_ROUTES_LIMIT, requires = "routes")]
+    pub limit: usize,
 }
 
 #[derive(Debug, Args)]
@@ -301,7 +369,7 @@ pub struct DoctorArgs {
     /// Which object is in force: follow cilium-config's `ipam` key, or force one mode.
     #[arg(
         long,
-        value_name = "auto|kubernetes|cluster-pool",
+        value_name = "auto|kubernetes|cluster-pool|multi-pool",
         default_value = "auto"
     )]
     pub ipam: IpamOverride,
@@ -392,6 +460,7 @@ impl StatusArgs {
         StatusRequest {
             addr: self.addr.clone(),
             json: self.json,
+            routes: self.routes.then_some(self.limit),
         }
     }
 }
@@ -455,6 +524,48 @@ mod tests {
     #[test]
     fn clap_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn run_waits_default_to_the_documented_values() {
+        let cli = Cli::try_parse_from(["podcidr-speaker", "run", "--node", "n1"]).unwrap();
+        let Command::Run(args) = cli.command else {
+            panic!("not run");
+        };
+        let s = args.settings();
+        assert_eq!(
+            s.graceful_shutdown,
+            crate::daemon::settings::DEFAULT_GRACEFUL_SHUTDOWN
+        );
+        assert_eq!(
+            s.ready_timeout,
+            crate::daemon::settings::DEFAULT_READY_TIMEOUT
+        );
+        assert_eq!(s.cilium_health_addr, None);
+        let cli = Cli::try_parse_from([
+            "podcidr-speaker",
+            "run",
+            "--graceful-shutdown-time=1m30s",
+            "--ready-timeout=0",
+            "--cilium-health-addr=127.0.0.1:9879",
+        ])
+        .unwrap();
+        let Command::Run(args) = cli.command else {
+            panic!("not run");
+        };
+        let s = args.settings();
+        assert_eq!(s.graceful_shutdown, Duration::from_secs(90));
+        assert_eq!(s.ready_timeout, Duration::ZERO);
+        assert_eq!(
+            s.cilium_health_addr,
+            Some("127.0.0.1:9879".parse().unwrap())
+        );
+        for bad in ["--ready-timeout=-1s", "--graceful-shutdown-time=15"] {
+            assert!(
+                Cli::try_parse_from(["podcidr-speaker", "run", bad]).is_err(),
+                "{bad} accepted"
+            );
+        }
     }
 
     fn decode_args(command: Command) -> DecodeArgs {

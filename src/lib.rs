@@ -11,6 +11,7 @@ pub mod commands;
 pub mod config;
 pub mod daemon;
 pub mod decode;
+pub mod gate;
 pub mod metrics;
 pub mod peer;
 pub mod routes;

@@ -264,6 +264,11 @@ fn json_output_has_the_same_routes_and_warnings() {
     let peer = &peers[0];
     assert_eq!(peer["peer"], "10.5.0.1:179");
     assert_eq!(peer["ttl_security"], true);
+    assert_eq!(peer["md5"], true);
+    assert_eq!(
+        peer["md5_secret"],
+        serde_json::json!({"name": "bgp-peer-passwords", "key": "tor-a"})
+    );
     assert_eq!(peer["source_address"], "192.168.20.31");
     let routes: Vec<(&str, &str)> = peer["routes"]
         .as_array()
@@ -280,7 +285,8 @@ fn json_output_has_the_same_routes_and_warnings() {
         routes,
         [
             ("10.244.3.0/24", "192.168.20.31"),
-            ("fd00:10:244:3::/64", "session-local")
+            // The node's IPv6 InternalIP, as run sends it on this IPv4 session.
+            ("fd00:10:244:3::/64", "fd00:192:168:20::31")
         ]
     );
     let route = &peer["routes"][0];
@@ -394,4 +400,125 @@ fn unusable_inputs_fail_with_a_message_naming_them() {
         err.contains("\"everything\" must be local or cluster"),
         "{err}"
     );
+}
+
+/// A node with IPv4 and IPv6 pod CIDRs and an IPv4 InternalIP only.
+const V4_ONLY_NODE: &str = "\
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: cilium-config, namespace: kube-system}
+data: {ipam: kubernetes}
+---
+apiVersion: v1
+kind: Node
+metadata:
+  name: node-b
+  labels: {kubernetes.io/hostname: node-b}
+spec:
+  podCIDRs: [10.244.4.0/24, 'fd00:10:244:4::/64']
+status:
+  addresses:
+  - {type: InternalIP, address: 192.168.20.32}
+";
+
+#[test]
+fn a_node_without_an_ipv6_address_gets_no_ipv6_route_on_an_ipv4_session_and_a_warning() {
+    let dir = scratch("no-ipv6-address");
+    let state = dir.join("state.yaml");
+    std::fs::write(&state, V4_ONLY_NODE).unwrap();
+    let config = dir.join("bgp.yaml");
+    std::fs::write(
+        &config,
+        "peers:\n\
+         - {peer-address: 100.64.0.2, peer-asn: 65002, my-asn: 65001}\n\
+         - {peer-address: 100.64.0.4, peer-asn: 65002, my-asn: 65001, next-hop-v6: 'fd00::1'}\n",
+    )
+    .unwrap();
+    let args = |o: &'static str| {
+        vec![
+            "--bgp-config".to_string(),
+            config.display().to_string(),
+            "--cluster-state".to_string(),
+            state.display().to_string(),
+            "--node".to_string(),
+            "node-b".to_string(),
+            "-o".to_string(),
+            o.to_string(),
+        ]
+    };
+    let table_args = args("table");
+    let out = ok(&table_args.iter().map(String::as_str).collect::<Vec<_>>());
+    let want = "\
+node node-b (labels: kubernetes.io/hostname=node-b) ipam kubernetes, announce local
+peer 100.64.0.2:179 AS 65002 (eBGP, my AS 65001) peers[0], hold-time 90s, keepalive 30s, 1 route
+  10.244.4.0/24  next-hop <session local address>  origin incomplete  as-path 65001
+peer 100.64.0.4:179 AS 65002 (eBGP, my AS 65001) peers[1], hold-time 90s, keepalive 30s, next-hop-v6 fd00::1, 2 routes
+  10.244.4.0/24       next-hop <session local address>  origin incomplete  as-path 65001
+  fd00:10:244:4::/64  next-hop fd00::1                  origin incomplete  as-path 65001
+warnings:
+  fd00:10:244:4::/64 of node node-b is not announced to 100.64.0.2:179: an IPv6 route on an IPv4 session needs an IPv6 next hop: the node has no IPv6 address (InternalIP or --source-address) and peers[0] sets no next-hop-v6
+";
+    assert_eq!(out, want);
+    let json_args = args("json");
+    let v: Value = serde_json::from_str(&ok(&json_args
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>()))
+    .unwrap();
+    let w = &v["warnings"][0];
+    assert_eq!(w["kind"], "no-next-hop");
+    assert_eq!(w["peer"], "100.64.0.2:179");
+    assert_eq!(w["family"], "ipv6");
+    assert_eq!(v["peers"][0]["routes"].as_array().unwrap().len(), 1);
+    assert_eq!(v["peers"][0]["next_hop_v6"], Value::Null);
+    assert_eq!(v["peers"][1]["next_hop_v6"], "fd00::1");
+}
+
+#[test]
+fn ipv4_routes_on_an_ipv6_session_without_an_ipv4_address_are_marked_rfc8950() {
+    let dir = scratch("rfc8950");
+    let state = dir.join("state.yaml");
+    std::fs::write(
+        &state,
+        V4_ONLY_NODE.replace("address: 192.168.20.32", "address: 'fd00:192:168:20::32'"),
+    )
+    .unwrap();
+    let config = dir.join("bgp.yaml");
+    std::fs::write(
+        &config,
+        "peers: [{peer-address: 'fd00::2', peer-asn: 65002, my-asn: 65001}]\n",
+    )
+    .unwrap();
+    let c = config.display().to_string();
+    let st = state.display().to_string();
+    let out = ok(&[
+        "--bgp-config",
+        &c,
+        "--cluster-state",
+        &st,
+        "--node",
+        "node-b",
+    ]);
+    assert!(
+        out.contains(
+            "  10.244.4.0/24       next-hop <session local address> (RFC 8950 extended next \
+             hop: sent only if the peer offers it)  origin incomplete  as-path 65001\n"
+        ),
+        "{out}"
+    );
+    assert!(out.contains("warnings: none\n"), "{out}");
+    let json = ok(&[
+        "--bgp-config",
+        &c,
+        "--cluster-state",
+        &st,
+        "--node",
+        "node-b",
+        "-o",
+        "json",
+    ]);
+    let v: Value = serde_json::from_str(&json).unwrap();
+    let routes = v["peers"][0]["routes"].as_array().unwrap();
+    assert_eq!(routes[0]["needs_extended_next_hop"], true);
+    assert_eq!(routes[1]["needs_extended_next_hop"], false);
 }

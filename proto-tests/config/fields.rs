@@ -46,6 +46,7 @@ fn base_peer_defaults() {
     assert_eq!(p.max_prefix, None);
     assert!(!p.passive);
     assert!(!p.ttl_security);
+    assert_eq!((p.next_hop_v4, p.next_hop_v6), (None, None));
 }
 
 type Check = fn(&Peer) -> bool;
@@ -91,6 +92,9 @@ fn valid_peer_values() {
             p.keepalive_time == secs(10)
         }),
         (&[("keepalive-time", "90s")], |p| {
+            p.keepalive_time == secs(90)
+        }),
+        (&[("keepalive-time", "90.5s")], |p| {
             p.keepalive_time == secs(90)
         }),
         (&[("keepalive-time", "1.5s")], |p| {
@@ -180,6 +184,22 @@ fn valid_peer_values() {
         }),
         (&[("passive", "true")], |p| p.passive),
         (&[("ttl-security", "true")], |p| p.ttl_security),
+        (&[("next-hop-v6", "\"2001:db8::7\"")], |p| {
+            p.next_hop_v6 == Some("2001:db8::7".parse().unwrap()) && p.next_hop_v4.is_none()
+        }),
+        (&[("next-hop-v4", "192.0.2.7")], |p| {
+            p.next_hop_v4 == Some(Ipv4Addr::new(192, 0, 2, 7))
+        }),
+        (&[("next-hop-v4", "\"\""), ("next-hop-v6", "\"\"")], |p| {
+            p.next_hop_v4.is_none() && p.next_hop_v6.is_none()
+        }),
+        (
+            &[
+                ("peer-address", "2001:db8::1"),
+                ("next-hop-v4", "192.0.2.7"),
+            ],
+            |p| p.next_hop_v4 == Some(Ipv4Addr::new(192, 0, 2, 7)),
+        ),
     ];
     for (fields, check) in cases {
         let p = the_peer(fields);
@@ -223,7 +243,9 @@ fn invalid_peer_values() {
         (vec![("hold-time", "abc")], vec![r#"peers[0].hold-time: "abc" is not a duration"#]),
         (vec![("hold-time", "65536s")], vec![r#"peers[0].hold-time: "65536s" must be at most 65535s (the Hold Time is 16 bits, RFC 4271 section 4.2)"#]),
         (vec![("keepalive-time", "100s")], vec![r#"peers[0].keepalive-time: "100s" must not be above hold-time (90s)"#]),
-        (vec![("keepalive-time", "90.5s")], vec![r#"peers[0].keepalive-time: "90.5s" must not be above hold-time (90s)"#]),
+        // Truncated to whole seconds before the comparison, as MetalLB: 90.5s is 90s and
+        // fine (see compat_metallb); a whole second more is not.
+        (vec![("keepalive-time", "91s")], vec![r#"peers[0].keepalive-time: "91s" must not be above hold-time (90s)"#]),
         (vec![("hold-time", "0"), ("keepalive-time", "10s")], vec![r#"peers[0].keepalive-time: "10s" must not be above hold-time (0s)"#]),
         (vec![("keepalive-time", "0s")], vec![r#"peers[0].keepalive-time: "0s" must be at least 1s when hold-time is not 0"#]),
         (vec![("keepalive-time", "-1s")], vec![r#"peers[0].keepalive-time: "-1s" must not be negative"#]),
@@ -233,6 +255,13 @@ fn invalid_peer_values() {
         (vec![("router-id", "2001:db8::1")], vec![r#"peers[0].router-id: "2001:db8::1" must be an IPv4 address (the BGP Identifier is 4 octets, RFC 4271 section 4.2)"#]),
         (vec![("router-id", "0.0.0.0")], vec![r#"peers[0].router-id: "0.0.0.0" must not be 0.0.0.0 (the BGP Identifier is non-zero, RFC 6286)"#]),
         (vec![("router-id", "node1")], vec![r#"peers[0].router-id: "node1" is not an IPv4 address"#]),
+        (vec![("next-hop-v6", "192.0.2.7")], vec![r#"peers[0].next-hop-v6: "192.0.2.7" is not an IPv6 address"#]),
+        (vec![("next-hop-v4", "2001:db8::7")], vec![r#"peers[0].next-hop-v4: "2001:db8::7" is not an IPv4 address"#]),
+        (vec![("next-hop-v6", "fe80::1")], vec![r#"peers[0].next-hop-v6: "fe80::1" is link-local; the IPv6 next hop must be a global address (RFC 2545 section 3)"#]),
+        (vec![("next-hop-v6", "::1")], vec![r#"peers[0].next-hop-v6: "::1" is a loopback address, which routers refuse as a next hop"#]),
+        (vec![("next-hop-v4", "0.0.0.0")], vec![r#"peers[0].next-hop-v4: "0.0.0.0" is not a unicast address; a next hop must be one"#]),
+        (vec![("next-hop-v4", "255.255.255.255")], vec![r#"peers[0].next-hop-v4: "255.255.255.255" is the broadcast address, not a next hop"#]),
+        (vec![("next-hop-v6", "tor")], vec![r#"peers[0].next-hop-v6: "tor" is not an IP address"#]),
         (vec![("source-address", "eth0")], vec![r#"peers[0].source-address: "eth0" is not an IP address"#]),
         (vec![("source-address", "0.0.0.0")], vec![r#"peers[0].source-address: "0.0.0.0" is the unspecified address, not a host; a BGP session needs a unicast address"#]),
         (vec![("source-address", "239.1.1.1")], vec![r#"peers[0].source-address: "239.1.1.1" is a multicast address, not a host; a BGP session needs a unicast address"#]),
@@ -277,6 +306,73 @@ fn invalid_peer_values() {
 }
 
 #[test]
+fn password_secret_names_a_secret_key_and_excludes_password() {
+    use podcidr_speaker::config::SecretKeyRef;
+    let p = the_peer(&[("password-secret", "{name: tor-md5, key: tor-a}")]);
+    assert_eq!(
+        p.password_secret,
+        Some(SecretKeyRef {
+            name: "tor-md5".into(),
+            key: "tor-a".into()
+        })
+    );
+    assert!(p.password.is_none());
+    // An empty password next to it means no password, as everywhere.
+    let p = the_peer(&[
+        ("password", "\"\""),
+        ("password-secret", "{name: a.b-c, key: K_1.x}"),
+    ]);
+    assert_eq!(
+        p.password_secret.as_ref().map(|r| r.key.as_str()),
+        Some("K_1.x")
+    );
+    // "" and null: not set.
+    for absent in ["\"\"", "~"] {
+        assert_eq!(
+            the_peer(&[("password-secret", absent)]).password_secret,
+            None
+        );
+    }
+    // Distinct Secrets, each once, for the source to follow.
+    let c = crate::ok("peers:\n- {peer-address: 10.0.0.1, peer-asn: 65000, my-asn: 65001, password-secret: {name: s1, key: a}}\n- {peer-address: 10.0.0.2, peer-asn: 65000, my-asn: 65001, password-secret: {name: s1, key: b}}\n- {peer-address: 10.0.0.3, peer-asn: 65000, my-asn: 65001, password-secret: {name: s2, key: a}}\n");
+    assert_eq!(
+        c.secret_names().into_iter().collect::<Vec<_>>(),
+        ["s1", "s2"]
+    );
+
+    type Fields<'a> = Vec<(&'a str, &'a str)>;
+    #[rustfmt::skip]
+    let cases: Vec<(Fields, Vec<&str>)> = vec![
+        (vec![("password", "hunter2"), ("password-secret", "{name: s, key: k}")],
+         vec!["peers[0].password-secret: cannot be combined with peers[0].password (the TCP MD5 key comes from one place)"]),
+        (vec![("password-secret", "{name: s}")], vec!["peers[0].password-secret.key: is required"]),
+        (vec![("password-secret", "{key: k}")], vec!["peers[0].password-secret.name: is required"]),
+        (vec![("password-secret", "{name: \"\", key: k}")], vec!["peers[0].password-secret.name: is required"]),
+        (vec![("password-secret", "{name: Tor_MD5, key: k}")], vec![r#"peers[0].password-secret.name: "Tor_MD5" must be a Secret name: lowercase letters, digits, '-' and '.', starting and ending with a letter or digit, at most 253 characters"#]),
+        (vec![("password-secret", "{name: ../etc, key: k}")], vec![r#"peers[0].password-secret.name: "../etc" must be a Secret name: lowercase letters, digits, '-' and '.', starting and ending with a letter or digit, at most 253 characters"#]),
+        (vec![("password-secret", "{name: s, key: ..data}")], vec![r#"peers[0].password-secret.key: "..data" must be a Secret data key: letters, digits, '-', '_' and '.', at most 253 characters, not starting with "..""#]),
+        (vec![("password-secret", "{name: s, key: a/b}")], vec![r#"peers[0].password-secret.key: "a/b" must be a Secret data key: letters, digits, '-', '_' and '.', at most 253 characters, not starting with "..""#]),
+        (vec![("password-secret", "{name: s, key: k, namespace: x}")], vec![r#"peers[0].password-secret: unknown key "namespace" (expected one of: name, key)"#]),
+        (vec![("password-secret", "tor-md5")], vec![r#"peers[0].password-secret: string "tor-md5" must be a mapping"#]),
+    ];
+    for (fields, want) in &cases {
+        let text = peer(fields);
+        assert_eq!(errors(&text), *want, "for {fields:?}\n{text}");
+    }
+    // Not a speaker-wide default: each peer names its own key.
+    let text = format!(
+        "{}speaker:\n  password-secret: {{name: s, key: k}}\n",
+        peer(&[])
+    );
+    let errs = errors(&text);
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert!(
+        errs[0].starts_with("speaker: unknown key \"password-secret\""),
+        "{errs:?}"
+    );
+}
+
+#[test]
 fn passwords_never_appear_in_errors() {
     let secret = "hunter2-but-with-a\\nnewline";
     let text = peer(&[("password", &format!("\"{secret}\"")), ("hold-time", "1s")]);
@@ -305,7 +401,7 @@ fn duplicate_keys_and_all_errors_at_once() {
             r#"peers[1].peer-address: "x" is not an IP address"#,
             "peers[1].peer-asn: 0 is not a valid AS number (1 to 4294967295)",
             r#"peers[1].hold-time: "1s" must be 0 or at least 3s"#,
-            r#"peers[1]: unknown key "colour" (expected one of: peer-address, peer-asn, my-asn, peer-port, hold-time, keepalive-time, router-id, source-address, password, ebgp-multihop, bfd-profile, node-selectors, graceful-restart, graceful-restart-time, connect-retry-time, origin, pod-cidr-communities, pod-cidr-local-pref, max-prefix, passive, ttl-security)"#,
+            r#"peers[1]: unknown key "colour" (expected one of: peer-address, peer-asn, my-asn, peer-port, hold-time, keepalive-time, router-id, source-address, password, password-secret, ebgp-multihop, bfd-profile, node-selectors, graceful-restart, graceful-restart-time, connect-retry-time, origin, pod-cidr-communities, pod-cidr-local-pref, max-prefix, passive, ttl-security, pod-cidr-pools, next-hop-v4, next-hop-v6)"#,
         ]
     );
 }
@@ -504,7 +600,14 @@ fn speaker_defaults_fold_into_peers() {
     assert_eq!(
         errors("speaker:\n  peer-asn: 1\n"),
         vec![
-            r#"speaker: unknown key "peer-asn" (expected one of: graceful-restart, graceful-restart-time, connect-retry-time, origin, pod-cidr-communities, pod-cidr-local-pref, max-prefix, passive, ttl-security)"#
+            r#"speaker: unknown key "peer-asn" (expected one of: graceful-restart, graceful-restart-time, connect-retry-time, origin, pod-cidr-communities, pod-cidr-local-pref, max-prefix, passive, ttl-security, pod-cidr-pools)"#
+        ]
+    );
+    // A next hop is per peer: one address cannot be every node's default.
+    assert_eq!(
+        errors("speaker:\n  next-hop-v6: 2001:db8::1\n"),
+        vec![
+            r#"speaker: unknown key "next-hop-v6" (expected one of: graceful-restart, graceful-restart-time, connect-retry-time, origin, pod-cidr-communities, pod-cidr-local-pref, max-prefix, passive, ttl-security, pod-cidr-pools)"#
         ]
     );
 }
@@ -533,5 +636,56 @@ fn top_level_shapes() {
     assert_eq!(
         errors("a: 1\n---\nb: 2\n"),
         vec!["more than one YAML document: a raw config is a single document"]
+    );
+}
+
+#[test]
+fn pod_cidr_pools_choose_pools_and_their_communities() {
+    use podcidr_speaker::config::PoolRouteOptions;
+    let text = "bgp-communities:\n  blue-tag: 65083:300\n\
+                speaker:\n  pod-cidr-pools:\n    default: {}\n    blue:\n      communities: [blue-tag, \"large:1:2:3\", 65083:300]\n\
+                peers:\n\
+                - {peer-address: 10.0.0.1, peer-asn: 65000, my-asn: 65001}\n\
+                - {peer-address: 10.0.0.2, peer-asn: 65000, my-asn: 65001, pod-cidr-pools: {red.team-1: null}}\n";
+    let c = ok(text);
+    let pools = c.peers[0].pod_cidr_pools.as_ref().expect("speaker default");
+    assert_eq!(pools.keys().collect::<Vec<_>>(), ["blue", "default"]);
+    assert_eq!(pools["default"], PoolRouteOptions::default());
+    assert_eq!(
+        pools["blue"],
+        PoolRouteOptions {
+            communities: vec![Community::new(65083, 300)],
+            large_communities: vec![LargeCommunity {
+                global_admin: 1,
+                local_data1: 2,
+                local_data2: 3
+            }],
+        }
+    );
+    // A peer's own map replaces the default whole.
+    let own = c.peers[1].pod_cidr_pools.as_ref().unwrap();
+    assert_eq!(own.keys().collect::<Vec<_>>(), ["red.team-1"]);
+    // Absent: every pool.
+    assert_eq!(the_peer(&[]).pod_cidr_pools, None, "no key, no pool filter");
+
+    assert_eq!(
+        errors("speaker:\n  pod-cidr-pools: {}\n"),
+        vec!["speaker.pod-cidr-pools: must list at least one CiliumPodIPPool by name (remove the key to announce every pool)"]
+    );
+    assert_eq!(
+        errors(&peer(&[(
+            "pod-cidr-pools",
+            "{Blue: {}, default: {communitie: [1:1]}, red: {communities: [nope]}, green: [1:1]}"
+        )])),
+        vec![
+            r#"peers[0].pod-cidr-pools.Blue: "Blue" is not a CiliumPodIPPool name (lowercase letters, digits, '-' and '.', at most 253 characters, starting and ending with a letter or digit)"#,
+            r#"peers[0].pod-cidr-pools.default: unknown key "communitie", did you mean "communities"?"#,
+            r#"peers[0].pod-cidr-pools.red.communities[0]: "nope" is neither a name defined in bgp-communities nor a community (expected "a:b" with a and b from 0 to 65535, or "large:a:b:c" with 32-bit numbers)"#,
+            "peers[0].pod-cidr-pools.green: a list must be a mapping",
+        ]
+    );
+    assert_eq!(
+        errors("speaker:\n  pod-cidr-pools: [blue]\n"),
+        vec!["speaker.pod-cidr-pools: a list must be a mapping of pool names"]
     );
 }

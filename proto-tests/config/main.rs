@@ -1,6 +1,6 @@
 //! The bgp-config: table-driven tests of every field's valid and invalid values and
 //! messages, selector semantics, reload plans, the last-good-config policy, the
-//! sample files and the `check` command.
+//! sample files and the `check` command, and fidelity to MetalLB 0.12.1's parser.
 
 // A test crate: a failed unwrap is a failed test (clippy.toml covers #[test] fns only),
 // and its harness may call libc (signals, process groups, raw sockets): the rules of
@@ -8,6 +8,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, unsafe_code)]
 
 mod compat;
+mod fidelity;
 mod fields;
 mod pools;
 mod reload;

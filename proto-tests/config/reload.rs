@@ -7,10 +7,11 @@ use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 use std::sync::Arc;
 
-use podcidr_speaker::config::{Config, PeerKey};
+use podcidr_speaker::config::{Config, PeerKey, Secret};
 use podcidr_speaker::peer::{session_changes, PeerSpec, RunOverrides, SessionChange};
 use podcidr_speaker::routes::{self, AnnounceMode, DesiredRoutes, LocalNode, Overrides, Plan};
 use podcidr_speaker::sources::model::{CidrSource, IpamMode, NodeEntry, NodeView};
+use podcidr_speaker::sources::secrets::{peer_md5_key, SecretOrigin, SecretState, SecretsView};
 
 use crate::{labels, ok};
 
@@ -25,17 +26,21 @@ enum SessionAction {
     Close,
 }
 
-/// The plan of node `n1` (one pod CIDR) labelled `labels` under `config`.
+/// The plan of node `n1` (a dual-stack pod CIDR pair) labelled `labels` under `config`.
 fn plan(config: &Config, labels: &BTreeMap<String, String>) -> Plan {
     let name: Arc<str> = Arc::from("n1");
-    let prefix = "10.5.112.0/24".parse().unwrap();
+    let prefixes = vec![
+        "10.5.112.0/24".parse().unwrap(),
+        "fd00:5:112::/64".parse().unwrap(),
+    ];
     let entry = NodeEntry {
         labels: Arc::new(labels.clone()),
         internal_ipv4: Some(Ipv4Addr::new(10, 5, 1, 10)),
-        node_cidrs: vec![prefix],
+        internal_ipv6: Some("fd00:5::10".parse().unwrap()),
+        node_cidrs: prefixes.clone(),
         node_source: Some(CidrSource::NodeSpec),
         source: Some(CidrSource::NodeSpec),
-        prefixes: vec![prefix],
+        prefixes,
         ..NodeEntry::new(Arc::clone(&name))
     };
     let view = NodeView::new(
@@ -53,7 +58,8 @@ fn plan(config: &Config, labels: &BTreeMap<String, String>) -> Plan {
     )
 }
 
-/// The specs and routes of every session of `plan`, as the daemon builds them.
+/// The specs and routes of every session of `plan`, as the daemon builds them; the
+/// Secret `s` holds keys `a` ("one") and `b` ("two") for `password-secret`.
 fn sessions(
     plan: &Plan,
 ) -> (
@@ -64,10 +70,19 @@ fn sessions(
         node_ipv4: Some(Ipv4Addr::new(10, 5, 1, 10)),
         ..RunOverrides::default()
     };
+    let mut secrets = SecretsView::new(SecretOrigin::Namespace("kube-system".into()));
+    secrets.secrets.insert(
+        "s".into(),
+        SecretState::Present(BTreeMap::from([
+            ("a".to_owned(), Ok(Secret::new("one"))),
+            ("b".to_owned(), Ok(Secret::new("two"))),
+        ])),
+    );
     plan.peers
         .iter()
         .map(|(k, p)| {
-            let spec = PeerSpec::from_config(&p.peer, &run).unwrap();
+            let mut spec = PeerSpec::from_config(&p.peer, &run).unwrap();
+            spec.transport.md5_key = peer_md5_key(&p.peer, Some(&secrets)).unwrap();
             ((*k, spec), (*k, Arc::clone(&p.routes)))
         })
         .unzip()
@@ -192,6 +207,11 @@ fn reload_table() {
         case("explicit default hold time", base(), peer0("  hold-time: 90s\n  keepalive-time: 30s\n  peer-port: 179\n"), vec![(A, Keep), (B, Keep), (IBGP, Keep)]),
         case("password added", base(), peer0("  password: s3cret\n"), vec![(A, Reset), (B, Keep), (IBGP, Keep)]),
         case("password changed", peer0("  password: one\n"), peer0("  password: two\n"), vec![(A, Reset), (B, Keep), (IBGP, Keep)]),
+        // The Secret's content is not in the config: a reference to another value (key b
+        // holds another one) resets, the same one keeps.
+        case("password-secret added", base(), peer0("  password-secret: {name: s, key: a}\n"), vec![(A, Reset), (B, Keep), (IBGP, Keep)]),
+        case("password-secret key changed", peer0("  password-secret: {name: s, key: a}\n"), peer0("  password-secret: {name: s, key: b}\n"), vec![(A, Reset), (B, Keep), (IBGP, Keep)]),
+        case("password-secret rewritten alike", peer0("  password-secret: {name: s, key: a}\n"), peer0("  password-secret:\n    key: a\n    name: s\n"), vec![(A, Keep), (B, Keep), (IBGP, Keep)]),
         case("my-asn changed", base(), edit("  my-asn: 65083\n", "  my-asn: 65084\n"), vec![(A, Reset), (B, Keep), (IBGP, Keep)]),
         case("peer-asn changed", base(), edit("  peer-asn: 65000\n", "  peer-asn: 65001\n"), vec![(A, Reset), (B, Keep), (IBGP, Keep)]),
         case("router-id set", base(), peer0("  router-id: 10.5.1.1\n"), vec![(A, Reset), (B, Keep), (IBGP, Keep)]),
@@ -201,6 +221,7 @@ fn reload_table() {
         case("passive", base(), peer0("  passive: true\n"), vec![(A, Reset), (B, Keep), (IBGP, Keep)]),
         case("graceful restart for all", base(), format!("speaker:\n  graceful-restart: true\n{BASE}"), vec![(A, Reset), (B, Reset), (IBGP, Reset)]),
         case("pod cidr communities", base(), peer0("  pod-cidr-communities: [65083:1]\n"), vec![(A, Readvertise), (B, Keep), (IBGP, Keep)]),
+        case("next-hop-v6 set", base(), peer0("  next-hop-v6: 2001:db8::5\n"), vec![(A, Readvertise), (B, Keep), (IBGP, Keep)]),
         case("origin default", base(), format!("speaker:\n  origin: igp\n{BASE}"), vec![(A, Readvertise), (B, Readvertise), (IBGP, Readvertise)]),
         // A speaker-wide local-pref reaches the iBGP session only.
         case("local-pref default", base(), format!("speaker:\n  pod-cidr-local-pref: 200\n{BASE}"), vec![(A, Keep), (B, Keep), (IBGP, Readvertise)]),

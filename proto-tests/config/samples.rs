@@ -153,6 +153,10 @@ fn extensions_sample_uses_every_extension_key() {
         "max-prefix",
         "passive",
         "ttl-security",
+        "password-secret",
+        "next-hop-v4",
+        "next-hop-v6",
+        "pod-cidr-pools",
     ] {
         assert!(
             text.contains(&format!("{key}:")),
@@ -186,11 +190,20 @@ fn check_accepts_the_samples() {
     // One summary line per peer, and the password shows only as "md5".
     assert_eq!(
         out.lines().filter(|l| l.starts_with("  peers[")).count(),
-        8,
+        9,
+        "{out}"
+    );
+    assert!(
+        out.contains(", next-hop-v4 10.5.112.1, next-hop-v6 2001:db8:5::11,"),
         "{out}"
     );
     assert!(out.contains(", md5,"), "{out}");
     assert!(!out.contains("yourPassword"), "{out}");
+    // A password-secret shows which Secret key holds the key, never a value.
+    assert!(
+        out.contains(", md5 from secret bgp-peer-passwords key tor-a,"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -210,7 +223,7 @@ fn check_reports_every_error_and_fails() {
     assert_eq!(code, 1, "{out}");
     let b = bad.display();
     let expected = format!(
-        "{b}: 2 errors\n  {b}:5:14: peers[0].hold-time: \"2s\" must be 0 or at least 3s\n  {b}:7:3: peers[0]: unknown key \"colour\" (expected one of: peer-address, peer-asn, my-asn, peer-port, hold-time, keepalive-time, router-id, source-address, password, ebgp-multihop, bfd-profile, node-selectors, graceful-restart, graceful-restart-time, connect-retry-time, origin, pod-cidr-communities, pod-cidr-local-pref, max-prefix, passive, ttl-security)\n"
+        "{b}: 2 errors\n  {b}:5:14: peers[0].hold-time: \"2s\" must be 0 or at least 3s\n  {b}:7:3: peers[0]: unknown key \"colour\" (expected one of: peer-address, peer-asn, my-asn, peer-port, hold-time, keepalive-time, router-id, source-address, password, password-secret, ebgp-multihop, bfd-profile, node-selectors, graceful-restart, graceful-restart-time, connect-retry-time, origin, pod-cidr-communities, pod-cidr-local-pref, max-prefix, passive, ttl-security, pod-cidr-pools, next-hop-v4, next-hop-v6)\n"
     );
     assert!(out.contains(&expected), "{out}");
     assert!(

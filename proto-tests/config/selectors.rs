@@ -125,7 +125,7 @@ fn selector_errors_are_kubernetes_messages() {
         ("[{match-expressions: [{key: zone, operator: In, values: [ok, -bad]}]}]", vec![format!(r#"{p}.match-expressions[0].values[1]: "-bad" {value_regex}"#)]),
         ("[{match-labels: {a/b/c: x}}]", vec![format!(r#"{p}.match-labels: "a/b/c" a qualified name {name_regex} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"#)]),
         ("[{match-labels: {zone: \"a b\"}}]", vec![format!(r#"{p}.match-labels.zone: "a b" {value_regex}"#)]),
-        ("[{match-labels: {zone: [a]}}]", vec![format!("{p}.match-labels.zone: a list must be a single value")]),
+        ("[{match-labels: {zone: [a]}}]", vec![format!(r#"{p}.match-labels.zone: a list [a] must be a label value (a single string such as "rack-1")"#)]),
         ("[{matchLabels: {zone: a}}]", vec![format!(r#"{p}: unknown key "matchLabels", did you mean "match-labels"?"#)]),
         // Sorted by position: the missing values are reported where the expression starts.
         ("[{match-expressions: [{key: zone, operator: In, value: [a]}]}]", vec![

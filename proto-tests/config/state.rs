@@ -171,3 +171,25 @@ fn fingerprints() {
     );
     assert_eq!(Fingerprint(0xab).to_string(), "00000000000000ab");
 }
+
+#[test]
+fn a_warning_that_only_moved_leaves_the_config_unchanged() {
+    // A repeated community is taken with a warning (issue 16); a comment above it moves
+    // the warning's position but not the meaning.
+    let text = "address-pools:\n- {name: p, protocol: bgp, addresses: [10.0.0.0/24], bgp-advertisements: [{communities: ['1:1', '1:1']}]}\n";
+    let mut s = ConfigState::new();
+    match s.update_text(text) {
+        ConfigUpdate::Applied { current, .. } => assert_eq!(current.warnings.len(), 1),
+        other => panic!("{other:?}"),
+    }
+    let moved = format!("# edited\n{text}");
+    assert!(matches!(
+        s.update_text(&moved),
+        ConfigUpdate::Unchanged { .. }
+    ));
+    // A change of meaning is applied.
+    assert!(matches!(
+        s.update_text(&text.replace("'1:1', '1:1'", "'1:2'")),
+        ConfigUpdate::Applied { .. }
+    ));
+}

@@ -129,6 +129,41 @@ fn malformed_message_prints_its_notification_and_exits_1() {
 }
 
 #[test]
+fn open_with_hold_time_1_or_2_is_malformed_with_2_6() {
+    // RFC 4271 section 6.2: a Hold Time of one or two seconds is refused with OPEN
+    // Message Error / Unacceptable Hold Time; 0 and 3 are fine.
+    let open = |hold: &str| format!("ffffffffffffffffffffffffffffffff001d0104fde8{hold}0a00000100");
+    for hold in ["0001", "0002"] {
+        let r = run(
+            &["decode", "--hex", &format!("{}{KEEPALIVE}", open(hold))],
+            b"",
+        );
+        assert_eq!(r.code, 1, "{hold}: {}", r.stderr);
+        let err = &r.lines[0];
+        assert_eq!(err["type"], "OPEN");
+        assert_eq!(
+            err["notification"],
+            serde_json::json!({"code": 2, "subcode": 6, "name": "open message error UnacceptableHoldTime (2/6)", "data": ""})
+        );
+        let seconds = u16::from_str_radix(hold, 16).unwrap();
+        assert_eq!(
+            err["error"],
+            format!("open: unacceptable hold time {seconds}")
+        );
+        assert_eq!(err["raw"], open(hold));
+        assert_eq!(r.lines[1]["type"], "KEEPALIVE");
+        assert!(r.stderr.contains("malformed"), "{}", r.stderr);
+    }
+    for (hold, seconds) in [("0000", 0), ("0003", 3)] {
+        let r = run(&["decode", "--hex", &open(hold)], b"");
+        assert_eq!(r.code, 0, "{hold}: {}", r.stderr);
+        assert_eq!(r.lines[0]["type"], "OPEN");
+        assert_eq!(r.lines[0]["hold_time"], seconds);
+        assert!(r.lines[0].get("notification").is_none());
+    }
+}
+
+#[test]
 fn update_error_under_rfc7606_is_malformed_but_decoded() {
     // ORIGIN with value 5 (undefined) and an IPv4 NLRI: treat-as-withdraw
     // (RFC 7606 section 7.1); the UPDATE is printed with its error, exit 1.

@@ -35,6 +35,8 @@ struct Install {
 }
 
 const CILIUM_CONFIG: (&str, &str) = ("kube-system", "bgp-config");
+/// The Secret the manifests let the speaker read TCP MD5 keys from (`password-secret`).
+const MD5_SECRET: &str = "bgp-peer-passwords";
 const METALLB_CONFIG: (&str, &str) = ("metallb-system", "config");
 
 const INSTALLS: &[Install] = &[
@@ -311,6 +313,28 @@ fn rbac_is_exactly_the_minimum_in_every_install() {
     }
 }
 
+/// Secrets are granted by name only, get and watch only: no rule of any install lets
+/// the speaker list Secrets or read one it was not given.
+#[test]
+fn rbac_grants_secrets_by_name_only() {
+    let Some(renders) = render_all() else { return };
+    for (install, objects) in renders {
+        let granted = speaker_grants(&objects)
+            .unwrap_or_else(|problems| panic!("{}: {problems:#?}", install.dir));
+        let secrets: Vec<&Grant> = granted.iter().filter(|g| g.resource == "secrets").collect();
+        assert!(!secrets.is_empty(), "{}: no Secret granted", install.dir);
+        for g in secrets {
+            assert_eq!(g.name, MD5_SECRET, "{}: {g:?}", install.dir);
+            assert!(
+                ["get", "watch"].contains(&g.verb.as_str()),
+                "{}: {g:?}",
+                install.dir
+            );
+            assert_eq!(g.scope, install.config_map.0, "{}: {g:?}", install.dir);
+        }
+    }
+}
+
 #[test]
 fn rbac_check_rejects_extra_missing_and_widened_rules() {
     let good = parse_docs(GOOD_RBAC).expect("inline RBAC parses");
@@ -318,7 +342,19 @@ fn rbac_check_rejects_extra_missing_and_widened_rules() {
     assert_eq!(speaker_grants(&good), Ok(expected.clone()));
 
     type Mutation = fn(&mut Vec<Value>);
-    let mutations: [(&str, Mutation); 10] = [
+    let mutations: [(&str, Mutation); 13] = [
+        ("secrets without resourceNames", |docs| {
+            remove_key(at_mut(&mut docs[2], &["rules", "1"]), "resourceNames");
+        }),
+        ("list on the named secret", |docs| {
+            push_str(at_mut(&mut docs[2], &["rules", "1", "verbs"]), "list");
+        }),
+        ("another secret", |docs| {
+            push_str(
+                at_mut(&mut docs[2], &["rules", "1", "resourceNames"]),
+                "kube-system-admin-token",
+            );
+        }),
         ("an extra verb on nodes", |docs| {
             push_str(at_mut(&mut docs[0], &["rules", "0", "verbs"]), "update");
         }),
@@ -435,6 +471,7 @@ fn daemonset_check_rejects_unsafe_pod_specs() {
         ("host PID namespace", pod(&["hostPID"]), Some("true")),
         ("a hostPath volume", pod(&["volumes"]), Some("[{name: root, hostPath: {path: /}}]")),
         ("metrics address off the probed port", container(&["args", "5"]), Some("--metrics-addr=0.0.0.0:9999")),
+        ("a graceful shutdown longer than the grace period", container(&["args", "6"]), Some("--graceful-shutdown-time=25s")),
     ];
     for (what, path, value) in cases {
         let mut ds = good.clone();
@@ -745,13 +782,14 @@ fn grant(scope: &str, group: &str, resource: &str, name: &str, verb: &str) -> Gr
     }
 }
 
-/// The minimum of issue #8: read nodes and CiliumNodes, read exactly cilium-config and the
+/// The minimum of issue #8 (and #21: CiliumPodIPPools): read nodes and CiliumNodes, read exactly cilium-config and the
 /// bgp-config ConfigMap, create and patch events about Nodes. Nothing else.
 fn expected_grants(config_map: (&str, &str)) -> BTreeSet<Grant> {
     let mut expected = BTreeSet::new();
     for verb in ["get", "list", "watch"] {
         expected.insert(grant("cluster", "", "nodes", "*", verb));
         expected.insert(grant("cluster", "cilium.io", "ciliumnodes", "*", verb));
+        expected.insert(grant("cluster", "cilium.io", "ciliumpodippools", "*", verb));
         expected.insert(grant(
             "kube-system",
             "",
@@ -760,6 +798,11 @@ fn expected_grants(config_map: (&str, &str)) -> BTreeSet<Grant> {
             verb,
         ));
         expected.insert(grant(config_map.0, "", "configmaps", config_map.1, verb));
+    }
+    // TCP MD5 keys: the named Secrets of the bgp-config's namespace, get and watch only
+    // (the speaker never lists Secrets).
+    for verb in ["get", "watch"] {
+        expected.insert(grant(config_map.0, "", "secrets", MD5_SECRET, verb));
     }
     // Events about Nodes: kube-rs's Recorder stores those of cluster-scoped objects in
     // "default".
@@ -1013,6 +1056,28 @@ fn daemonset_problems(ds: &Value, listens: bool) -> Vec<String> {
         require(
             args.iter().any(|a| a == "--source-address=$(HOST_IP)"),
             "--source-address=$(HOST_IP) in args",
+        );
+        // SIGTERM without graceful restart: the graceful shutdown time (RFC 8326), then
+        // the speaker's own bound on the goodbye; the kubelet must not SIGKILL first.
+        let drain = args
+            .iter()
+            .find_map(|a| a.strip_prefix("--graceful-shutdown-time="))
+            .map(|d| {
+                podcidr_speaker::config::duration::parse(d)
+                    .ok()
+                    .and_then(|d| d.to_std())
+            })
+            .unwrap_or(Some(
+                podcidr_speaker::daemon::settings::DEFAULT_GRACEFUL_SHUTDOWN,
+            ));
+        let needed = drain.map(|d| (d + podcidr_speaker::daemon::SHUTDOWN_TIMEOUT).as_secs());
+        require(
+            matches!((grace, needed), (Some(g), Some(n)) if g > n),
+            &format!(
+                "terminationGracePeriodSeconds ({grace:?}) above --graceful-shutdown-time plus \
+                 the {}s goodbye ({needed:?})",
+                podcidr_speaker::daemon::SHUTDOWN_TIMEOUT.as_secs()
+            ),
         );
 
         let metrics_port = container
@@ -1436,6 +1501,7 @@ metadata: {name: podcidr-speaker}
 rules:
   - {apiGroups: [""], resources: [nodes], verbs: [get, list, watch]}
   - {apiGroups: [cilium.io], resources: [ciliumnodes], verbs: [get, list, watch]}
+  - {apiGroups: [cilium.io], resources: [ciliumpodippools], verbs: [get, list, watch]}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding
@@ -1448,6 +1514,7 @@ kind: Role
 metadata: {name: podcidr-speaker-config, namespace: kube-system}
 rules:
   - {apiGroups: [""], resources: [configmaps], resourceNames: [cilium-config, bgp-config], verbs: [get, list, watch]}
+  - {apiGroups: [""], resources: [secrets], resourceNames: [bgp-peer-passwords], verbs: [get, watch]}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding

@@ -109,6 +109,8 @@ fn dry_run_in_cluster_settings_print_the_node_from_the_environment_without_an_ap
         "bgp-config:     configmap metallb-system/config:config",
         "source-address: 192.0.2.7",
         "listen-addr:    0.0.0.0:179",
+        // password-secret's Secrets live beside the bgp-config.
+        "secrets:        kubernetes API, namespace metallb-system",
         "metrics-addr:   0.0.0.0:9477",
         "announce:       local",
         "ipam:           auto",

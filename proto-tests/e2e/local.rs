@@ -81,7 +81,7 @@ fn nodes() -> Vec<NodeSpec> {
 
 /// A pod CIDR route as BIRD shows it: eBGP from the node's address; BIRD fills in its
 /// default LOCAL_PREF 100.
-fn bird_route(prefix: &str, node: u8) -> Route {
+pub(crate) fn bird_route(prefix: &str, node: u8) -> Route {
     Route {
         prefix: net(prefix),
         next_hop: node_ip(node),
@@ -105,9 +105,9 @@ fn frr_route(prefix: &str, node: u8) -> Route {
 }
 
 /// What each switch must hold from each node's speaker.
-type Expected = BTreeMap<IpAddr, Vec<Route>>;
+pub(crate) type Expected = BTreeMap<IpAddr, Vec<Route>>;
 
-fn expect(routes: &[(u8, &[&str])], make: fn(&str, u8) -> Route) -> Expected {
+pub(crate) fn expect(routes: &[(u8, &[&str])], make: fn(&str, u8) -> Route) -> Expected {
     routes
         .iter()
         .map(|(n, prefixes)| (node_ip(*n), prefixes.iter().map(|p| make(p, *n)).collect()))

@@ -7,6 +7,8 @@
 //! - [`observe`]: the speaker's endpoint and the `status` command through a session's life.
 //! - [`reload`]: bgp-config edits under a running speaker.
 //! - [`restart`]: SIGTERM with graceful restart, and a new process taking over.
+//! - [`multipool`]: multi-pool IPAM, a node gaining and releasing pool CIDRs.
+//! - [`secrets`]: TCP MD5 keys from `--secrets-dir`, rotated under FRR and BIRD.
 //!
 //! The tests with real peers run each in a network namespace of its own through the
 //! interop harness (`isolated!`: the test re-executes itself under `unshare -rn`), BIRD
@@ -26,10 +28,12 @@ mod cli;
 mod cluster;
 mod listen;
 mod local;
+mod multipool;
 mod observe;
 mod reload;
 mod restart;
 mod scrape;
+mod secrets;
 mod speaker;
 mod tor;
 

@@ -18,8 +18,12 @@ use crate::harness::process::{write_file, Process};
 pub const BINARY: &str = env!("CARGO_BIN_EXE_podcidr-speaker");
 
 /// How long a speaker may take to exit after SIGTERM: its own bound on the goodbye to
-/// the peers is 10 s.
+/// the peers is 10 s after the graceful shutdown time ([`GRACEFUL_SHUTDOWN`] here).
 pub const EXIT_GRACE: Duration = Duration::from_secs(15);
+
+/// The speakers' `--graceful-shutdown-time` (RFC 8326): short, so that a SIGTERM without
+/// graceful restart ends within [`EXIT_GRACE`]; the interop tests cover the drain.
+pub const GRACEFUL_SHUTDOWN: &str = "2s";
 
 /// `100.64.1.n`: a node's address (InternalIP and the speaker's source address).
 pub fn node_ip(n: u8) -> IpAddr {
@@ -34,8 +38,10 @@ pub struct NodeSpec {
     pub labels: BTreeMap<String, String>,
     /// Node spec.podCIDRs.
     pub node_cidrs: Vec<IpNet>,
-    /// CiliumNode spec.ipam.podCIDRs (`None`: no CiliumNode object).
+    /// CiliumNode spec.ipam.podCIDRs (`None`: no CiliumNode object unless `pools`).
     pub cilium_cidrs: Option<Vec<IpNet>>,
+    /// CiliumNode spec.ipam.pools.allocated (multi-pool IPAM): (pool, CIDRs).
+    pub pools: Vec<(String, Vec<IpNet>)>,
 }
 
 impl NodeSpec {
@@ -46,7 +52,17 @@ impl NodeSpec {
             labels: BTreeMap::new(),
             node_cidrs: Vec::new(),
             cilium_cidrs: None,
+            pools: Vec::new(),
         }
+    }
+
+    /// Sets the CIDRs allocated to the node from `pool` (none: the pool is released).
+    pub fn pool(mut self, pool: &str, cidrs: &[&str]) -> Self {
+        self.pools.retain(|(p, _)| p != pool);
+        if !cidrs.is_empty() {
+            self.pools.push((pool.into(), nets(cidrs)));
+        }
+        self
     }
 
     pub fn label(mut self, key: &str, value: &str) -> Self {
@@ -84,14 +100,26 @@ impl NodeSpec {
             "  status:\n    addresses:\n    - type: InternalIP\n      address: {}",
             self.ip
         );
-        if let Some(cidrs) = &self.cilium_cidrs {
+        if self.cilium_cidrs.is_some() || !self.pools.is_empty() {
             let _ = writeln!(
                 y,
-                "- apiVersion: cilium.io/v2\n  kind: CiliumNode\n  metadata:\n    name: {}\n  spec:\n    ipam:\n      podCIDRs:",
+                "- apiVersion: cilium.io/v2\n  kind: CiliumNode\n  metadata:\n    name: {}\n  spec:\n    ipam:",
                 self.name
             );
+        }
+        if let Some(cidrs) = &self.cilium_cidrs {
+            y.push_str("      podCIDRs:\n");
             for c in cidrs {
                 let _ = writeln!(y, "      - {c}");
+            }
+        }
+        if !self.pools.is_empty() {
+            y.push_str("      pools:\n        allocated:\n");
+            for (pool, cidrs) in &self.pools {
+                let _ = writeln!(y, "        - pool: {pool}\n          cidrs:");
+                for c in cidrs {
+                    let _ = writeln!(y, "          - {c}");
+                }
             }
         }
         y
@@ -155,6 +183,21 @@ impl Inputs {
         .expect("rename node file");
     }
 
+    /// Writes the CiliumPodIPPools (name, IPv4 ranges) of a multi-pool cluster.
+    pub fn write_pools(&self, pools: &[(&str, &[&str])]) {
+        let mut y = String::from("apiVersion: v1\nkind: List\nitems:\n");
+        for (name, cidrs) in pools {
+            let _ = writeln!(
+                y,
+                "- apiVersion: cilium.io/v2alpha1\n  kind: CiliumPodIPPool\n  metadata:\n    name: {name}\n  spec:\n    ipv4:\n      maskSize: 27\n      cidrs:"
+            );
+            for c in *cidrs {
+                let _ = writeln!(y, "      - {c}");
+            }
+        }
+        write_file(&self.cluster_path().join("pools.yaml"), &y).expect("write pools");
+    }
+
     pub fn delete_node(&self, name: &str) {
         std::fs::remove_file(self.cluster_path().join(format!("{name}.yaml")))
             .unwrap_or_else(|e| panic!("delete node {name}: {e}"));
@@ -188,6 +231,7 @@ impl Speaker {
     pub fn standalone_args(inputs: &Inputs, node: &str, source: IpAddr) -> Vec<String> {
         vec![
             format!("--node={node}"),
+            format!("--graceful-shutdown-time={GRACEFUL_SHUTDOWN}"),
             format!("--bgp-config={}", inputs.config_path().display()),
             format!("--cluster-state={}", inputs.cluster_path().display()),
             format!("--source-address={source}"),

@@ -24,6 +24,7 @@ mod speaker;
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ipnet::IpNet;
@@ -88,6 +89,7 @@ fn ebgp_and_ibgp_routes(kind: Kind, dir: &Path) {
     };
     let attrs = |n: u8, asn: u32, ibgp: bool| {
         Attrs::new(asn, ibgp)
+            .node(n)
             .med(u32::from(n))
             .large(&[(asn, 1, u32::from(n))])
     };
@@ -252,7 +254,7 @@ fn hold_time_and_keepalive(kind: Kind, dir: &Path) {
     let routes = |n: u8| {
         desired(
             &[net(&format!("10.244.{n}.0/24"))],
-            &Attrs::new(65000 + u32::from(n), false),
+            &Attrs::new(65000 + u32::from(n), false).node(n),
         )
     };
     let long = Speaker::start(
@@ -457,6 +459,169 @@ fn notifications(kind: Kind, dir: &Path) {
     .unwrap();
     // The session is gone, and our routes with it.
     tor.wait_nothing_from(v4(1));
+}
+
+/// Graceful shutdown (RFC 8326): stopped for good without graceful restart (SIGTERM's
+/// `Shutdown::Restart`), the speaker first sends its routes again with GRACEFUL_SHUTDOWN
+/// (65535:0) beside their own community, keeps them for the grace period, then
+/// withdraws them and sends Cease/Administrative Shutdown with its message. ExaBGP shows
+/// the messages in order on the wire.
+fn graceful_shutdown(kind: Kind, dir: &Path) {
+    const GRACE: Duration = Duration::from_secs(4);
+    let rt = runtime();
+    let tor = Tor::start(
+        kind,
+        dir,
+        PeerOpts::new(v4(2), TOR_AS2)
+            .local_addr6(v6(2))
+            .neighbor(tor_neighbor(kind, 1, 65001)),
+    );
+    let a = Attrs::new(65001, false);
+    let prefixes = [net("10.244.1.0/24"), net("fd10:1::/64")];
+    let mut sp = spec(1, &peer_config(v4(2), TOR_AS2, 65001, &[]));
+    sp.graceful_shutdown = GRACE;
+    let mut s = Speaker::start(&rt, sp, desired(&prefixes, &a));
+    s.wait_synced();
+    tor.wait_exact(v4(1), Afi::Ipv4, &[a.expected(kind, prefixes[0], 1)]);
+    tor.wait_exact(v4(1), Afi::Ipv6, &[a.expected(kind, prefixes[1], 1)]);
+
+    // ExaBGP 4.2.21 cannot decode a shutdown communication (see
+    // `Tor::saw_admin_shutdown`): it gets an empty one.
+    let message = if kind == Kind::Exabgp {
+        ""
+    } else {
+        "podcidr-speaker shutting down"
+    };
+    let asked = Instant::now();
+    s.request_stop(Shutdown::Restart(message.into()));
+    let mut marked = a.clone();
+    marked.communities = vec![(65535, 0), (65535, 100)];
+    let mut want = [
+        marked.expected(kind, prefixes[0], 1),
+        marked.expected(kind, prefixes[1], 1),
+    ];
+    if kind == Kind::Frr {
+        // FRR acts on the community as RFC 8326 section 4 asks of a receiver: its
+        // LOCAL_PREF drops to 0.
+        for r in &mut want {
+            r.local_pref = Some(0);
+        }
+    }
+    tor.wait_exact(v4(1), Afi::Ipv4, &want[..1]);
+    tor.wait_exact(v4(1), Afi::Ipv6, &want[1..]);
+    let marked_after = asked.elapsed();
+    assert!(
+        marked_after < GRACE / 2,
+        "marked only after {marked_after:?}"
+    );
+    // Held, marked, until the grace period is nearly over.
+    let until = GRACE - marked_after - Duration::from_millis(500);
+    harness::hold_for("the marked routes through the grace period", until, || {
+        let got = tor
+            .d()
+            .routes(v4(1), Afi::Ipv4)
+            .map_err(|e| e.to_string())?;
+        if got == want[..1] {
+            Ok(())
+        } else {
+            Err(format!("{got:?}"))
+        }
+    })
+    .unwrap();
+    tor.wait_nothing_from(v4(1));
+    let gone_after = asked.elapsed();
+    assert!(
+        gone_after >= GRACE,
+        "withdrawn after {gone_after:?}, before the grace period of {GRACE:?}"
+    );
+    let st = s.join();
+    assert_eq!(st.stats.sent.notification, 1);
+    assert!(st.advertised.is_empty(), "{:?}", st.advertised);
+    wait_for("the daemon to show our cease", WAIT, || {
+        tor.saw_admin_shutdown(v4(1), message)
+    })
+    .unwrap();
+
+    if kind == Kind::Exabgp {
+        use harness::exabgp::ExaEventKind;
+        let events = tor.exabgp().events_from(v4(1)).unwrap();
+        // After the table and its End-of-RIBs: the marked routes, the withdrawals,
+        // the Cease; nothing else, in this order.
+        let eor = events
+            .iter()
+            .rposition(|e| matches!(e.kind, ExaEventKind::EndOfRib { .. }))
+            .expect("End-of-RIB");
+        let tail: Vec<String> = events[eor + 1..]
+            .iter()
+            .filter_map(|e| match &e.kind {
+                ExaEventKind::Update(u) if !u.announce.is_empty() => Some(format!(
+                    "announce {:?} {:?}",
+                    u.announce.iter().map(|(p, _)| *p).collect::<Vec<_>>(),
+                    u.attrs.communities
+                )),
+                ExaEventKind::Update(u) => Some(format!("withdraw {:?}", u.withdraw)),
+                ExaEventKind::Notification { code, subcode, .. } => {
+                    Some(format!("notification {code}/{subcode}"))
+                }
+                _ => None,
+            })
+            .collect();
+        let marked = format!("{:?}", vec![(65535u16, 0u16), (65535, 100)]);
+        assert_eq!(
+            tail,
+            vec![
+                format!("announce [{}] {marked}", prefixes[0]),
+                format!("announce [{}] {marked}", prefixes[1]),
+                format!("withdraw [{}]", prefixes[0]),
+                format!("withdraw [{}]", prefixes[1]),
+                "notification 6/2".to_owned(),
+            ]
+        );
+        let stamps: Vec<f64> = events[eor + 1..].iter().map(|e| e.time).collect();
+        let spread = stamps.last().unwrap() - stamps.first().unwrap();
+        assert!(
+            spread >= GRACE.as_secs_f64() - 1.0,
+            "ExaBGP saw the withdrawals {spread}s after the marked routes"
+        );
+    }
+}
+
+/// With graceful restart in force, SIGTERM stays a restart: no GRACEFUL_SHUTDOWN, no
+/// withdrawal; the peer keeps the routes as stale.
+fn graceful_restart_skips_graceful_shutdown(kind: Kind, dir: &Path) {
+    let rt = runtime();
+    let tor = Tor::start(
+        kind,
+        dir,
+        PeerOpts::new(v4(2), TOR_AS2)
+            .local_addr6(v6(2))
+            .neighbor(tor_neighbor(kind, 1, 65001).graceful_restart(30)),
+    );
+    let a = Attrs::new(65001, false);
+    let prefixes = [net("10.244.1.0/24")];
+    let mut sp = spec(
+        1,
+        &peer_config(
+            v4(2),
+            TOR_AS2,
+            65001,
+            &["graceful-restart: true", "graceful-restart-time: 30s"],
+        ),
+    );
+    sp.graceful_shutdown = Duration::from_secs(30);
+    let mut s = Speaker::start(&rt, sp, desired(&prefixes, &a));
+    s.wait_synced();
+    tor.wait_exact(v4(1), Afi::Ipv4, &[a.expected(kind, prefixes[0], 1)]);
+    let asked = Instant::now();
+    let st = s.stop(Shutdown::Restart("test restart".into()));
+    assert!(
+        asked.elapsed() < Duration::from_secs(5),
+        "no grace period with GR"
+    );
+    assert_eq!(st.stats.sent.notification, 0);
+    let mut stale = a.expected(kind, prefixes[0], 1);
+    stale.stale = true;
+    tor.wait_exact(v4(1), Afi::Ipv4, &[stale]);
 }
 
 /// TCP MD5 (RFC 2385): the speaker with the right password establishes and announces;
@@ -835,6 +1000,224 @@ fn route_refresh(kind: Kind, dir: &Path) {
     tor.wait_exact(v4(1), Afi::Ipv6, &[a.expected(kind, prefixes[2], 1)]);
 }
 
+/// The planner's plan for the one node `node-under-test` with these InternalIPs and pod
+/// CIDRs under `config` (local mode, no `--source-address`): the routes `run` would hand
+/// the peer tasks.
+fn planned(
+    config: &str,
+    v4: Option<IpAddr>,
+    v6: Option<IpAddr>,
+    cidrs: &[&str],
+) -> podcidr_speaker::routes::Plan {
+    use podcidr_speaker::routes::{plan, AnnounceMode, LocalNode, Overrides};
+    use podcidr_speaker::sources::model::{
+        node_view, CiliumConfig, ClusterState, IpamOverride, NodeFacts,
+    };
+    let config = podcidr_speaker::config::parse(config).unwrap_or_else(|e| panic!("{e}"));
+    let mut state = ClusterState {
+        cilium_config: Some(CiliumConfig {
+            ipam: Some("kubernetes".into()),
+            ..CiliumConfig::default()
+        }),
+        ..ClusterState::default()
+    };
+    state.nodes.insert(
+        "node-under-test".into(),
+        NodeFacts {
+            internal_ipv4: v4.and_then(|a| match a {
+                IpAddr::V4(a) => Some(a),
+                IpAddr::V6(_) => None,
+            }),
+            internal_ipv6: v6.and_then(|a| match a {
+                IpAddr::V6(a) => Some(a),
+                IpAddr::V4(_) => None,
+            }),
+            node_cidrs: cidrs.iter().map(|c| net(c)).collect(),
+            ..NodeFacts::default()
+        },
+    );
+    let view = node_view(&state, IpamOverride::Auto).unwrap();
+    plan(
+        &view,
+        &config,
+        &LocalNode::new("node-under-test"),
+        AnnounceMode::Local,
+        &Overrides::default(),
+    )
+}
+
+/// A pod CIDR route of the speaker with AS `asn`, as `kind` shows it (no MED, no
+/// community: the planner's defaults).
+fn pod_route(kind: Kind, prefix: &str, next_hop: IpAddr, asn: u32) -> harness::Route {
+    harness::Route {
+        prefix: net(prefix),
+        next_hop,
+        as_path: vec![asn],
+        // BIRD fills in its default on eBGP routes.
+        local_pref: (kind == Kind::Bird).then_some(100),
+        med: None,
+        communities: vec![],
+        large_communities: vec![],
+        origin: harness::Origin::Incomplete,
+        stale: false,
+    }
+}
+
+/// Issue #21: a node without an IPv4 address peering over IPv6 only. `plan` marks its
+/// IPv4 pod CIDR as RFC 8950; FRR with `capability extended-nexthop` receives it with our
+/// IPv6 address as next hop. FRR's other neighbor, without the capability, gets the IPv6
+/// route only and the speaker reports the IPv4 one as not announced, and why.
+fn ipv4_over_ipv6_with_extended_next_hop(kind: Kind, dir: &Path) {
+    use podcidr_speaker::routes::next_hop::needs_extended_next_hop;
+    use podcidr_speaker::sources::model::Family;
+    let rt = runtime();
+    let tor = Tor::start(
+        kind,
+        dir,
+        PeerOpts::new(v4(2), TOR_AS2)
+            .local_addr6(v6(2))
+            .neighbor(
+                harness::Neighbor::new(v6(1), 65001)
+                    .ipv6()
+                    .extended_next_hop(),
+            )
+            .neighbor(harness::Neighbor::new(v6(3), 65003).ipv6()),
+    );
+    let mut speakers = Vec::new();
+    for (n, asn) in [(1u8, 65001u32), (3, 65003)] {
+        let text = format!(
+            "peers: [{{peer-address: '{}', peer-asn: {TOR_AS2}, my-asn: {asn}, \
+             source-address: '{}', hold-time: 9s, connect-retry-time: 1s}}]",
+            v6(2),
+            v6(n)
+        );
+        let plan = planned(&text, None, Some(v6(n)), &["10.244.1.0/24", "fd10:1::/64"]);
+        assert!(plan.unannounceable.is_empty(), "{:?}", plan.unannounceable);
+        let p = plan.peers.values().next().expect("one peer");
+        let r4 = &p.routes[&net("10.244.1.0/24")];
+        assert!(needs_extended_next_hop(
+            Family::Ipv4,
+            &r4.attrs.next_hop,
+            &p.peer
+        ));
+        speakers.push(Speaker::start(&rt, spec(n, &p.peer), Arc::clone(&p.routes)));
+    }
+    let with = speakers[0].wait_synced();
+    assert!(
+        with.negotiated.expect("established").extended_next_hop_ipv4,
+        "FRR offered extended next hop"
+    );
+    tor.established(v6(1));
+    tor.wait_exact(
+        v6(1),
+        Afi::Ipv4,
+        &[pod_route(kind, "10.244.1.0/24", v6(1), 65001)],
+    );
+    tor.wait_exact(
+        v6(1),
+        Afi::Ipv6,
+        &[pod_route(kind, "fd10:1::/64", v6(1), 65001)],
+    );
+
+    let without = speakers[1].wait_synced();
+    assert!(
+        !without
+            .negotiated
+            .expect("established")
+            .extended_next_hop_ipv4
+    );
+    tor.established(v6(3));
+    tor.wait_exact(
+        v6(3),
+        Afi::Ipv6,
+        &[pod_route(kind, "fd10:1::/64", v6(3), 65003)],
+    );
+    tor.wait_exact(v6(3), Afi::Ipv4, &[]);
+    let st = speakers[1].status();
+    assert_eq!(
+        st.advertised
+            .get(&podcidr_speaker::bgp::wire::AfiSafi::IPV4_UNICAST)
+            .copied()
+            .unwrap_or(0),
+        0
+    );
+    assert_eq!(
+        st.last_io_error.as_deref(),
+        Some(
+            "1 routes of afi 1 not announced: ipv4 routes need an ipv6 next hop here and the \
+             peer did not offer extended next hop (RFC 8950)"
+        )
+    );
+}
+
+/// Issue #21: a node without an IPv6 address peering over IPv4. Without `next-hop-v6`
+/// its IPv6 pod CIDR is not planned and is reported (plan warning, status entry); with
+/// `next-hop-v6` BIRD (its ipv6 channel on the IPv4 session) receives it with that next
+/// hop.
+fn ipv6_over_ipv4_with_next_hop_v6(kind: Kind, dir: &Path) {
+    let rt = runtime();
+    let tor = Tor::start(
+        kind,
+        dir,
+        PeerOpts::new(v4(2), TOR_AS2)
+            .local_addr6(v6(2))
+            .neighbor(tor_neighbor(kind, 1, 65001))
+            .neighbor(tor_neighbor(kind, 3, 65003)),
+    );
+    let mut speakers = Vec::new();
+    let mut plans = Vec::new();
+    for (n, asn, next_hop) in [(1u8, 65001u32, Some(v6(1))), (3, 65003, None)] {
+        let extra = next_hop
+            .map(|a| format!(", next-hop-v6: '{a}'"))
+            .unwrap_or_default();
+        let text = format!(
+            "peers: [{{peer-address: {}, peer-asn: {TOR_AS2}, my-asn: {asn}, \
+             source-address: {}, hold-time: 9s, connect-retry-time: 1s{extra}}}]",
+            v4(2),
+            v4(n)
+        );
+        let plan = planned(&text, Some(v4(n)), None, &["10.244.1.0/24", "fd10:1::/64"]);
+        let p = plan.peers.values().next().expect("one peer");
+        speakers.push(Speaker::start(&rt, spec(n, &p.peer), Arc::clone(&p.routes)));
+        plans.push(plan);
+    }
+    // Without next-hop-v6: not planned, and said so where an operator looks.
+    let missing = &plans[1];
+    assert_eq!(missing.unannounceable.len(), 1);
+    assert_eq!(missing.unannounceable[0].prefix, net("fd10:1::/64"));
+    let m = podcidr_speaker::metrics::Metrics::new();
+    m.record_unannounceable(missing);
+    let status = m.status(std::time::SystemTime::now(), Instant::now());
+    let text = podcidr_speaker::commands::status::Summary(&status).to_string();
+    assert!(
+        text.contains(&format!(
+            "  fd10:1::/64 of node node-under-test is not announced to {}:179: an IPv6 route \
+             on an IPv4 session needs an IPv6 next hop",
+            v4(2)
+        )),
+        "{text}"
+    );
+    assert!(plans[0].unannounceable.is_empty());
+
+    for (n, asn) in [(1u8, 65001u32), (3, 65003)] {
+        speakers[usize::from(n / 2)].wait_synced();
+        tor.established(v4(n));
+        tor.wait_exact(
+            v4(n),
+            Afi::Ipv4,
+            &[pod_route(kind, "10.244.1.0/24", v4(n), asn)],
+        );
+    }
+    tor.wait_exact(
+        v4(1),
+        Afi::Ipv6,
+        &[pod_route(kind, "fd10:1::/64", v6(1), 65001)],
+    );
+    tor.wait_exact(v4(3), Afi::Ipv6, &[]);
+    // Nothing refused on the wire: run sent exactly what the plan listed.
+    assert_eq!(speakers[1].status().last_io_error, None);
+}
+
 /// One `#[test]` per implementation and scenario, each in its own namespace.
 macro_rules! scenario_tests {
     ($($name:ident => $scenario:ident($kind:ident);)*) => {
@@ -869,6 +1252,11 @@ scenario_tests! {
     gobgp_notifications_both_ways => notifications(Gobgp);
     exabgp_notifications_both_ways => notifications(Exabgp);
 
+    bird_graceful_shutdown_marks_then_withdraws => graceful_shutdown(Bird);
+    frr_graceful_shutdown_marks_then_withdraws => graceful_shutdown(Frr);
+    exabgp_graceful_shutdown_marks_then_withdraws => graceful_shutdown(Exabgp);
+    bird_graceful_restart_skips_graceful_shutdown => graceful_restart_skips_graceful_shutdown(Bird);
+
     bird_md5_right_and_wrong_password => md5(Bird);
     frr_md5_right_and_wrong_password => md5(Frr);
     gobgp_md5_right_and_wrong_password => md5(Gobgp);
@@ -879,6 +1267,10 @@ scenario_tests! {
 
     bird_refresh_gets_our_table_again => route_refresh(Bird);
     frr_refresh_gets_our_table_again => route_refresh(Frr);
+
+    frr_gets_ipv4_over_ipv6_with_extended_next_hop => ipv4_over_ipv6_with_extended_next_hop(Frr);
+    bird_gets_ipv6_over_ipv4_with_next_hop_v6 => ipv6_over_ipv4_with_next_hop_v6(Bird);
+    frr_gets_ipv6_over_ipv4_with_next_hop_v6 => ipv6_over_ipv4_with_next_hop_v6(Frr);
 
     bird_dials_a_passive_speaker => inbound(Bird);
     frr_dials_a_passive_speaker => inbound(Frr);

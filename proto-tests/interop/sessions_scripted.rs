@@ -227,7 +227,8 @@ impl Speaker {
             source_address: Some(IpAddr::V4(SPEAKER)),
             router_id: Some(Ipv4Addr::new(10, 0, 0, 5)),
             node_ipv4: None,
-            node_ipv6: Some(Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 2)),
+            node_name: None,
+            graceful_shutdown: std::time::Duration::ZERO,
         };
         PeerSpec::from_config(&cfg.peers[0], &run).unwrap()
     }
@@ -345,9 +346,24 @@ fn v6_hosts(n: u32) -> Vec<IpNet> {
         .collect()
 }
 
+/// The routes as the planner writes them for this IPv4 session: IPv4 with the session's
+/// address, IPv6 with the node's IPv6 address (fd00::2) as next hop.
 fn desired(prefixes: &[IpNet]) -> Arc<DesiredRoutes> {
     let a = attrs();
-    desired_with(prefixes.iter().map(|p| (*p, a.clone())))
+    let a6 = Arc::new(RouteAttrs {
+        next_hop: NextHop::Address(IpAddr::V6(Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 2))),
+        ..(*a).clone()
+    });
+    desired_with(prefixes.iter().map(|p| {
+        (
+            *p,
+            if p.addr().is_ipv4() {
+                a.clone()
+            } else {
+                a6.clone()
+            },
+        )
+    }))
 }
 
 fn desired_with(routes: impl IntoIterator<Item = (IpNet, Arc<RouteAttrs>)>) -> Arc<DesiredRoutes> {
@@ -766,10 +782,15 @@ async fn a_new_route_set_sends_exactly_the_difference() {
     let port = l.local_addr().unwrap().port();
     let rec = Arc::new(Recorder::default());
     let a = attrs();
+    // As the planner writes them: IPv6 routes on this IPv4 session with the node's IPv6
+    // address.
+    let a6 = Arc::new(RouteAttrs {
+        next_hop: NextHop::Address(IpAddr::V6(Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 2))),
+        ..(*a).clone()
+    });
     let first: Vec<(IpNet, Arc<RouteAttrs>)> = (0..10)
-        .map(v4_net)
-        .chain(v6_hosts(2))
-        .map(|p| (p, a.clone()))
+        .map(|i| (v4_net(i), a.clone()))
+        .chain(v6_hosts(2).into_iter().map(|p| (p, a6.clone())))
         .collect();
     let mut s = Speaker::start(
         Speaker::spec(port, ""),
@@ -814,7 +835,7 @@ async fn a_new_route_set_sends_exactly_the_difference() {
     assert_eq!(rec.written.lock().unwrap().len(), 1);
 
     // Drop 0-2, change the MED of 3, add 10, keep the rest; and one IPv4 route with an
-    // IPv6 next hop, which cannot be sent.
+    // IPv6 next hop, which cannot be sent: the peer offered no RFC 8950.
     let med = Arc::new(RouteAttrs {
         med: Some(5),
         ..(*a).clone()
@@ -826,7 +847,7 @@ async fn a_new_route_set_sends_exactly_the_difference() {
     let second: Vec<(IpNet, Arc<RouteAttrs>)> = (4..11)
         .map(|i| (v4_net(i), a.clone()))
         .chain([(v4_net(3), med), (v4_net(99), wrong_family)])
-        .chain(v6_hosts(2).into_iter().map(|p| (p, a.clone())))
+        .chain(v6_hosts(2).into_iter().map(|p| (p, a6.clone())))
         .collect();
     s.set_routes(desired_with(second));
     let mut withdrawn = Vec::new();
@@ -869,7 +890,11 @@ async fn a_new_route_set_sends_exactly_the_difference() {
     assert_eq!(st.advertised.get(&AfiSafi::IPV4_UNICAST), Some(&8));
     assert_eq!(
         rec.refused.lock().unwrap().as_slice(),
-        &[(AfiSafi::IPV4_UNICAST, RouteRefusal::NextHopFamily, 1)]
+        &[(
+            AfiSafi::IPV4_UNICAST,
+            RouteRefusal::ExtendedNextHopNotNegotiated,
+            1
+        )]
     );
     assert_eq!(rec.written.lock().unwrap().len(), 2);
     s.stop(Shutdown::Admin(String::new())).await;

@@ -50,9 +50,11 @@ type Responder = mock::SendResponse<Response<TestBody>>;
 pub enum Route {
     Nodes,
     CiliumNodes,
+    PodIpPools,
     CiliumConfig,
     BgpConfig,
     Events,
+    Secrets,
 }
 
 fn route(request: &Request<KubeBody>) -> Route {
@@ -61,7 +63,9 @@ fn route(request: &Request<KubeBody>) -> Route {
     match path {
         "/api/v1/nodes" => Route::Nodes,
         "/apis/cilium.io/v2/ciliumnodes" => Route::CiliumNodes,
+        "/apis/cilium.io/v2alpha1/ciliumpodippools" => Route::PodIpPools,
         p if p.starts_with("/apis/events.k8s.io/") => Route::Events,
+        p if p.contains("/secrets") => Route::Secrets,
         p if p.ends_with("/configmaps") && query.contains("metadata.name%3Dcilium-config") => {
             Route::CiliumConfig
         }
@@ -83,23 +87,35 @@ impl Drop for MockApi {
 }
 
 impl MockApi {
-    /// A client whose every request lands in this server's queues.
+    /// A client whose every request lands in this server's queues, except those for
+    /// CiliumPodIPPools, answered 404 (a cluster without multi-pool's CRD).
     pub fn start() -> (kube::Client, MockApi) {
+        Self::start_with(false)
+    }
+
+    /// As [`MockApi::start`], with CiliumPodIPPool requests queued for the test too.
+    pub fn start_with_pools() -> (kube::Client, MockApi) {
+        Self::start_with(true)
+    }
+
+    fn start_with(pools: bool) -> (kube::Client, MockApi) {
         let (service, handle) = mock::pair::<Request<KubeBody>, Response<TestBody>>();
         let mut senders = HashMap::new();
         let mut queues = HashMap::new();
         for r in [
             Route::Nodes,
             Route::CiliumNodes,
+            Route::PodIpPools,
             Route::CiliumConfig,
             Route::BgpConfig,
             Route::Events,
+            Route::Secrets,
         ] {
             let (tx, rx) = mpsc::unbounded_channel();
             senders.insert(r, tx);
             queues.insert(r, rx);
         }
-        let router = tokio::spawn(serve(handle, senders));
+        let router = tokio::spawn(serve(handle, senders, pools));
         (
             kube::Client::new(service, "default"),
             MockApi { queues, router },
@@ -129,9 +145,14 @@ impl MockApi {
 async fn serve(
     mut handle: Handle,
     senders: HashMap<Route, mpsc::UnboundedSender<(Request<KubeBody>, Responder)>>,
+    pools: bool,
 ) {
     while let Some((request, responder)) = handle.next_request().await {
         let r = route(&request);
+        if r == Route::PodIpPools && !pools {
+            Call { request, responder }.status_error(404, "NotFound");
+            continue;
+        }
         if senders[&r].send((request, responder)).is_err() {
             return;
         }
@@ -188,6 +209,16 @@ impl Call {
     /// Answers a watch request with a stream the test feeds.
     pub fn watch(self) -> WatchStream {
         assert!(self.is_watch(), "expected a watch, got {}", self.uri());
+        self.stream()
+    }
+
+    /// Answers 200 with a body that breaks before its first byte (a connection reset).
+    pub fn broken(self) {
+        self.stream().fail();
+    }
+
+    /// Answers 200 with a body the returned stream feeds.
+    fn stream(self) -> WatchStream {
         let (tx, rx) = mpsc::unbounded_channel();
         let response = Response::builder()
             .status(StatusCode::OK)
@@ -312,10 +343,62 @@ pub fn cilium_node(name: &str, rv: &str, pod_cidrs: &[&str]) -> Value {
     })
 }
 
+/// A CiliumPodIPPool as the API returns it.
+pub fn pod_ip_pool(name: &str, rv: &str, ipv4: &[&str], ipv6: &[&str]) -> Value {
+    let mut spec = serde_json::Map::new();
+    if !ipv4.is_empty() {
+        spec.insert("ipv4".into(), json!({"cidrs": ipv4, "maskSize": 27}));
+    }
+    if !ipv6.is_empty() {
+        spec.insert("ipv6".into(), json!({"cidrs": ipv6, "maskSize": 120}));
+    }
+    json!({
+        "apiVersion": "cilium.io/v2alpha1", "kind": "CiliumPodIPPool",
+        "metadata": {"name": name, "resourceVersion": rv, "uid": format!("uid-pool-{name}")},
+        "spec": spec
+    })
+}
+
+/// A CiliumNode of a multi-pool cluster as the API returns it: what the agent
+/// requested and the operator allocated, per pool.
+pub fn multi_pool_node(name: &str, rv: &str, allocated: &[(&str, &[&str])]) -> Value {
+    let allocated: Vec<Value> = allocated
+        .iter()
+        .map(|(pool, cidrs)| json!({"pool": pool, "cidrs": cidrs}))
+        .collect();
+    let requested: Vec<Value> = allocated
+        .iter()
+        .map(|a| json!({"pool": a["pool"], "needed": {"ipv4-addrs": 16, "ipv6-addrs": 16}}))
+        .collect();
+    json!({
+        "apiVersion": "cilium.io/v2", "kind": "CiliumNode",
+        "metadata": {"name": name, "resourceVersion": rv,
+                     "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": name,
+                                          "uid": format!("uid-{name}")}]},
+        "spec": {
+            "addresses": [{"type": "InternalIP", "ip": "192.168.10.1"},
+                          {"type": "CiliumInternalIP", "ip": "10.10.0.1"}],
+            "alibaba-cloud": {}, "azure": {}, "encryption": {}, "eni": {},
+            "health": {"ipv4": "10.10.0.2"},
+            "ipam": {"pools": {"allocated": allocated, "requested": requested}}
+        },
+        "status": {"alibaba-cloud": {}, "azure": {}, "eni": {}, "ipam": {"operator-status": {}}}
+    })
+}
+
 pub fn config_map(namespace: &str, name: &str, rv: &str, data: Value) -> Value {
     json!({
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": name, "namespace": namespace, "resourceVersion": rv},
         "data": data
+    })
+}
+
+/// A Secret as the API returns it: `data` base64-encoded, as on the wire.
+pub fn secret(namespace: &str, name: &str, rv: &str, data_base64: Value) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+        "metadata": {"name": name, "namespace": namespace, "resourceVersion": rv},
+        "data": data_base64
     })
 }

@@ -14,12 +14,17 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use harness::{cilium_node, config_map, node, Call, MockApi, Route, WatchStream, WAIT};
+use harness::{
+    cilium_node, config_map, multi_pool_node, node, pod_ip_pool, secret, Call, MockApi, Route,
+    WatchStream, WAIT,
+};
 use ipnet::IpNet;
 use podcidr_speaker::sources::kube::{
     self as kube_source, BgpConfigMapRef, ConfigMapRef, KubeSourceConfig, Retry, WatchScope,
 };
-use podcidr_speaker::sources::model::{Drift, IpamMode, IpamOverride, NodeView};
+use podcidr_speaker::sources::model::{
+    CidrRefusal, Drift, IpamMode, IpamOverride, NodeView, PoolAllocation, PoolRanges, ViewWarning,
+};
 use podcidr_speaker::sources::{
     channel, ClusterSnapshot, EventSink, Report, Resource, ResourceStatus, SourceReceiver,
     SourceUpdate,
@@ -67,7 +72,15 @@ impl Drop for Running {
 }
 
 fn start(scope: WatchScope, bgp_config: bool, ipam: IpamOverride) -> Running {
-    let (client, api) = MockApi::start();
+    start_on(MockApi::start(), scope, bgp_config, ipam)
+}
+
+fn start_on(
+    (client, api): (kube::Client, MockApi),
+    scope: WatchScope,
+    bgp_config: bool,
+    ipam: IpamOverride,
+) -> Running {
     let (tx, rx) = channel(16);
     let events = Arc::new(RecordingSink::default());
     let config = KubeSourceConfig {
@@ -202,6 +215,7 @@ fn assert_watch(call: &Call, path: &str, selector: Option<&str>, resource_versio
 const NODES: &str = "/api/v1/nodes";
 const CILIUM_NODES: &str = "/apis/cilium.io/v2/ciliumnodes";
 const CONFIG_MAPS: &str = "/api/v1/namespaces/kube-system/configmaps";
+const POD_IP_POOLS: &str = "/apis/cilium.io/v2alpha1/ciliumpodippools";
 
 /// The DaemonSet's watchers: only its own Node and CiliumNode, the two ConfigMaps by
 /// name; then every kind of watch event and the view after each.
@@ -701,7 +715,11 @@ async fn kube_events_posts_a_drift_event_on_the_node() {
     use podcidr_speaker::sources::kube::events::KubeEvents;
     bounded(async {
         let (client, mut api) = MockApi::start();
-        let (events, task) = KubeEvents::spawn(client, Some("speaker-master1".into()));
+        let (events, task) = KubeEvents::spawn(
+            client,
+            Some("speaker-master1".into()),
+            Arc::new(podcidr_speaker::sources::kube::events::Unobserved),
+        );
         events.publish(&Report::Drift {
             node: "master1".into(),
             uid: Some("uid-master1".into()),
@@ -914,6 +932,527 @@ async fn a_deleted_cilium_config_changes_nothing_and_every_event_kind_is_followe
         let view = s.view().await;
         assert_eq!(view.ipam, IpamMode::ClusterPool);
         assert_eq!(prefixes(&view, "master1"), nets(&["10.5.113.0/24"]));
+    })
+    .await;
+}
+
+fn drift_report(node: &str) -> Report {
+    Report::Drift {
+        node: node.into(),
+        uid: None,
+        drift: Drift {
+            node_cidrs: nets(&["10.5.112.0/24"]),
+            cilium_cidrs: nets(&["10.5.113.0/24"]),
+        },
+        ipam: IpamMode::ClusterPool,
+    }
+}
+
+/// The value of `podcidr_speaker_kube_events_lost_total{reason}` in the exposition.
+fn events_lost(metrics: &podcidr_speaker::metrics::Metrics, reason: &str) -> f64 {
+    let series = format!("podcidr_speaker_kube_events_lost_total{{reason=\"{reason}\"}} ");
+    let text = metrics.encode();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(&series))
+        .unwrap_or_else(|| panic!("no {series} in\n{text}"));
+    line[series.len()..].trim().parse().expect("a number")
+}
+
+/// Events that cannot be written are counted by reason: one dropped on a full queue
+/// (no request made for it), one the API server refuses (403), one whose request
+/// breaks; the one accepted counts nothing.
+#[tokio::test]
+async fn kube_events_not_written_are_counted_by_reason() {
+    use podcidr_speaker::sources::kube::events::KubeEvents;
+    bounded(async {
+        let (client, mut api) = MockApi::start();
+        let metrics = podcidr_speaker::metrics::Metrics::new();
+        for reason in ["queue_full", "refused", "failed"] {
+            assert_eq!(
+                events_lost(&metrics, reason),
+                0.0,
+                "{reason} from the start"
+            );
+        }
+        let (events, task) = KubeEvents::with_queue(client, Some("s1".into()), metrics.clone(), 1);
+        events.publish(&drift_report("n1"));
+        // The task holds n1's request open: the queue of one takes n2, n3 is dropped.
+        let first = api.next(Route::Events).await;
+        events.publish(&drift_report("n2"));
+        events.publish(&drift_report("n3"));
+        assert_eq!(events_lost(&metrics, "queue_full"), 1.0);
+        assert_eq!(events_lost(&metrics, "refused"), 0.0);
+        first.status_error(403, "Forbidden");
+        let mut second = api.next(Route::Events).await;
+        let body = second.body_json().await;
+        assert_eq!(body["regarding"]["name"], "n2");
+        second.json(http::StatusCode::CREATED, &body);
+        events.publish(&drift_report("n4"));
+        let third = api.next(Route::Events).await;
+        third.broken();
+        drop(events);
+        tokio::time::timeout(WAIT, task).await.unwrap().unwrap();
+        assert!(api.idle(Route::Events), "n3 was never sent");
+        assert_eq!(events_lost(&metrics, "queue_full"), 1.0);
+        assert_eq!(events_lost(&metrics, "refused"), 1.0);
+        assert_eq!(events_lost(&metrics, "failed"), 1.0);
+    })
+    .await;
+}
+
+const SECRETS: &str = "/api/v1/namespaces/kube-system/secrets";
+
+async fn secrets_view(
+    rx: &mut SourceReceiver,
+) -> Arc<podcidr_speaker::sources::secrets::SecretsView> {
+    match tokio::time::timeout(WAIT, rx.updates.recv()).await {
+        Ok(Some(SourceUpdate::Secrets(v))) => v,
+        other => panic!("expected a secrets update, got {other:?}"),
+    }
+}
+
+/// A request of the secret follower: a GET of the one Secret, or a watch of it alone;
+/// never a list, never a watch of every Secret (RBAC grants only get and watch on the
+/// named Secrets).
+fn assert_secret_get(call: &Call, name: &str) {
+    assert_eq!(call.request.method(), http::Method::GET);
+    assert_eq!(call.request.uri().path(), format!("{SECRETS}/{name}"));
+    assert!(!call.is_watch(), "{}", call.uri());
+}
+
+fn assert_secret_watch(call: &Call, name: &str, resource_version: &str) {
+    assert_eq!(call.request.uri().path(), SECRETS);
+    assert!(call.is_watch(), "a list of secrets: {}", call.uri());
+    assert_eq!(
+        call.param("fieldSelector"),
+        Some(format!("metadata.name={name}")),
+        "{}",
+        call.uri()
+    );
+    assert_eq!(
+        call.param("resourceVersion").as_deref(),
+        Some(resource_version)
+    );
+    assert_eq!(call.param("limit"), None, "{}", call.uri());
+}
+
+/// The `password-secret` follower: the named Secret's data (base64 on the wire)
+/// through GET and watch, a rotation, a deletion, a name added that does not exist, and
+/// one the API refuses; each failure is that Secret's alone and never shows a value.
+#[tokio::test]
+async fn secret_follower_gets_and_watches_only_the_named_secrets() {
+    use podcidr_speaker::config::SecretKeyRef;
+    use podcidr_speaker::sources::kube::secrets;
+    use podcidr_speaker::sources::secrets::{SecretError, SecretsView};
+    bounded(async {
+        let (client, mut api) = MockApi::start();
+        let (tx, mut rx) = channel(16);
+        let (names, names_rx) =
+            tokio::sync::watch::channel(std::collections::BTreeSet::from(["tor-md5".to_owned()]));
+        let task = tokio::spawn(secrets::run(
+            client,
+            "kube-system".into(),
+            names_rx,
+            Retry::Fixed(Duration::from_millis(20)),
+            tx,
+        ));
+        let key = |v: &SecretsView, name: &str, key: &str| {
+            v.resolve(&SecretKeyRef {
+                name: name.into(),
+                key: key.into(),
+            })
+            .map(|k| k.expose().to_owned())
+        };
+        // Nothing read yet: pending, not missing.
+        let v = secrets_view(&mut rx).await;
+        assert!(key(&v, "tor-md5", "tor-a").unwrap_err().is_pending());
+
+        let get = api.next(Route::Secrets).await;
+        assert_secret_get(&get, "tor-md5");
+        // "old-key\n" and "b-key": a trailing line break is not part of the key.
+        get.json(
+            http::StatusCode::OK,
+            &secret(
+                "kube-system",
+                "tor-md5",
+                "5",
+                json!({"tor-a": "b2xkLWtleQo=", "tor-b": "Yi1rZXk="}),
+            ),
+        );
+        let v = secrets_view(&mut rx).await;
+        assert_eq!(key(&v, "tor-md5", "tor-a"), Ok("old-key".into()));
+        assert_eq!(key(&v, "tor-md5", "tor-b"), Ok("b-key".into()));
+
+        let watch = api.next(Route::Secrets).await;
+        assert_secret_watch(&watch, "tor-md5", "5");
+        let stream = watch.watch();
+        // Rotation of tor-a; tor-b unchanged.
+        stream.modified(secret(
+            "kube-system",
+            "tor-md5",
+            "6",
+            json!({"tor-a": "bmV3LWtleQ==", "tor-b": "Yi1rZXk="}),
+        ));
+        let v = secrets_view(&mut rx).await;
+        assert_eq!(key(&v, "tor-md5", "tor-a"), Ok("new-key".into()));
+        assert_eq!(key(&v, "tor-md5", "tor-b"), Ok("b-key".into()));
+        match key(&v, "tor-md5", "tor-c") {
+            Err(e @ SecretError::KeyMissing { .. }) => assert_eq!(
+                e.to_string(),
+                "password-secret: secret tor-md5 in namespace kube-system has no key tor-c"
+            ),
+            other => panic!("{other:?}"),
+        }
+
+        // Two more names: one that does not exist, one the API refuses.
+        names.send_replace(
+            ["tor-md5", "absent", "forbidden"]
+                .map(String::from)
+                .into_iter()
+                .collect(),
+        );
+        let mut pending = vec!["absent", "forbidden"];
+        while !pending.is_empty() {
+            let call = api.next(Route::Secrets).await;
+            let name = call.request.uri().path().rsplit('/').next().unwrap().to_owned();
+            assert_secret_get(&call, &name);
+            pending.retain(|n| *n != name);
+            if name == "absent" {
+                call.status_error(404, "NotFound");
+            } else {
+                call.status_error(403, "Forbidden");
+            }
+        }
+        let v = loop {
+            let v = secrets_view(&mut rx).await;
+            let settled = ["absent", "forbidden"]
+                .iter()
+                .all(|n| !key(&v, n, "k").is_err_and(|e| e.is_pending()));
+            if settled {
+                break v;
+            }
+        };
+        assert!(matches!(
+            key(&v, "absent", "k"),
+            Err(SecretError::SecretMissing { .. })
+        ));
+        let forbidden = key(&v, "forbidden", "k").unwrap_err().to_string();
+        assert!(
+            forbidden.starts_with(
+                "password-secret: secret forbidden in namespace kube-system cannot be read: api error 403"
+            ),
+            "{forbidden}"
+        );
+        // The others are unaffected.
+        assert_eq!(key(&v, "tor-md5", "tor-a"), Ok("new-key".into()));
+        let status = rx.status.borrow().resources[&Resource::Secrets].clone();
+        assert!(status.synced, "every name answered once: {status:?}");
+        assert!(!status.up, "one name cannot be read");
+        let absent_watch = loop {
+            let call = api.next(Route::Secrets).await;
+            if call.request.uri().path() == SECRETS {
+                break call;
+            }
+            // The refused one is asked again after the backoff: still refused.
+            assert_secret_get(&call, "forbidden");
+            call.status_error(403, "Forbidden");
+        };
+        // A Secret that did not exist is watched from any version: its creation
+        // arrives as ADDED.
+        assert_secret_watch(&absent_watch, "absent", "0");
+        let absent = absent_watch.watch();
+        absent.added(secret("kube-system", "absent", "9", json!({"k": "Yi1rZXk="})));
+        let v = loop {
+            let v = secrets_view(&mut rx).await;
+            if key(&v, "absent", "k").is_ok() {
+                break v;
+            }
+        };
+        assert_eq!(key(&v, "absent", "k"), Ok("b-key".into()));
+
+        // The first Secret is deleted: missing; no fallback to no key.
+        stream.deleted(secret("kube-system", "tor-md5", "10", json!({})));
+        let v = loop {
+            let v = secrets_view(&mut rx).await;
+            if key(&v, "tor-md5", "tor-a").is_err() {
+                break v;
+            }
+        };
+        assert_eq!(
+            key(&v, "tor-md5", "tor-a").unwrap_err().to_string(),
+            "password-secret: secret tor-md5 not found in namespace kube-system"
+        );
+        let debug = format!("{v:?}");
+        assert!(!debug.contains("new-key") && !debug.contains("b-key"), "{debug}");
+
+        drop(rx);
+        let ended = tokio::time::timeout(WAIT, task).await.expect("task ended");
+        assert!(ended.expect("no panic").is_err(), "ends with Closed");
+    })
+    .await;
+}
+
+fn pools(view: &NodeView, node: &str) -> Vec<PoolAllocation> {
+    view.nodes[node].pools.clone()
+}
+
+fn allocation(pool: &str, cidrs: &[&str]) -> PoolAllocation {
+    PoolAllocation {
+        pool: pool.into(),
+        cidrs: nets(cidrs),
+    }
+}
+
+/// A multi-pool cluster, through the API: the DaemonSet reads its own CiliumNode's
+/// `spec.ipam.pools.allocated` and every CiliumPodIPPool; as the operator allocates
+/// and releases CIDRs (a pool grows, a second pool appears, a CIDR is released) each
+/// snapshot lists exactly the node's CIDRs, grouped by pool; a CIDR outside its pool is
+/// refused; the Node's own spec.podCIDRs is neither announced nor drift.
+#[tokio::test]
+async fn multi_pool_allocations_grow_and_shrink_and_are_checked_against_their_pools() {
+    bounded(async {
+        let mut s = start_on(
+            MockApi::start_with_pools(),
+            WatchScope::Local {
+                node: "worker1".into(),
+            },
+            false,
+            IpamOverride::Auto,
+        );
+        let by_name = "metadata.name=worker1";
+        let call = s.api.next(Route::Nodes).await;
+        call.list(
+            "Node",
+            "v1",
+            vec![node("worker1", "100", &["10.244.1.0/24"], json!({}))],
+            "100",
+        );
+        let call = s.api.next(Route::CiliumNodes).await;
+        assert_list(&call, CILIUM_NODES, Some(by_name));
+        call.list(
+            "CiliumNode",
+            "cilium.io/v2",
+            vec![multi_pool_node(
+                "worker1",
+                "200",
+                &[("default", &["10.10.0.0/27", "fd00:10::/120"])],
+            )],
+            "200",
+        );
+        // Pools are few and cluster-wide: listed whole in local scope too.
+        let call = s.api.next(Route::PodIpPools).await;
+        assert_list(&call, POD_IP_POOLS, None);
+        call.list(
+            "CiliumPodIPPool",
+            "cilium.io/v2alpha1",
+            vec![
+                pod_ip_pool("default", "250", &["10.10.0.0/16"], &["fd00:10::/104"]),
+                pod_ip_pool("blue", "251", &["10.20.0.0/16"], &[]),
+            ],
+            "251",
+        );
+        s.status(Resource::PodIpPools, |st| st.synced).await;
+        s.no_update();
+        let call = s.api.next(Route::CiliumConfig).await;
+        call.list(
+            "ConfigMap",
+            "v1",
+            vec![config_map(
+                "kube-system",
+                "cilium-config",
+                "300",
+                json!({"ipam": "multi-pool", "cluster-pool-ipv4-cidr": "10.5.0.0/16"}),
+            )],
+            "300",
+        );
+        let snapshot = s.cluster().await;
+        assert_eq!(
+            snapshot.state.pod_ip_pools.as_ref().map(|p| p["default"].clone()),
+            Some(PoolRanges {
+                ipv4: nets(&["10.10.0.0/16"]),
+                ipv6: nets(&["fd00:10::/104"]),
+            })
+        );
+        let view = snapshot.view.clone().unwrap();
+        assert_eq!(view.ipam, IpamMode::MultiPool);
+        assert_eq!(
+            prefixes(&view, "worker1"),
+            nets(&["10.10.0.0/27", "fd00:10::/120"])
+        );
+        assert_eq!(view.drift_count(), 0, "the Node's podCIDRs are not in force");
+        assert!(view.warnings.is_empty(), "{:?}", view.warnings);
+
+        let call = s.api.next(Route::CiliumNodes).await;
+        assert_watch(&call, CILIUM_NODES, Some(by_name), "200");
+        let cn = call.watch();
+
+        // The operator allocates a second CIDR of the default pool and one of blue.
+        cn.modified(multi_pool_node(
+            "worker1",
+            "201",
+            &[
+                ("default", &["10.10.0.0/27", "fd00:10::/120", "10.10.0.32/27"]),
+                ("blue", &["10.20.3.0/27"]),
+            ],
+        ));
+        let view = s.view().await;
+        assert_eq!(
+            prefixes(&view, "worker1"),
+            nets(&[
+                "10.10.0.0/27",
+                "fd00:10::/120",
+                "10.10.0.32/27",
+                "10.20.3.0/27"
+            ])
+        );
+        assert_eq!(
+            pools(&view, "worker1"),
+            vec![
+                allocation("default", &["10.10.0.0/27", "fd00:10::/120", "10.10.0.32/27"]),
+                allocation("blue", &["10.20.3.0/27"]),
+            ]
+        );
+        assert_eq!(
+            view.nodes["worker1"].pool_of(&"10.20.3.0/27".parse().unwrap()),
+            Some("blue")
+        );
+
+        // It releases the first default CIDR; blue gets one outside blue's range.
+        cn.modified(multi_pool_node(
+            "worker1",
+            "202",
+            &[
+                ("default", &["fd00:10::/120", "10.10.0.32/27"]),
+                ("blue", &["10.20.3.0/27", "10.30.0.0/27"]),
+            ],
+        ));
+        let view = s.view().await;
+        assert_eq!(
+            prefixes(&view, "worker1"),
+            nets(&["fd00:10::/120", "10.10.0.32/27", "10.20.3.0/27"])
+        );
+        assert_eq!(
+            view.nodes["worker1"].refused,
+            vec![(
+                "10.30.0.0/27".parse().unwrap(),
+                CidrRefusal::OutsidePool {
+                    pool: "blue".into(),
+                    ranges: nets(&["10.20.0.0/16"]),
+                }
+            )]
+        );
+
+        // An unchanged object (a status update) sends nothing.
+        cn.modified(multi_pool_node(
+            "worker1",
+            "203",
+            &[
+                ("default", &["fd00:10::/120", "10.10.0.32/27"]),
+                ("blue", &["10.20.3.0/27", "10.30.0.0/27"]),
+            ],
+        ));
+        s.status(Resource::CiliumNodes, |st| st.events >= 4).await;
+        s.no_update();
+
+        // Blue is released altogether.
+        cn.modified(multi_pool_node(
+            "worker1",
+            "204",
+            &[("default", &["fd00:10::/120", "10.10.0.32/27"])],
+        ));
+        let view = s.view().await;
+        assert_eq!(
+            prefixes(&view, "worker1"),
+            nets(&["fd00:10::/120", "10.10.0.32/27"])
+        );
+        assert_eq!(
+            pools(&view, "worker1"),
+            vec![allocation("default", &["fd00:10::/120", "10.10.0.32/27"])]
+        );
+        assert!(view.nodes["worker1"].refused.is_empty());
+
+        // The pool's ranges change: the view follows.
+        let call = s.api.next(Route::PodIpPools).await;
+        assert_watch(&call, POD_IP_POOLS, None, "251");
+        let pw = call.watch();
+        pw.modified(pod_ip_pool("default", "252", &["10.10.1.0/24"], &["fd00:10::/104"]));
+        let view = s.view().await;
+        assert_eq!(prefixes(&view, "worker1"), nets(&["fd00:10::/120"]));
+        assert!(matches!(
+            &view.nodes["worker1"].refused[..],
+            [(p, CidrRefusal::OutsidePool { pool, .. })] if *p == "10.10.0.32/27".parse::<IpNet>().unwrap() && pool == "default"
+        ));
+        // A pool deleted while a node still holds its CIDRs: announced, unchecked, said.
+        pw.deleted(pod_ip_pool("default", "253", &["10.10.1.0/24"], &[]));
+        let view = s.view().await;
+        assert_eq!(
+            prefixes(&view, "worker1"),
+            nets(&["fd00:10::/120", "10.10.0.32/27"])
+        );
+        assert_eq!(
+            view.warnings,
+            vec![ViewWarning::PoolRangesUnknown {
+                pool: Some("default".into())
+            }]
+        );
+    })
+    .await;
+}
+
+/// CiliumPodIPPools that cannot be listed (CRD not served, or no RBAC grant) do not
+/// stall the source: it syncs, announces the allocations unchecked and says so; a
+/// later successful list makes the check work.
+#[tokio::test]
+async fn unreadable_pod_ip_pools_announce_unchecked_with_a_warning() {
+    bounded(async {
+        let mut s = start_on(
+            MockApi::start_with_pools(),
+            WatchScope::Cluster,
+            false,
+            IpamOverride::MultiPool,
+        );
+        let call = s.api.next(Route::Nodes).await;
+        call.list("Node", "v1", vec![node("n1", "100", &[], json!({}))], "100");
+        let call = s.api.next(Route::CiliumNodes).await;
+        call.list(
+            "CiliumNode",
+            "cilium.io/v2",
+            vec![multi_pool_node(
+                "n1",
+                "200",
+                &[("default", &["10.99.0.0/27"])],
+            )],
+            "200",
+        );
+        let call = s.api.next(Route::PodIpPools).await;
+        call.status_error(403, "Forbidden");
+        let call = s.api.next(Route::CiliumConfig).await;
+        call.list("ConfigMap", "v1", vec![], "300");
+        let snapshot = s.cluster().await;
+        assert_eq!(snapshot.state.pod_ip_pools, None);
+        let view = snapshot.view.clone().unwrap();
+        assert_eq!(prefixes(&view, "n1"), nets(&["10.99.0.0/27"]));
+        assert_eq!(
+            view.warnings,
+            vec![ViewWarning::PoolRangesUnknown { pool: None }]
+        );
+        let status = s.status_now(Resource::PodIpPools);
+        assert!(status.synced && status.last_error.is_some(), "{status:?}");
+
+        // Allowed again: the retried list makes the ranges known and the check refuses.
+        let call = s.api.next(Route::PodIpPools).await;
+        assert!(!call.is_watch());
+        call.list(
+            "CiliumPodIPPool",
+            "cilium.io/v2alpha1",
+            vec![pod_ip_pool("default", "400", &["10.10.0.0/16"], &[])],
+            "400",
+        );
+        let view = s.view().await;
+        assert!(prefixes(&view, "n1").is_empty());
+        assert_eq!(view.refused_count(), 1);
+        assert!(view.warnings.is_empty(), "{:?}", view.warnings);
     })
     .await;
 }

@@ -53,6 +53,7 @@ pub fn full_scrape() -> Scrape {
     m.record_peer_status(&PeerStatus::new(a), t(3));
     m.set_received(a, Afi::IPV4, 0);
     m.record_not_announced(a, Afi::IPV6, RouteRefusal::FamilyNotNegotiated, 1);
+    m.record_unannounceable(&crate::dual_stack_plan(None));
     m.record_session_state(a, State::Established, State::Idle, t(4));
     let mut config = ConfigState::new();
     let u =

@@ -41,6 +41,7 @@ fn registered_in_source() -> BTreeSet<String> {
         "float_gauge(",
         "gauge_vec(",
         "float_gauge_vec(",
+        "counter(",
         "counter_vec(",
         "histogram(",
     ] {

@@ -306,7 +306,12 @@ async fn shutdown_stops_accepting() {
 async fn status_command(addr: String, json: bool) -> (u8, String, String) {
     tokio::task::spawn_blocking(move || {
         let (mut out, mut err) = (Vec::new(), Vec::new());
-        let code = status::run(&status::StatusRequest { addr, json }, &mut out, &mut err);
+        let request = status::StatusRequest {
+            addr,
+            json,
+            routes: None,
+        };
+        let code = status::run(&request, &mut out, &mut err);
         (
             code,
             String::from_utf8(out).unwrap(),

@@ -30,7 +30,7 @@ use crate::deploy::{check_expr, dashboard_exprs, monitoring, rules};
 use crate::exposition::{parse, Scrape};
 use crate::harness::bird::Bird;
 use crate::harness::frr::Frr;
-use crate::harness::{v4, wait_for, Afi, Announce, BgpDaemon, Neighbor, PeerOpts};
+use crate::harness::{v4, v6, wait_for, Afi, Announce, BgpDaemon, Neighbor, PeerOpts};
 use crate::isolated;
 use crate::speaker::{net, node_ip, Inputs, NodeSpec, Speaker};
 
@@ -66,7 +66,7 @@ fn bgp_config(with_frr: bool) -> String {
 }
 
 /// `GET path` on the endpoint: status code and body.
-fn get(addr: SocketAddr, path: &str) -> Result<(u16, String), String> {
+pub(crate) fn get(addr: SocketAddr, path: &str) -> Result<(u16, String), String> {
     let mut stream = TcpStream::connect_timeout(&addr, IO_TIMEOUT).map_err(|e| e.to_string())?;
     stream
         .set_read_timeout(Some(IO_TIMEOUT))
@@ -88,7 +88,7 @@ fn get(addr: SocketAddr, path: &str) -> Result<(u16, String), String> {
 }
 
 /// Polls `/metrics` until `check` passes on the parsed scrape; returns that scrape.
-fn wait_scrape(
+pub(crate) fn wait_scrape(
     endpoint: SocketAddr,
     speaker: &Speaker,
     what: &str,
@@ -106,14 +106,18 @@ fn wait_scrape(
     .unwrap_or_else(|e| panic!("{e}\n--- speaker log ---\n{}", speaker.log_tail(30)))
 }
 
-fn status(endpoint: SocketAddr) -> Status {
-    let (code, body) = get(endpoint, "/status").unwrap();
+pub(crate) fn status(endpoint: SocketAddr) -> Status {
+    status_at(endpoint, "/status")
+}
+
+fn status_at(endpoint: SocketAddr, path: &str) -> Status {
+    let (code, body) = get(endpoint, path).unwrap();
     assert_eq!(code, 200, "{body}");
     serde_json::from_str(&body).unwrap()
 }
 
 /// `podcidr-speaker status --addr ENDPOINT`: exit code and stdout.
-fn status_command(endpoint: SocketAddr) -> (Option<i32>, String) {
+pub(crate) fn status_command(endpoint: SocketAddr) -> (Option<i32>, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_podcidr-speaker"))
         .args(["status", "--addr", &endpoint.to_string()])
         .output()
@@ -122,7 +126,7 @@ fn status_command(endpoint: SocketAddr) -> (Option<i32>, String) {
 }
 
 /// `name{labels}` must equal `want`.
-fn is(s: &Scrape, name: &str, labels: &[(&str, &str)], want: f64) -> Result<(), String> {
+pub(crate) fn is(s: &Scrape, name: &str, labels: &[(&str, &str)], want: f64) -> Result<(), String> {
     match s.value(name, labels) {
         Some(v) if v == want => Ok(()),
         other => Err(format!("{name}{labels:?} is {other:?}, want {want}")),
@@ -323,6 +327,65 @@ fn a_running_speakers_metrics_follow_a_session_life_with_real_peers() {
     assert!(out.contains("on node n1: ready, alive"), "{out}");
     assert!(
         out.contains("n1: Node [10.244.1.0/24] vs CiliumNode [10.244.9.0/24]"),
+        "{out}"
+    );
+
+    // The Adj-RIB-Out, live: what `/status?routes` and `status --routes` show for each
+    // peer is what that peer received (prefix, next hop, path, attributes).
+    let with_routes = status_at(endpoint, "/status?routes=10");
+    for (peer, daemon, ibgp) in [
+        (&bird_peer, &bird as &dyn BgpDaemon, false),
+        (&frr_peer, &frr as &dyn BgpDaemon, true),
+    ] {
+        let report = with_routes.peers.iter().find(|p| &p.peer == peer).unwrap();
+        let r = report.routes.as_ref().expect("routes asked for");
+        assert!(r.answered && r.established, "{peer}: {r:?}");
+        assert_eq!((r.held, r.pending, r.limit), (1, 0, 10), "{peer}: {r:?}");
+        assert!(r.pending_routes.is_empty(), "{peer}: {r:?}");
+        let got = daemon
+            .wait_routes(speaker_addr, Afi::Ipv4, WAIT, &|got| got.len() == 1)
+            .unwrap_or_else(|e| panic!("{peer}: {e}"));
+        let (sent, received) = (&r.routes[0], &got[0]);
+        assert_eq!(sent.prefix, received.prefix.to_string(), "{peer}");
+        assert_eq!(sent.next_hop, Some(received.next_hop.to_string()), "{peer}");
+        assert_eq!(sent.as_path, received.as_path, "{peer}");
+        assert_eq!(sent.med, received.med, "{peer}");
+        let communities: Vec<String> = received
+            .communities
+            .iter()
+            .map(|(a, b)| format!("{a}:{b}"))
+            .collect();
+        assert_eq!(sent.communities, communities, "{peer}");
+        if ibgp {
+            assert_eq!(sent.local_pref, received.local_pref, "{peer}");
+            assert!(sent.as_path.is_empty(), "iBGP: {sent:?}");
+        } else {
+            // BIRD shows its own default on eBGP; none is sent.
+            assert_eq!(sent.local_pref, None, "{peer}");
+            assert_eq!(sent.as_path, [NODE_AS], "{peer}");
+        }
+        let since = sent.since_unix.expect("a held route has a time") as f64;
+        assert!(
+            since >= started.floor() - 1.0 && since <= unix_now() + 1.0,
+            "{peer}: since {since}, test started at {started}"
+        );
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_podcidr-speaker"))
+        .args(["status", "--routes", "--limit", "5"])
+        .args(["--addr", &endpoint.to_string()])
+        .output()
+        .unwrap();
+    let out = String::from_utf8(out.stdout).unwrap();
+    for peer in [&bird_peer, &frr_peer] {
+        assert!(
+            out.contains(&format!("Routes advertised to {peer}: 1 held, 0 pending\n")),
+            "{out}"
+        );
+    }
+    assert!(
+        out.lines().any(|l| l.starts_with("10.244.1.0/24")
+            && l.contains(&speaker_addr.to_string())
+            && l.contains(&format!("{NODE_AS} ?"))),
         "{out}"
     );
 
@@ -784,7 +847,7 @@ fn a_live_scrape_shows_drift_refusals_conflicts_source_errors_and_a_sent_notific
 
     // 3. An IPAM mode the speaker cannot read: the error gauge, no mode, and the last
     //    plan stays announced; back to cluster-pool, the error clears.
-    put_cluster_file(&inputs, "cilium-config.yaml", &cilium_config("multi-pool"));
+    put_cluster_file(&inputs, "cilium-config.yaml", &cilium_config("eni"));
     wait_scrape(endpoint, &speaker, "the IPAM error", |s| {
         is(s, "podcidr_speaker_ipam_error", &[], 1.0)?;
         is(
@@ -861,4 +924,61 @@ fn a_live_scrape_shows_drift_refusals_conflicts_source_errors_and_a_sent_notific
         "exit {exit} on SIGTERM:\n{}",
         speaker.log_tail(30)
     );
+}
+
+/// An IPv6-only node (no IPv4 InternalIP, no `--router-id`, an IPv6 source address):
+/// its session comes up with the BGP Identifier derived from its name, which is what
+/// BIRD shows as the neighbor's ID, and its IPv6 pod CIDR is announced.
+#[test]
+fn an_ipv6_only_node_peers_with_the_identifier_derived_from_its_name() {
+    let (speaker_addr, bird_addr) = (v6(1), v6(2));
+    let Some(ns) = isolated!(&[speaker_addr, bird_addr], Duration::from_secs(120)) else {
+        return;
+    };
+    let bird = Bird::start(
+        ns.dir(),
+        PeerOpts::new(v4(2), BIRD_AS)
+            .local_addr6(bird_addr)
+            .neighbor(Neighbor::new(speaker_addr, NODE_AS).ipv6_only()),
+    )
+    .expect("start BIRD");
+    let inputs = Inputs::new(ns.dir(), "kubernetes", "10.244.0.0/16");
+    inputs.write_config(&format!(
+        "peers:\n  - peer-address: {bird_addr}\n    peer-asn: {BIRD_AS}\n    my-asn: {NODE_AS}\nspeaker:\n  connect-retry-time: 1s\n"
+    ));
+    let cidr = "fd00:10:244:6::/64";
+    inputs.write_node(
+        &NodeSpec::new("worker-v6", speaker_addr)
+            .node_cidrs(&[cidr])
+            .cilium_cidrs(&[cidr]),
+    );
+    let args: Vec<String> = vec![
+        "--node=worker-v6".into(),
+        format!("--bgp-config={}", inputs.config_path().display()),
+        format!("--cluster-state={}", inputs.cluster_path().display()),
+        format!("--source-address={speaker_addr}"),
+        format!("--metrics-addr={}", SocketAddr::new(speaker_addr, 9477)),
+    ];
+    let mut speaker = Speaker::start(ns.dir(), "worker-v6", &args);
+    let want = podcidr_speaker::routes::router_id::derived("worker-v6");
+    bird.wait_routes(speaker_addr, Afi::Ipv6, WAIT, &|got| {
+        got.iter()
+            .any(|r| r.prefix == net(cidr) && r.next_hop == speaker_addr)
+    })
+    .unwrap_or_else(|e| panic!("{e}\n--- speaker log ---\n{}", speaker.log_tail(30)));
+    let shown = bird
+        .control(&format!(
+            "show protocols all {}",
+            crate::harness::bird::proto_name(speaker_addr)
+        ))
+        .unwrap();
+    let neighbor_id = shown
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Neighbor ID:"))
+        .map(str::trim)
+        .unwrap_or_else(|| panic!("no neighbor ID in:\n{shown}"));
+    assert_eq!(neighbor_id, want.to_string(), "{shown}");
+
+    let exit = speaker.terminate();
+    assert!(exit.success(), "exit {exit}:\n{}", speaker.log_tail(30));
 }

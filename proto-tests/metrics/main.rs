@@ -26,6 +26,8 @@ mod doctor;
 mod exposition;
 mod http;
 mod live;
+mod prometheus;
+mod readiness;
 mod record;
 
 use std::path::PathBuf;
@@ -53,4 +55,48 @@ pub fn crate_root() -> PathBuf {
 /// The four-node cluster of the outage: Node and CiliumNode CIDRs permuted.
 pub fn outage_dir() -> PathBuf {
     crate_root().join("config/cluster-state/outage")
+}
+
+/// A plan for node `a` (IPv4 InternalIP only, an IPv4 and an IPv6 pod CIDR) with one
+/// IPv4 peer; `next_hop_v6` sets that peer's `next-hop-v6`.
+pub fn dual_stack_plan(next_hop_v6: Option<&str>) -> podcidr_speaker::routes::Plan {
+    use podcidr_speaker::routes::{plan, AnnounceMode, LocalNode, Overrides};
+    use podcidr_speaker::sources::model::{CiliumConfig, ClusterState, NodeFacts};
+    let extra = next_hop_v6
+        .map(|a| format!(", next-hop-v6: '{a}'"))
+        .unwrap_or_default();
+    let config = podcidr_speaker::config::parse(&format!(
+        "peers: [{{peer-address: 192.0.2.1, peer-asn: 65000, my-asn: 65001{extra}}}]"
+    ))
+    .unwrap();
+    let mut state = ClusterState {
+        cilium_config: Some(CiliumConfig {
+            ipam: Some("kubernetes".into()),
+            ..CiliumConfig::default()
+        }),
+        ..ClusterState::default()
+    };
+    state.nodes.insert(
+        "a".into(),
+        NodeFacts {
+            internal_ipv4: Some("198.51.100.7".parse().unwrap()),
+            node_cidrs: vec![
+                "10.0.1.0/24".parse().unwrap(),
+                "fd00:1::/64".parse().unwrap(),
+            ],
+            ..NodeFacts::default()
+        },
+    );
+    let view = podcidr_speaker::sources::model::node_view(
+        &state,
+        podcidr_speaker::sources::model::IpamOverride::Auto,
+    )
+    .unwrap();
+    plan(
+        &view,
+        &config,
+        &LocalNode::new("a"),
+        AnnounceMode::Local,
+        &Overrides::default(),
+    )
 }

@@ -15,7 +15,7 @@ use podcidr_speaker::sources::model::{node_view, IpamOverride};
 use podcidr_speaker::sources::{Resource, ResourceStatus, SourceStatus};
 
 use crate::exposition::{parse, Scrape};
-use crate::{outage_dir, peer, t};
+use crate::{dual_stack_plan, outage_dir, peer, t};
 
 fn scrape(m: &Metrics) -> Scrape {
     let text = m.encode();
@@ -680,6 +680,76 @@ fn readiness_needs_a_config_in_force_and_every_source_synced() {
     assert!(m.ready());
 }
 
+/// With `--ready-timeout`: after config and sources, `/readyz` waits for the plan, the
+/// startup gate and every declared session; a session down for longer than the timeout
+/// (and a gate closed that long) no longer holds it back, and is named.
+#[test]
+fn readiness_waits_for_sessions_and_the_gate_within_the_timeout() {
+    let timeout = Duration::from_secs(60);
+    let m = Metrics::new();
+    m.set_ready_timeout(timeout);
+    let mut state = ConfigState::new();
+    let u = state.update_text(GOOD);
+    m.record_config_reload(&u, &state.status(), t(1));
+    let mut status = SourceStatus::default();
+    status
+        .resources
+        .insert(Resource::ClusterStateFile, resource(true, true, 1, 0, 1));
+    m.record_source_status(&status);
+    let start = Instant::now();
+    let at = |secs: u64| m.readiness_at(start + Duration::from_secs(secs));
+    let (a, b) = (peer("192.0.2.1", 179), peer("192.0.2.2", 179));
+    assert!(!at(0).ready);
+    assert_eq!(at(0).reasons, vec!["no plan made yet"]);
+    m.record_gate("127.0.0.1:9879", Some(false), false, Some("503"), t(2));
+    assert_eq!(
+        at(1).reasons,
+        vec![
+            "no plan made yet",
+            "nothing announced until the cilium agent at 127.0.0.1:9879 reports healthy"
+        ]
+    );
+    m.record_gate("127.0.0.1:9879", Some(true), true, None, t(3));
+    m.record_planned();
+    m.add_peer(a, 65000, t(3));
+    m.add_peer(b, 65000, t(3));
+    assert_eq!(
+        at(2).reasons,
+        vec![
+            "session 192.0.2.1:179 not established",
+            "session 192.0.2.2:179 not established"
+        ]
+    );
+    m.record_session_state(a, State::OpenConfirm, State::Established, t(4));
+    let r = at(3);
+    assert!(!r.ready);
+    assert_eq!(r.reasons, vec!["session 192.0.2.2:179 not established"]);
+    // b has been down since it was declared: past the timeout it no longer counts.
+    let r = at(61);
+    assert!(r.ready);
+    assert_eq!(
+        r.reasons,
+        vec!["not waited for beyond --ready-timeout 60s: session 192.0.2.2:179 not established"]
+    );
+    m.record_session_state(b, State::OpenConfirm, State::Established, t(5));
+    assert_eq!(
+        at(4),
+        podcidr_speaker::metrics::Readiness {
+            ready: true,
+            reasons: vec![]
+        }
+    );
+    // A session that drops holds readiness back again, for at most the timeout.
+    m.record_session_state(a, State::Established, State::Idle, t(6));
+    assert!(!at(5).ready);
+    assert!(m.readiness_at(Instant::now() + timeout).ready);
+    m.record_shutting_down();
+    assert_eq!(
+        m.readiness_at(Instant::now() + timeout).reasons,
+        vec!["shutting down"]
+    );
+}
+
 #[test]
 fn the_view_sets_nodes_mode_and_one_drift_series_per_drifting_node() {
     let m = Metrics::new();
@@ -772,17 +842,17 @@ fn an_undecidable_ipam_mode_zeroes_the_mode_and_raises_the_error_gauge() {
     let m = Metrics::new();
     let mut state = file::load(&outage_dir()).unwrap();
     m.set_view_result(&node_view(&state, IpamOverride::Auto));
-    state.cilium_config.as_mut().unwrap().ipam = Some("multi-pool".into());
+    state.cilium_config.as_mut().unwrap().ipam = Some("eni".into());
     m.set_view_result(&node_view(&state, IpamOverride::Auto));
     let s = scrape(&m);
     assert_eq!(v(&s, "podcidr_speaker_ipam_error", &[]), 1.0);
     assert_eq!(v(&s, "podcidr_speaker_view_prefixes", &[]), 0.0);
-    for mode in ["kubernetes", "cluster-pool"] {
+    for mode in ["kubernetes", "cluster-pool", "multi-pool"] {
         assert_eq!(v(&s, "podcidr_speaker_ipam_mode", &[("mode", mode)]), 0.0);
     }
     let report = m.status(t(1), Instant::now()).view.unwrap();
     assert_eq!(report.ipam, None);
-    assert!(report.ipam_error.unwrap().contains("\"multi-pool\""));
+    assert!(report.ipam_error.unwrap().contains("\"eni\""));
     // Recovery clears it.
     state.cilium_config.as_mut().unwrap().ipam = Some("kubernetes".into());
     m.set_view_result(&node_view(&state, IpamOverride::Auto));
@@ -865,8 +935,52 @@ fn peer_status(key: PeerKey, pending: usize, last_error: Option<SessionError>) -
         pending,
         write_buffer: 0,
         last_io_error: None,
+        next_retry: None,
         finished: false,
     }
+}
+
+/// The session waits in Idle to dial again: `/status` says when (wall clock), and only
+/// while it is Idle.
+#[test]
+fn the_next_retry_of_a_waiting_session_is_in_the_status() {
+    let m = Metrics::new();
+    let a = peer("192.0.2.1", 179);
+    m.add_peer(a, 65001, t(0));
+    m.record_session_state(a, State::Idle, State::Connect, t(1));
+    m.record_session_state(a, State::Connect, State::Idle, t(2));
+    let status = PeerStatus {
+        state: State::Idle,
+        next_retry: Some(Instant::now() + Duration::from_secs(7)),
+        ..peer_status(a, 0, Some(SessionError::ConnectionFailed))
+    };
+    m.record_peer_status(&status, t(100));
+    let report = m.status(t(101), Instant::now()).peers[0].clone();
+    // 7 s from t(100), give or take the clock's move between the two readings.
+    assert!(
+        matches!(report.next_retry_unix, Some(106..=107)),
+        "{report:?}"
+    );
+    let shown =
+        podcidr_speaker::commands::status::Summary(&m.status(t(101), Instant::now())).to_string();
+    assert!(
+        shown.contains("Idle, retry in 5s") || shown.contains("Idle, retry in 6s"),
+        "{shown}"
+    );
+
+    // Dialing again: no retry time.
+    m.record_session_state(a, State::Idle, State::Connect, t(107));
+    m.record_peer_status(
+        &PeerStatus {
+            state: State::Connect,
+            ..peer_status(a, 0, None)
+        },
+        t(107),
+    );
+    assert_eq!(
+        m.status(t(107), Instant::now()).peers[0].next_retry_unix,
+        None
+    );
 }
 
 #[test]
@@ -1022,4 +1136,45 @@ fn the_peer_observer_reports_land_in_the_same_series() {
             .as_deref(),
         Some("connect to 192.0.2.1:179 timed out after 5s")
     );
+}
+
+#[test]
+fn routes_without_a_next_hop_are_a_gauge_and_a_status_entry_per_peer() {
+    let m = Metrics::new();
+    let p = "192.0.2.1:179";
+    m.record_unannounceable(&dual_stack_plan(None));
+    let s = scrape(&m);
+    assert_eq!(
+        v(
+            &s,
+            "podcidr_speaker_routes_unannounceable",
+            &[("peer", p), ("afi", "ipv6"), ("reason", "no_next_hop")]
+        ),
+        1.0
+    );
+    assert_eq!(s.series("podcidr_speaker_routes_unannounceable").len(), 1);
+    let status = m.status(SystemTime::now(), Instant::now());
+    let entry = &status.peers[0].unannounceable;
+    assert_eq!(entry.len(), 1);
+    assert_eq!(
+        (entry[0].prefix.as_str(), entry[0].reason.as_str()),
+        ("fd00:1::/64", "no_next_hop")
+    );
+    assert!(entry[0].message.contains("peers[0] sets no next-hop-v6"));
+    let text = podcidr_speaker::commands::status::Summary(&status).to_string();
+    assert!(
+        text.contains(
+            "Not announced to peers (no route planned)\n  fd00:1::/64 of node a is not \
+             announced to 192.0.2.1:179: an IPv6 route on an IPv4 session needs an IPv6 next hop"
+        ),
+        "{text}"
+    );
+    // With next-hop-v6 the route is planned: the series and the entry go.
+    m.record_unannounceable(&dual_stack_plan(Some("2001:db8::7")));
+    assert!(scrape(&m)
+        .series("podcidr_speaker_routes_unannounceable")
+        .is_empty());
+    assert!(m.status(SystemTime::now(), Instant::now()).peers[0]
+        .unannounceable
+        .is_empty());
 }

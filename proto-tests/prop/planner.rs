@@ -276,10 +276,29 @@ impl Model {
             let mut routes = BTreeMap::new();
             for (prefix, node) in &owner {
                 let next_hop = match mode {
-                    AnnounceMode::Local if *node == local => match source {
-                        Some(s) if same_family(s, *prefix) => NextHop::Address(s),
-                        _ => NextHop::SessionLocal,
-                    },
+                    // The session's own family: the bound address, else the session's.
+                    AnnounceMode::Local if *node == local && same_family(peer.address, *prefix) => {
+                        match source {
+                            Some(s) => NextHop::Address(s),
+                            None => NextHop::SessionLocal,
+                        }
+                    }
+                    // The other family: the node's address, else --source-address of
+                    // that family; IPv4 then falls back to the session's IPv6 address
+                    // (RFC 8950), IPv6 has nothing.
+                    AnnounceMode::Local if *node == local => {
+                        match self
+                            .next_hop_of(node, *prefix)
+                            .or(over.filter(|o| same_family(*o, *prefix)))
+                        {
+                            Some(ip) => NextHop::Address(ip),
+                            None if prefix.addr().is_ipv4() => NextHop::SessionLocal,
+                            None => {
+                                out.unannounceable.insert((node.to_string(), *prefix));
+                                continue;
+                            }
+                        }
+                    }
                     AnnounceMode::Local => continue,
                     AnnounceMode::Cluster => match self.next_hop_of(node, *prefix) {
                         Some(ip) => NextHop::Address(ip),
@@ -659,7 +678,13 @@ fn check_plan(
         .unannounceable
         .iter()
         .map(|u| {
-            let UnannounceableReason::NoInternalIp { family } = u.reason;
+            let family = match u.reason {
+                UnannounceableReason::NoInternalIp { family } => family,
+                UnannounceableReason::NoNextHop { peer, why } => {
+                    assert!(plan.peers.contains_key(&peer));
+                    why.family
+                }
+            };
             assert_eq!(
                 family,
                 match u.prefix {
@@ -794,6 +819,166 @@ proptest! {
             let held: BTreeMap<IpNet, Arc<RouteAttrs>> =
                 p.routes.iter().map(|(p, r)| (*p, Arc::clone(&r.attrs))).collect();
             prop_assert!(routes::diff(&held, &b.peers[key].routes).is_empty(), "peer {}", key);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Multi-pool IPAM and `pod-cidr-pools` (issue #21)
+
+const POOLS: [&str; 3] = ["default", "blue", "red"];
+
+/// A multi-pool cluster: per node (by index into NAMES), per pool, the /24s it holds.
+/// Node i's CIDRs are 10.i.j.0/24, so no two nodes claim the same space.
+type Allocations = BTreeMap<usize, BTreeMap<usize, BTreeSet<u8>>>;
+
+fn allocations() -> impl Strategy<Value = Allocations> {
+    prop::collection::btree_map(
+        0..NAMES.len(),
+        prop::collection::btree_map(
+            0..POOLS.len(),
+            prop::collection::btree_set(0u8..16, 0..4),
+            0..3,
+        ),
+        1..6,
+    )
+}
+
+fn allocation_cidr(node: usize, j: u8) -> IpNet {
+    IpNet::V4(ipnet::Ipv4Net::new(Ipv4Addr::new(10, node as u8, j, 0), 24).unwrap())
+}
+
+fn multi_pool_state(alloc: &Allocations) -> ClusterState {
+    use podcidr_speaker::sources::model::{CiliumNodeFacts, PoolAllocation, PoolRanges};
+    let mut state = ClusterState {
+        cilium_config: Some(CiliumConfig {
+            ipam: Some("multi-pool".into()),
+            ..CiliumConfig::default()
+        }),
+        pod_ip_pools: Some(
+            POOLS
+                .iter()
+                .map(|p| {
+                    let ranges = PoolRanges {
+                        ipv4: vec!["10.0.0.0/8".parse().unwrap()],
+                        ipv6: Vec::new(),
+                    };
+                    (p.to_string(), ranges)
+                })
+                .collect(),
+        ),
+        ..ClusterState::default()
+    };
+    for (&node, pools) in alloc {
+        let name = NAMES[node].to_owned();
+        state.nodes.insert(
+            name.clone(),
+            NodeFacts {
+                internal_ipv4: Some(Ipv4Addr::new(192, 168, 0, node as u8 + 1)),
+                ..NodeFacts::default()
+            },
+        );
+        let pools = pools
+            .iter()
+            .filter(|(_, js)| !js.is_empty())
+            .map(|(&p, js)| PoolAllocation {
+                pool: POOLS[p].to_owned(),
+                cidrs: js.iter().map(|&j| allocation_cidr(node, j)).collect(),
+            })
+            .collect();
+        state.insert_cilium_node(
+            name,
+            CiliumNodeFacts {
+                pod_cidrs: Vec::new(),
+                pools,
+            },
+        );
+    }
+    state
+}
+
+/// A peer's `pod-cidr-pools`: `None` (every pool) or some pools, each with a community.
+fn pool_choice() -> impl Strategy<Value = Option<BTreeMap<usize, Option<u16>>>> {
+    prop::option::of(prop::collection::btree_map(
+        0..POOLS.len(),
+        prop::option::of(1u16..100),
+        1..3,
+    ))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// In cluster mode, a peer holds exactly the CIDRs of the pools it takes (every pool
+    /// without `pod-cidr-pools`), each with the peer's community plus its pool's; after
+    /// one node's allocations change, only that node's routes differ.
+    #[test]
+    fn pod_cidr_pools_selects_exactly_the_listed_pools(
+        alloc in allocations(),
+        choice in pool_choice(),
+        changed in allocations(),
+    ) {
+        let mut yaml = String::from(
+            "peers:\n- peer-address: 10.255.0.1\n  peer-asn: 65000\n  my-asn: 65001\n  pod-cidr-communities: [\"65001:1\"]\n",
+        );
+        if let Some(choice) = &choice {
+            yaml.push_str("  pod-cidr-pools:\n");
+            for (&p, community) in choice {
+                match community {
+                    Some(c) => yaml.push_str(&format!("    {}: {{communities: [\"65001:{c}\"]}}\n", POOLS[p])),
+                    None => yaml.push_str(&format!("    {}: {{}}\n", POOLS[p])),
+                }
+            }
+        }
+        let config = config::parse(&yaml).unwrap_or_else(|e| panic!("{e}\n{yaml}"));
+        let routes_of = |alloc: &Allocations| {
+            let view = node_view(&multi_pool_state(alloc), IpamOverride::Auto).unwrap();
+            let local = NAMES[*alloc.keys().next().unwrap()];
+            let p = plan(&view, &config, &LocalNode::new(local), AnnounceMode::Cluster, &Overrides::default());
+            p.peers.values().next().map(|pp| pp.routes.as_ref().clone()).unwrap_or_default()
+        };
+        let got = routes_of(&alloc);
+        let mut want: BTreeMap<IpNet, (String, Vec<u32>)> = BTreeMap::new();
+        for (&node, pools) in &alloc {
+            // A CIDR listed in two pools belongs to the first (Cilium never does this;
+            // the mapping keeps the first and the model follows).
+            let mut seen = BTreeSet::new();
+            for (&p, js) in pools {
+                let js: Vec<u8> = js.iter().copied().filter(|j| seen.insert(*j)).collect();
+                let extra = match &choice {
+                    None => Some(None),
+                    Some(choice) => choice.get(&p).copied(),
+                };
+                let Some(extra) = extra else { continue };
+                let mut communities = vec![(65001u32 << 16) | 1];
+                communities.extend(extra.map(|c| (65001u32 << 16) | u32::from(c)));
+                communities.sort_unstable();
+                communities.dedup();
+                for j in js {
+                    want.insert(allocation_cidr(node, j), (NAMES[node].to_owned(), communities.clone()));
+                }
+            }
+        }
+        let got_simple: BTreeMap<IpNet, (String, Vec<u32>)> = got
+            .iter()
+            .map(|(p, r)| (*p, (r.node.to_string(), r.attrs.communities.clone())))
+            .collect();
+        prop_assert_eq!(&got_simple, &want);
+
+        // One node's allocations change (the first node of `changed`, if it exists in
+        // `alloc`): the other nodes' routes are the same values.
+        let (&node, new_pools) = changed.iter().next().unwrap();
+        if alloc.contains_key(&node) && alloc.len() > 1 {
+            let mut next = alloc.clone();
+            next.insert(node, new_pools.clone());
+            let after = routes_of(&next);
+            let others = |r: &routes::DesiredRoutes| -> BTreeMap<IpNet, (String, Vec<u32>)> {
+                r.iter()
+                    .filter(|(_, r)| &*r.node != NAMES[node])
+                    .map(|(p, r)| (*p, (r.node.to_string(), r.attrs.communities.clone())))
+                    .collect()
+            };
+            prop_assert_eq!(others(&got), others(&after));
         }
     }
 }

@@ -96,6 +96,7 @@ fn config() -> impl Strategy<Value = SessionConfig> {
                     }),
                     families,
                     extended_message: ext,
+                    extended_next_hop: ext,
                     route_refresh: rr,
                     max_prefix: max.map(|(limit, cease)| MaxPrefix {
                         limit,
@@ -367,6 +368,9 @@ struct Conn {
 
 struct Model {
     state: State,
+    /// The session waits in Idle to dial again (its `next_retry`), read before each
+    /// input: only then may it adopt a connection the peer opens while Idle.
+    waiting: bool,
     conn: Option<Conn>,
     established: bool,
     enhanced: bool,
@@ -378,6 +382,7 @@ impl Model {
     fn new() -> Self {
         Model {
             state: State::Idle,
+            waiting: false,
             conn: None,
             established: false,
             enhanced: false,
@@ -402,8 +407,13 @@ impl Model {
             if self.conn.is_some() {
                 return Err("a second connection adopted".into());
             }
-            if !matches!(self.state, State::Connect | State::Active) {
-                return Err(format!("connection adopted in {}", self.state));
+            let inbound = matches!(input, Input::TcpConnected { inbound: true });
+            let idle_ok = self.state == State::Idle && self.waiting && inbound;
+            if !matches!(self.state, State::Connect | State::Active) && !idle_ok {
+                return Err(format!(
+                    "connection adopted in {} (waiting to retry: {}, inbound: {inbound})",
+                    self.state, self.waiting
+                ));
             }
             self.conn = Some(Conn::default());
         }
@@ -661,6 +671,7 @@ fn timers_sound(s: &Session, now: Instant) -> Result<(), String> {
 
 fn handle(s: &mut Session, m: &mut Model, now: Instant, input: Input) -> Result<(), String> {
     let shown = format!("{input:?}");
+    m.waiting = s.next_retry().is_some();
     s.handle(now, input.clone());
     let actions: Vec<Action> = std::iter::from_fn(|| s.poll_action()).collect();
     let cfg = s.config().clone();
@@ -782,6 +793,7 @@ fn the_model_rejects_a_keepalive_before_open() {
         graceful_restart: None,
         families: vec![AfiSafi::IPV4_UNICAST],
         extended_message: false,
+        extended_next_hop: false,
         route_refresh: true,
         max_prefix: None,
         jitter_seed: 1,

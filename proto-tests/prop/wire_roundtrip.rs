@@ -55,7 +55,7 @@ fn bytes(max: usize) -> impl Strategy<Value = Bytes> {
     vec(any::<u8>(), 0..max).prop_map(Bytes::from)
 }
 
-const KNOWN_CAPABILITIES: [u8; 8] = [1, 2, 6, 64, 65, 69, 70, 73];
+const KNOWN_CAPABILITIES: [u8; 9] = [1, 2, 5, 6, 64, 65, 69, 70, 73];
 
 fn family() -> impl Strategy<Value = AfiSafi> {
     (any::<u16>(), any::<u8>()).prop_map(|(a, s)| AfiSafi {
@@ -108,6 +108,14 @@ fn capability() -> impl Strategy<Value = Capability> {
                 .map(|(afi_safi, send_receive)| AddPathFamily {
                     afi_safi,
                     send_receive
+                })
+                .collect()
+        )),
+        vec((family(), any::<u16>()), 1..4).prop_map(|f| Capability::ExtendedNextHop(
+            f.into_iter()
+                .map(|(afi_safi, nh)| ExtendedNextHopFamily {
+                    afi_safi,
+                    next_hop_afi: Afi(nh),
                 })
                 .collect()
         )),

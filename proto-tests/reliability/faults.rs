@@ -109,7 +109,7 @@ fn tcp_wmem_max() -> usize {
 
 /// IPv6 host routes under fd30::/64, enough to fill the kernel's buffers and ours.
 fn big_table(n: u32) -> Arc<DesiredRoutes> {
-    let attrs = Attrs::new(crate::fixture::SPEAKER_AS, false).route_attrs();
+    let attrs = Attrs::new(crate::fixture::SPEAKER_AS, false).route_attrs_v6();
     let node: Arc<str> = Arc::from("node-under-test");
     let base = u128::from(Ipv6Addr::new(0xfd30, 0, 0, 0, 0, 0, 0, 0));
     let routes: BTreeMap<IpNet, PlannedRoute> = (0..n)

@@ -17,6 +17,8 @@
 //! - `binary`: the built `run` binary: no password in its logs, metrics or status;
 //!   SIGTERM in the middle of the initial table with graceful restart (BIRD).
 //! - `load`: 50,000 nodes, 16 peers, a soak under steady churn in cluster mode.
+//! - `restart`: the binary restarted ten times against BIRD, FRR and GoBGP at once, with
+//!   and without graceful restart; a peer dialing while the speaker waits to retry.
 //!
 //! RELIABILITY.md at the repository root records the figures these tests print.
 
@@ -50,3 +52,4 @@ mod fixture;
 mod load;
 mod malformed;
 mod raw_peer;
+mod restart;

@@ -4,7 +4,7 @@
 
 use crate::harness::*;
 use podcidr_speaker::bgp::session::{
-    Action, GrConfig, Input, SessionConfig, SessionError, State, StopReason, Timer,
+    Action, GrConfig, Input, Session, SessionConfig, SessionError, State, StopReason, Timer,
 };
 use podcidr_speaker::bgp::wire::{
     AfiSafi, Capability, GracefulRestart, GracefulRestartFamily, Message, Update,
@@ -20,37 +20,100 @@ fn with_gr(cfg: SessionConfig) -> SessionConfig {
     }
 }
 
-#[test]
-fn our_open_advertises_restart_time_and_forwarding_state() {
-    let s = Script::new(with_gr(config()));
-    let gr = s
-        .session
-        .local_open()
-        .capabilities
+/// The capability in the OPEN: restart time and, per family, the Forwarding State bit
+/// (the routes point at the node's pods, whose forwarding the speaker's restart does not
+/// touch); the Restart State bit only while `restarting`.
+fn expected_gr(restarting: bool) -> GracefulRestart {
+    GracefulRestart {
+        restart_state: restarting,
+        notification: false,
+        restart_time: 120,
+        families: vec![
+            GracefulRestartFamily {
+                afi_safi: AfiSafi::IPV4_UNICAST,
+                forwarding_preserved: true,
+            },
+            GracefulRestartFamily {
+                afi_safi: AfiSafi::IPV6_UNICAST,
+                forwarding_preserved: true,
+            },
+        ],
+    }
+}
+
+fn gr_of(open: &podcidr_speaker::bgp::wire::Open) -> GracefulRestart {
+    open.capabilities
         .iter()
         .find_map(|c| match c {
             Capability::GracefulRestart(gr) => Some(gr.clone()),
             _ => None,
         })
-        .expect("graceful restart capability");
-    assert_eq!(
-        gr,
-        GracefulRestart {
-            restart_state: false,
-            notification: false,
-            restart_time: 120,
-            families: vec![
-                GracefulRestartFamily {
-                    afi_safi: AfiSafi::IPV4_UNICAST,
-                    forwarding_preserved: true
-                },
-                GracefulRestartFamily {
-                    afi_safi: AfiSafi::IPV6_UNICAST,
-                    forwarding_preserved: true
-                },
-            ],
-        }
-    );
+        .expect("graceful restart capability")
+}
+
+/// The OPENs actually sent among `actions`.
+fn opens(actions: &[Action]) -> Vec<podcidr_speaker::bgp::wire::Open> {
+    sent(actions)
+        .into_iter()
+        .filter_map(|m| match m {
+            Message::Open(o) => Some(o),
+            _ => None,
+        })
+        .collect()
+}
+
+/// RFC 4724 section 4.1: after a restart the OPEN carries the Restart State bit, and the
+/// Forwarding State bit of every family whose forwarding was preserved. A new process
+/// has restarted (it cannot tell a first start, where the bit costs nothing); once a
+/// session with the peer is Established the restart is over, and the OPENs of later
+/// sessions (the peer flapped, not we) carry R = 0. F stays 1 throughout.
+#[test]
+fn our_open_claims_a_restart_until_the_first_session_is_up() {
+    let mut s = Script::new(with_gr(config()));
+    assert!(s.session.restarting());
+    assert_eq!(gr_of(s.session.local_open()), expected_gr(true));
+    s.input(Input::Start);
+    // A first attempt that fails still claims it on the next one.
+    let a = s.input(Input::TcpConnected { inbound: false });
+    assert_eq!(gr_of(&opens(&a)[0]), expected_gr(true));
+    s.input(Input::TcpClosed);
+    let retry = s.session.deadline(Timer::IdleHold).unwrap();
+    s.run_until(retry - s.t0);
+    let a = s.input(Input::TcpConnected { inbound: false });
+    assert_eq!(gr_of(&opens(&a)[0]), expected_gr(true));
+    let mut open = peer_open();
+    open.capabilities.push(gr_capability(90));
+    s.message(Message::Open(open.clone()));
+    s.message(Message::Keepalive);
+    assert_eq!(s.session.state(), State::Established);
+    assert!(!s.session.restarting());
+    // The peer drops the session: our next OPEN claims no restart of ours.
+    s.input(Input::TcpClosed);
+    let retry = s.session.deadline(Timer::IdleHold).unwrap();
+    s.run_until(retry - s.t0);
+    let a = s.input(Input::TcpConnected { inbound: false });
+    assert_eq!(gr_of(&opens(&a)[0]), expected_gr(false));
+    assert_eq!(gr_of(s.session.local_open()), expected_gr(false));
+}
+
+/// A collision candidate (a second connection from the peer) claims a restart exactly
+/// when the long-lived session still does.
+#[test]
+fn a_collision_candidate_claims_a_restart_only_as_long_as_the_main_session() {
+    let mut main = Script::new(with_gr(config()));
+    main.input(Input::Start);
+    main.input(Input::TcpConnected { inbound: false });
+    let now = main.now;
+    let mut cand = Session::inbound_beside(&main.session, now).unwrap();
+    let a: Vec<Action> = std::iter::from_fn(|| cand.poll_action()).collect();
+    assert_eq!(gr_of(&opens(&a)[0]), expected_gr(true));
+
+    main.message(Message::Open(peer_open()));
+    main.message(Message::Keepalive);
+    assert_eq!(main.session.state(), State::Established);
+    let mut cand = Session::inbound_beside(&main.session, now).unwrap();
+    let a: Vec<Action> = std::iter::from_fn(|| cand.poll_action()).collect();
+    assert_eq!(gr_of(&opens(&a)[0]), expected_gr(false));
 }
 
 #[test]

@@ -37,6 +37,7 @@ pub fn config() -> SessionConfig {
         graceful_restart: None,
         families: vec![AfiSafi::IPV4_UNICAST, AfiSafi::IPV6_UNICAST],
         extended_message: false,
+        extended_next_hop: false,
         route_refresh: true,
         max_prefix: None,
         jitter_seed: 0x5eed,

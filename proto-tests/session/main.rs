@@ -12,6 +12,7 @@ mod harness;
 mod backoff;
 mod collision;
 mod delay_open;
+mod extended_next_hop;
 mod fsm_errors;
 mod graceful_restart;
 mod hold_timer;

@@ -145,6 +145,13 @@ fn outage(ipam: IpamMode) -> Vec<(String, Vec<IpNet>)> {
             "10.5.114.0/24",
             "10.5.115.0/24",
         ],
+        // The outage's CiliumNodes hold no pool allocations.
+        IpamMode::MultiPool => {
+            return ["master1", "master2", "master3", "worker1"]
+                .into_iter()
+                .map(|n| (n.to_owned(), Vec::new()))
+                .collect()
+        }
     };
     ["master1", "master2", "master3", "worker1"]
         .into_iter()
@@ -448,4 +455,195 @@ fn single_node_sample_loads() {
         a.internal_ipv6,
         Some("fd00:192:168:20::31".parse().unwrap())
     );
+}
+
+async fn next_secrets(
+    rx: &mut SourceReceiver,
+) -> Arc<podcidr_speaker::sources::secrets::SecretsView> {
+    match tokio::time::timeout(WAIT, rx.updates.recv()).await {
+        Ok(Some(SourceUpdate::Secrets(v))) => v,
+        other => panic!("expected a secrets update, got {other:?}"),
+    }
+}
+
+/// `--secrets-dir`: `DIR/NAME/KEY` as a Secret volume mounts it (keys as symlinks into
+/// `..data`, swapped at once on a rotation); only the named directories are read; a
+/// rotation, a key removed, a Secret deleted; a name added later.
+#[tokio::test]
+async fn secrets_dir_follows_the_named_secrets() {
+    use podcidr_speaker::config::SecretKeyRef;
+    use podcidr_speaker::sources::secrets::{SecretError, SecretsView};
+    bounded(async {
+        let dir = scratch("secrets-dir");
+        // tor-md5 laid out like a kubelet Secret volume.
+        let vol = dir.join("tor-md5");
+        std::fs::create_dir_all(vol.join("..2026_v1")).unwrap();
+        std::fs::write(vol.join("..2026_v1/tor-a"), "old-key\n").unwrap();
+        std::fs::write(vol.join("..2026_v1/tor-b"), "b-key").unwrap();
+        std::os::unix::fs::symlink("..2026_v1", vol.join("..data")).unwrap();
+        for k in ["tor-a", "tor-b"] {
+            std::os::unix::fs::symlink(format!("..data/{k}"), vol.join(k)).unwrap();
+        }
+        // A Secret the config does not name: never read.
+        std::fs::create_dir_all(dir.join("unnamed")).unwrap();
+        std::fs::write(dir.join("unnamed/k"), "x").unwrap();
+
+        let (tx, mut rx) = channel(16);
+        let (names, names_rx) =
+            tokio::sync::watch::channel(std::collections::BTreeSet::from(["tor-md5".to_owned()]));
+        let task = tokio::spawn(file::secrets::run(
+            dir.clone(),
+            names_rx,
+            Duration::from_millis(50),
+            tx,
+        ));
+        let key = |v: &SecretsView, name: &str, key: &str| {
+            v.resolve(&SecretKeyRef {
+                name: name.into(),
+                key: key.into(),
+            })
+            .map(|k| k.expose().to_owned())
+        };
+        let v = next_secrets(&mut rx).await;
+        assert_eq!(key(&v, "tor-md5", "tor-a"), Ok("old-key".into()));
+        assert_eq!(key(&v, "tor-md5", "tor-b"), Ok("b-key".into()));
+        assert_eq!(v.secrets.keys().collect::<Vec<_>>(), ["tor-md5"]);
+        assert!(
+            key(&v, "tor-md5", "..data").is_err(),
+            "dot entries are not keys"
+        );
+
+        // The kubelet's rotation: a new timestamped dir, then ..data swapped by rename.
+        std::fs::create_dir_all(vol.join("..2026_v2")).unwrap();
+        std::fs::write(vol.join("..2026_v2/tor-a"), "new-key").unwrap();
+        std::fs::write(vol.join("..2026_v2/tor-b"), "b-key").unwrap();
+        std::os::unix::fs::symlink("..2026_v2", vol.join("..data_tmp")).unwrap();
+        std::fs::rename(vol.join("..data_tmp"), vol.join("..data")).unwrap();
+        let v = next_secrets(&mut rx).await;
+        assert_eq!(key(&v, "tor-md5", "tor-a"), Ok("new-key".into()));
+        assert_eq!(key(&v, "tor-md5", "tor-b"), Ok("b-key".into()));
+
+        // A name added: read at once; its directory does not exist.
+        names.send_replace(["tor-md5", "later"].map(String::from).into_iter().collect());
+        let v = next_secrets(&mut rx).await;
+        assert!(matches!(
+            key(&v, "later", "k"),
+            Err(SecretError::SecretMissing { .. })
+        ));
+        assert_eq!(
+            key(&v, "later", "k").unwrap_err().to_string(),
+            format!(
+                "password-secret: secret later not found in --secrets-dir {}",
+                dir.display()
+            )
+        );
+        std::fs::create_dir_all(dir.join("later")).unwrap();
+        std::fs::write(dir.join("later/k"), "later-key\n").unwrap();
+        let v = next_secrets(&mut rx).await;
+        assert_eq!(key(&v, "later", "k"), Ok("later-key".into()));
+        assert_eq!(key(&v, "tor-md5", "tor-a"), Ok("new-key".into()));
+
+        // tor-md5 deleted: missing, the other unaffected.
+        std::fs::remove_dir_all(&vol).unwrap();
+        let v = next_secrets(&mut rx).await;
+        assert!(matches!(
+            key(&v, "tor-md5", "tor-a"),
+            Err(SecretError::SecretMissing { .. })
+        ));
+        assert_eq!(key(&v, "later", "k"), Ok("later-key".into()));
+        let status = rx.status.borrow().resources[&Resource::SecretsDir].clone();
+        assert!(status.up && status.synced, "{status:?}");
+        drop(rx);
+        let ended = tokio::time::timeout(WAIT, task).await.expect("task ended");
+        assert!(ended.expect("no panic").is_err());
+    })
+    .await;
+}
+
+/// The multi-pool sample: every allocated CIDR of each CiliumNode, grouped by pool,
+/// checked against the CiliumPodIPPools of the same files.
+#[test]
+fn multi_pool_sample_announces_allocations_checked_against_pools() {
+    let state = file::load(&samples().join("multi-pool.yaml")).unwrap();
+    let pools = state.pod_ip_pools.as_ref().expect("pools read");
+    assert_eq!(pools.keys().collect::<Vec<_>>(), ["blue", "default"]);
+    let view = node_view(&state, IpamOverride::Auto).unwrap();
+    assert_eq!(view.ipam, IpamMode::MultiPool);
+    assert_eq!(
+        prefixes(&view),
+        [
+            (
+                "worker-a".to_owned(),
+                nets(&[
+                    "10.10.0.0/27",
+                    "10.10.0.32/27",
+                    "fd00:10::/120",
+                    "10.20.0.0/27"
+                ])
+            ),
+            ("worker-b".to_owned(), nets(&["10.10.0.64/27"])),
+        ]
+    );
+    let a = &view.nodes["worker-a"];
+    let held: Vec<&str> = a.pools.iter().map(|p| p.pool.as_str()).collect();
+    assert_eq!(held, ["default", "blue"]);
+    assert_eq!(
+        view.nodes["worker-b"]
+            .refused
+            .iter()
+            .map(|(p, r)| (p.to_string(), r.to_string()))
+            .collect::<Vec<_>>(),
+        [(
+            "10.30.0.0/27".to_owned(),
+            "outside its pool \"default\" [10.10.0.0/16]".to_owned()
+        )]
+    );
+    assert_eq!(view.drift_count(), 0);
+    assert!(view.warnings.is_empty(), "{:?}", view.warnings);
+}
+
+/// The file source follows the operator: an allocation added, then one released, each
+/// reload sends a view with exactly the node's CIDRs; pools in another file of the
+/// directory are read, and without them the CIDRs are announced unchecked.
+#[tokio::test]
+async fn multi_pool_allocations_follow_the_file_and_pools_may_be_elsewhere() {
+    bounded(async {
+        let dir = scratch("multi-pool");
+        let node = |cidrs: &str| {
+            format!(
+                "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: cilium-config}}\n\
+                 data: {{ipam: multi-pool}}\n{}---\napiVersion: cilium.io/v2\nkind: CiliumNode\n\
+                 metadata: {{name: a}}\nspec:\n  ipam:\n    pools:\n      allocated:\n      \
+                 - pool: default\n        cidrs: [{cidrs}]\n",
+                node_doc("a", "10.244.0.0/24")
+            )
+        };
+        write_atomic(&dir.join("cluster.yaml"), &node("10.10.0.0/27"));
+        let mut s = start(dir.clone());
+        let view = s.view().await;
+        assert_eq!(view.nodes["a"].prefixes, nets(&["10.10.0.0/27"]));
+        assert_eq!(
+            view.warnings.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            ["CiliumPodIPPools cannot be read: multi-pool CIDRs are not checked against their pools"]
+        );
+
+        write_atomic(
+            &dir.join("pools.yaml"),
+            "apiVersion: cilium.io/v2alpha1\nkind: CiliumPodIPPool\nmetadata: {name: default}\n\
+             spec: {ipv4: {cidrs: [10.10.0.0/16], maskSize: 27}}\n",
+        );
+        let view = s.view().await;
+        assert!(view.warnings.is_empty(), "{:?}", view.warnings);
+
+        write_atomic(&dir.join("cluster.yaml"), &node("10.10.0.0/27, 10.10.0.32/27"));
+        let view = s.view().await;
+        assert_eq!(
+            view.nodes["a"].prefixes,
+            nets(&["10.10.0.0/27", "10.10.0.32/27"])
+        );
+        write_atomic(&dir.join("cluster.yaml"), &node("10.10.0.32/27"));
+        let view = s.view().await;
+        assert_eq!(view.nodes["a"].prefixes, nets(&["10.10.0.32/27"]));
+    })
+    .await;
 }

@@ -136,6 +136,12 @@ impl fmt::Display for FileReport {
                 for p in &config.pools {
                     writeln!(f, "  {}", PoolSummary(p))?;
                 }
+                for w in &config.warnings {
+                    match w.location {
+                        Some(l) => writeln!(f, "  warning: {}:{l}: {w}", self.name)?,
+                        None => writeln!(f, "  warning: {}: {w}", self.name)?,
+                    }
+                }
                 Ok(())
             }
         }
@@ -146,7 +152,7 @@ fn plural(n: usize, what: &str) -> String {
     format!("{n} {what}{}", if n == 1 { "" } else { "s" })
 }
 
-/// One line per peer; the password shows only as "md5".
+/// One line per peer; the password shows only as "md5" (or which Secret holds it).
 pub struct PeerSummary<'a>(pub &'a Peer);
 
 impl fmt::Display for PeerSummary<'_> {
@@ -172,11 +178,20 @@ impl fmt::Display for PeerSummary<'_> {
         if p.password.is_some() {
             f.write_str(", md5")?;
         }
+        if let Some(r) = &p.password_secret {
+            write!(f, ", md5 from {r}")?;
+        }
         if p.ebgp_multihop {
             f.write_str(", multihop")?;
         }
         if p.ttl_security {
             f.write_str(", ttl-security")?;
+        }
+        if let Some(a) = p.next_hop_v4 {
+            write!(f, ", next-hop-v4 {a}")?;
+        }
+        if let Some(a) = p.next_hop_v6 {
+            write!(f, ", next-hop-v6 {a}")?;
         }
         if p.passive {
             f.write_str(", passive")?;

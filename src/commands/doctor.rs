@@ -11,6 +11,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::io::Write;
+use std::net::Ipv4Addr;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -21,13 +22,14 @@ use kube::{Api, Client};
 use serde::de::DeserializeOwned;
 
 use super::table::Table;
+use crate::routes::router_id::{router_id, shared, RouterIdOrigin};
 use crate::sources::file::load;
 use crate::sources::kube::{self as kube_source, ConfigMapRef};
 use crate::sources::model::{
     node_view, CidrList, CidrRefusal, CidrSource, ClusterState, IpamError, IpamMode, IpamOverride,
-    NodeEntry, NodeView,
+    NodeEntry, NodeView, PoolRanges,
 };
-use crate::sources::objects::{self, CiliumNode};
+use crate::sources::objects::{self, CiliumNode, CiliumPodIpPool};
 use crate::sources::SourceError;
 
 /// Objects per page when listing from the API server: large clusters are read in
@@ -56,7 +58,8 @@ pub struct NodeDiagnosis {
     /// Other nodes whose in-force CIDRs overlap this node's: (this node's CIDR, the
     /// other node, its CIDR).
     pub overlaps: Vec<OverlapWith>,
-    /// In-force CIDRs outside the cluster pool (cluster-pool IPAM).
+    /// In-force CIDRs outside the cluster pool (cluster-pool IPAM) or outside the
+    /// CiliumPodIPPool they were allocated from (multi-pool IPAM).
     pub outside_pool: Vec<IpNet>,
     /// Default routes the object in force lists (never announced).
     pub default_routes: Vec<IpNet>,
@@ -102,6 +105,8 @@ pub struct Diagnosis {
     pub announce_pod_cidr: bool,
     pub pool_v4: Vec<IpNet>,
     pub pool_v6: Vec<IpNet>,
+    /// The CiliumPodIPPools' ranges (multi-pool IPAM); `None` when they were not read.
+    pub pod_ip_pools: Option<BTreeMap<String, PoolRanges>>,
     pub nodes: Vec<NodeDiagnosis>,
     /// CiliumNodes without a Node: leftovers whose CIDRs nobody announces.
     pub orphan_cilium_nodes: Vec<String>,
@@ -137,9 +142,8 @@ impl Diagnosis {
             if n.node.drift.is_some() {
                 let cilium = n.node.cilium_cidrs.as_deref().unwrap_or_default();
                 let announced = match mode {
-                    Some(IpamMode::Kubernetes) => "the Node's are announced",
-                    Some(IpamMode::ClusterPool) => "the CiliumNode's are announced",
-                    None => "the IPAM mode decides which are announced",
+                    Some(mode) => format!("the {}'s are announced", mode.object()),
+                    None => "the IPAM mode decides which are announced".to_owned(),
                 };
                 out.push(format!(
                     "{}: drift: Node {} vs CiliumNode {}; {announced}",
@@ -157,7 +161,22 @@ impl Diagnosis {
                     ));
                 }
             }
-            if !n.outside_pool.is_empty() {
+            if mode == Some(&IpamMode::MultiPool) {
+                for prefix in &n.outside_pool {
+                    let pool = n.node.pool_of(prefix).unwrap_or_default();
+                    let ranges = self
+                        .pod_ip_pools
+                        .as_ref()
+                        .and_then(|p| p.get(pool))
+                        .map(|r| r.of_family(prefix))
+                        .unwrap_or_default();
+                    out.push(format!(
+                        "{}: {prefix} outside its pool {pool:?} {} (not announced)",
+                        n.node.name,
+                        CidrList(ranges)
+                    ));
+                }
+            } else if !n.outside_pool.is_empty() {
                 let mut pool = self.pool_v4.clone();
                 pool.extend(&self.pool_v6);
                 out.push(format!(
@@ -183,7 +202,9 @@ impl Diagnosis {
 /// force, drift, refusals) is [`node_view`]'s; this adds overlaps and orphans.
 pub fn diagnose(state: &ClusterState, ipam: IpamOverride) -> Diagnosis {
     let origin = match (ipam, &state.cilium_config) {
-        (IpamOverride::Kubernetes | IpamOverride::ClusterPool, _) => ModeOrigin::Override,
+        (IpamOverride::Kubernetes | IpamOverride::ClusterPool | IpamOverride::MultiPool, _) => {
+            ModeOrigin::Override
+        }
         (IpamOverride::Auto, Some(_)) => ModeOrigin::CiliumConfig,
         (IpamOverride::Auto, None) => ModeOrigin::Default,
     };
@@ -213,7 +234,7 @@ pub fn diagnose(state: &ClusterState, ipam: IpamOverride) -> Diagnosis {
         for (name, entry) in &view.nodes {
             let in_force = entry.source.filter(|_| in_force_known);
             let mut in_force_cidrs = if in_force_known {
-                entry.in_force_cidrs().to_vec()
+                entry.in_force_cidrs()
             } else {
                 Vec::new()
             };
@@ -240,7 +261,12 @@ pub fn diagnose(state: &ClusterState, ipam: IpamOverride) -> Diagnosis {
                     Vec::new()
                 },
                 overlaps,
-                outside_pool: refused(|r| matches!(r, CidrRefusal::OutsideClusterPool { .. })),
+                outside_pool: refused(|r| {
+                    matches!(
+                        r,
+                        CidrRefusal::OutsideClusterPool { .. } | CidrRefusal::OutsidePool { .. }
+                    )
+                }),
                 default_routes: refused(|r| matches!(r, CidrRefusal::DefaultRoute)),
                 in_force_cidrs,
             });
@@ -261,6 +287,7 @@ pub fn diagnose(state: &ClusterState, ipam: IpamOverride) -> Diagnosis {
         announce_pod_cidr,
         pool_v4,
         pool_v6,
+        pod_ip_pools: state.pod_ip_pools.clone(),
         nodes,
         orphan_cilium_nodes: state
             .cilium_nodes
@@ -271,9 +298,47 @@ pub fn diagnose(state: &ClusterState, ipam: IpamOverride) -> Diagnosis {
         unreadable: Vec::new(),
         warnings: view
             .filter(|_| in_force_known)
-            .map(|v| v.warnings.iter().map(ToString::to_string).collect())
-            .unwrap_or_default(),
+            .map(|v| {
+                v.warnings
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default()
+            .into_iter()
+            .chain(shared_router_ids(state))
+            .collect(),
     }
+}
+
+/// One warning per BGP Identifier that two nodes or more would use, under the rule the
+/// speaker follows without `--router-id` or `--source-address` ([`router_id`]): peers
+/// may refuse the second session, or break ties between their paths at random.
+fn shared_router_ids(state: &ClusterState) -> Vec<String> {
+    let ids: Vec<(Arc<str>, Ipv4Addr, RouterIdOrigin)> = state
+        .nodes
+        .iter()
+        .map(|(name, facts)| {
+            let (id, origin) = router_id(None, facts.internal_ipv4, None, name);
+            (Arc::from(name.as_str()), id, origin)
+        })
+        .collect();
+    let origin_of: BTreeMap<&str, RouterIdOrigin> =
+        ids.iter().map(|(n, _, o)| (n.as_ref(), *o)).collect();
+    shared(ids.iter().map(|(n, id, _)| (n, *id)))
+        .into_iter()
+        .map(|(id, nodes)| {
+            let list: Vec<String> = nodes
+                .iter()
+                .map(|n| format!("{n} ({})", origin_of[n.as_ref()]))
+                .collect();
+            format!(
+                "BGP Identifier {id} would be shared by {}: set router-id in the bgp-config \
+                 (a node selector per node) or give the nodes distinct IPv4 InternalIPs",
+                list.join(", ")
+            )
+        })
+        .collect()
 }
 
 impl fmt::Display for Diagnosis {
@@ -295,6 +360,21 @@ impl fmt::Display for Diagnosis {
             pool(&self.pool_v4),
             pool(&self.pool_v6)
         )?;
+        if self.ipam == Ok(IpamMode::MultiPool) {
+            match &self.pod_ip_pools {
+                None => writeln!(f, "CiliumPodIPPools: not read (CIDRs are not checked)")?,
+                Some(pools) => {
+                    for (name, ranges) in pools {
+                        writeln!(
+                            f,
+                            "CiliumPodIPPool {name}: ipv4 {}, ipv6 {}",
+                            pool(&ranges.ipv4),
+                            pool(&ranges.ipv6)
+                        )?;
+                    }
+                }
+            }
+        }
         if !self.announce_pod_cidr {
             writeln!(
                 f,
@@ -328,6 +408,15 @@ impl fmt::Display for Diagnosis {
                 (Ok(_), None) => "nothing".to_owned(),
                 (Ok(_), Some(CidrSource::CiliumNode)) => {
                     format!("CiliumNode {}", cidrs(&n.in_force_cidrs))
+                }
+                (Ok(_), Some(CidrSource::CiliumNodePools)) => {
+                    let pools: Vec<String> = n
+                        .node
+                        .pools
+                        .iter()
+                        .map(|p| format!("{} {}", p.pool, CidrList(&p.cidrs)))
+                        .collect();
+                    format!("CiliumNode pools {}", pools.join(", "))
                 }
                 (Ok(_), Some(_)) => format!("Node {}", cidrs(&n.in_force_cidrs)),
             };
@@ -556,10 +645,8 @@ pub async fn load_in_cluster(
     match list_all(&Api::<CiliumNode>::all(client.clone()), "ciliumnodes", None).await {
         Ok(list) => {
             for node in list {
-                match objects::cilium_node_cidrs(&node) {
-                    Ok((name, cidrs)) => {
-                        state.cilium_nodes.insert(name, cidrs);
-                    }
+                match objects::cilium_node_facts(&node) {
+                    Ok((name, facts)) => state.insert_cilium_node(name, facts),
                     Err(e) => unreadable.push(e),
                 }
             }
@@ -569,6 +656,34 @@ pub async fn load_in_cluster(
             ..
         }) if status.code == 404 => {
             notes.push("the CiliumNode CRD (cilium.io/v2) is not installed".to_owned());
+        }
+        Err(e) => return Err(e),
+    }
+    // Multi-pool's ranges; without them the allocations cannot be checked, which the
+    // view says. Not fatal: clusters without multi-pool need not serve or grant them.
+    let pools = Api::<CiliumPodIpPool>::all(client.clone());
+    match list_all(&pools, "ciliumpodippools", None).await {
+        Ok(list) => {
+            let mut ranges = BTreeMap::new();
+            for pool in list {
+                match objects::pod_ip_pool_ranges(&pool) {
+                    Ok((name, r)) => {
+                        ranges.insert(name, r);
+                    }
+                    Err(e) => unreadable.push(e),
+                }
+            }
+            state.pod_ip_pools = Some(ranges);
+        }
+        Err(DoctorError::Api {
+            source: kube::Error::Api(status),
+            ..
+        }) if status.code == 404 || status.code == 403 => {
+            notes.push(format!(
+                "CiliumPodIPPools (cilium.io/v2alpha1) cannot be listed ({}): multi-pool \
+                 CIDRs are not checked against their pools",
+                status.message
+            ));
         }
         Err(e) => return Err(e),
     }
@@ -751,6 +866,54 @@ mod tests {
     }
 
     #[test]
+    fn nodes_that_would_share_a_bgp_identifier_are_warned_about() {
+        let mut s = state(
+            "cluster-pool",
+            &["10.0.0.0/16"],
+            &[
+                ("a", &[], None),
+                ("b", &[], None),
+                ("c", &[], None),
+                ("d", &[], None),
+            ],
+        );
+        let ip = Ipv4Addr::new(192, 0, 2, 7);
+        // a and b report one InternalIP; c is IPv6-only and derives the same value as
+        // d's InternalIP; nothing else is shared.
+        s.nodes.get_mut("a").unwrap().internal_ipv4 = Some(ip);
+        s.nodes.get_mut("b").unwrap().internal_ipv4 = Some(ip);
+        s.nodes.get_mut("c").unwrap().internal_ipv6 = Some("fd00::c".parse().unwrap());
+        s.nodes.get_mut("d").unwrap().internal_ipv4 = Some(crate::routes::router_id::derived("c"));
+        let d = diagnose(&s, IpamOverride::Auto);
+        let shared: Vec<&String> = d
+            .warnings
+            .iter()
+            .filter(|w| w.starts_with("BGP Identifier"))
+            .collect();
+        assert_eq!(shared.len(), 2, "{:?}", d.warnings);
+        let ab =
+            format!("{ip} would be shared by a (the IPv4 InternalIP), b (the IPv4 InternalIP)");
+        assert!(shared.iter().any(|w| w.contains(&ab)), "{shared:?}");
+        assert!(
+            shared
+                .iter()
+                .any(|w| w.contains("c (derived from the node name), d (the IPv4 InternalIP)")),
+            "{shared:?}"
+        );
+        assert!(d.ok(), "a warning, not a problem");
+        assert!(d.to_string().contains("BGP Identifier"));
+
+        s.nodes.get_mut("b").unwrap().internal_ipv4 = Some(Ipv4Addr::new(192, 0, 2, 8));
+        s.nodes.get_mut("d").unwrap().internal_ipv4 = None;
+        let d = diagnose(&s, IpamOverride::Auto);
+        assert!(
+            !d.warnings.iter().any(|w| w.starts_with("BGP Identifier")),
+            "{:?}",
+            d.warnings
+        );
+    }
+
+    #[test]
     fn orphans_and_warnings_are_reported_without_failing() {
         let mut s = state(
             "cluster-pool",
@@ -769,5 +932,43 @@ mod tests {
             text.contains("CiliumNodes without a Node (not announced): gone"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn multi_pool_lists_the_pools_each_node_holds_and_flags_cidrs_outside_their_pool() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("config/cluster-state/multi-pool.yaml");
+        let d = diagnose(&load(&path).unwrap(), IpamOverride::Auto);
+        assert_eq!(d.ipam, Ok(IpamMode::MultiPool));
+        let a = &d.nodes[0];
+        assert_eq!(&*a.node.name, "worker-a");
+        assert_eq!(a.in_force, Some(CidrSource::CiliumNodePools));
+        let held: Vec<&str> = a.node.pools.iter().map(|p| p.pool.as_str()).collect();
+        assert_eq!(held, ["default", "blue"]);
+        assert!(
+            a.node.drift.is_none(),
+            "the Node's podCIDRs are not in force"
+        );
+        assert!(a.ok());
+        let b = &d.nodes[1];
+        assert_eq!(b.outside_pool, nets(&["10.30.0.0/27"]));
+        assert!(!b
+            .overlaps
+            .iter()
+            .any(|(p, _, _)| p.to_string() == "10.244.2.0/24"));
+        assert_eq!(
+            d.problems(),
+            ["worker-b: 10.30.0.0/27 outside its pool \"default\" [10.10.0.0/16] (not announced)"]
+        );
+        assert_eq!(d.exit_code(), 1);
+        let text = d.to_string();
+        for line in [
+            "ipam mode: multi-pool (from cilium-config)",
+            "CiliumPodIPPool blue: ipv4 [10.20.0.0/16], ipv6 none",
+            "CiliumPodIPPool default: ipv4 [10.10.0.0/16], ipv6 [fd00:10::/104]",
+            "CiliumNode pools default [10.10.0.0/27, 10.10.0.32/27, fd00:10::/120], blue [10.20.0.0/27]",
+        ] {
+            assert!(text.contains(line), "{line:?} not in:\n{text}");
+        }
     }
 }

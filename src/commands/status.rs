@@ -17,7 +17,7 @@ use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
 use super::table::Table;
-use crate::metrics::board::{PeerReport, Status};
+use crate::metrics::board::{PeerReport, RouteReport, RoutesReport, Status};
 
 /// Where the daemon serves its endpoint by default (`run --metrics-addr`).
 pub const DEFAULT_ADDR: &str = "127.0.0.1:9477";
@@ -84,12 +84,19 @@ pub struct StatusRequest {
     pub addr: String,
     /// `--json`: the document as it is, instead of the tables.
     pub json: bool,
+    /// `--routes [--limit N]`: each peer's Adj-RIB-Out too, at most N routes per peer.
+    pub routes: Option<usize>,
 }
 
 /// The `status` command: fetch, print (tables or JSON) and return the exit status.
+/// With `routes`, each peer's Adj-RIB-Out too, that many routes listed per peer.
 pub fn run(request: &StatusRequest, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
     let json = request.json;
-    let status = match fetch(&request.addr, DEFAULT_TIMEOUT) {
+    let path = match request.routes {
+        Some(limit) => format!("/status?routes={limit}"),
+        None => "/status".to_owned(),
+    };
+    let status = match fetch_path(&request.addr, &path, DEFAULT_TIMEOUT) {
         Ok(s) => s,
         Err(e) => {
             let _ = writeln!(err, "podcidr-speaker status: {e}");
@@ -112,9 +119,14 @@ pub fn run(request: &StatusRequest, out: &mut dyn Write, err: &mut dyn Write) ->
 
 /// GETs `/status` from `addr` (HOST:PORT) and decodes it.
 pub fn fetch(addr: &str, timeout: Duration) -> Result<Status, StatusError> {
+    fetch_path(addr, "/status", timeout)
+}
+
+/// GETs a status document at `path` (`/status`, `/status?routes=N`) and decodes it.
+pub fn fetch_path(addr: &str, path: &str, timeout: Duration) -> Result<Status, StatusError> {
     let deadline = Instant::now() + timeout;
     let target = resolve(addr)?;
-    let (code, body) = get(target, addr, "/status", deadline, timeout)?;
+    let (code, body) = get(target, addr, path, deadline, timeout)?;
     if code != 200 {
         return Err(StatusError::Status {
             addr: target,
@@ -285,6 +297,33 @@ impl fmt::Display for Summary<'_> {
                 "MAIN LOOP STALLED"
             },
         )?;
+        for r in &s.ready_reasons {
+            writeln!(f, "  readiness: {r}")?;
+        }
+        if let Some(g) = &s.gate {
+            let agent = match g.healthy {
+                Some(true) => "healthy",
+                Some(false) => "NOT HEALTHY",
+                None => "not answered yet",
+            };
+            write!(
+                f,
+                "startup gate: {}, cilium agent at {} {agent}",
+                if g.open {
+                    "open"
+                } else {
+                    "CLOSED (nothing announced)"
+                },
+                g.address
+            )?;
+            if g.flaps > 0 {
+                write!(f, ", {} flaps since (reported only)", g.flaps)?;
+            }
+            if let Some(e) = g.last_error.as_ref().filter(|_| g.healthy != Some(true)) {
+                write!(f, " ({e})")?;
+            }
+            writeln!(f)?;
+        }
         let c = &s.config;
         let in_force = match &c.fingerprint {
             Some(fp) => format!("config {fp} in force"),
@@ -339,9 +378,22 @@ impl fmt::Display for Summary<'_> {
                 "Last error",
             ]);
             for p in &s.peers {
-                t.row(peer_row(p));
+                t.row(peer_row(p, s.now_unix));
             }
             write!(f, "{t}")?;
+        }
+        if s.peers.iter().any(|p| !p.unannounceable.is_empty()) {
+            writeln!(f, "\nNot announced to peers (no route planned)")?;
+            for u in s.peers.iter().flat_map(|p| &p.unannounceable) {
+                writeln!(f, "  {}", u.message)?;
+            }
+        }
+
+        for p in &s.peers {
+            if let Some(r) = &p.routes {
+                writeln!(f)?;
+                write!(f, "{}", Advertised(p, r, s.now_unix))?;
+            }
         }
 
         if !s.sources.is_empty() {
@@ -410,7 +462,115 @@ impl fmt::Display for Summary<'_> {
     }
 }
 
-fn peer_row(p: &PeerReport) -> [String; 9] {
+/// One peer's Adj-RIB-Out, the way a router prints `show bgp neighbor X
+/// advertised-routes`: the counts always, the routes the document lists, and what waits.
+pub struct Advertised<'a>(pub &'a PeerReport, pub &'a RoutesReport, pub u64);
+
+impl fmt::Display for Advertised<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Advertised(p, r, now) = *self;
+        if !r.answered {
+            return writeln!(
+                f,
+                "Routes advertised to {}: the peer task did not answer (busy or stopping)",
+                p.peer
+            );
+        }
+        if !r.established {
+            return writeln!(
+                f,
+                "Routes advertised to {}: none, the session is not established",
+                p.peer
+            );
+        }
+        let shown = |n: usize, total: u64| {
+            if n as u64 == total {
+                String::new()
+            } else {
+                format!(", first {n} shown")
+            }
+        };
+        write!(
+            f,
+            "Routes advertised to {}: {} held{}, {} pending{}",
+            p.peer,
+            r.held,
+            shown(r.routes.len(), r.held),
+            r.pending,
+            shown(r.pending_routes.len(), r.pending),
+        )?;
+        if r.unwritten_octets > 0 {
+            write!(f, ", {} octets not yet written", r.unwritten_octets)?;
+        }
+        writeln!(f)?;
+        let header = [
+            "Network",
+            "Next Hop",
+            "Path",
+            "MED",
+            "LocPrf",
+            "Communities",
+            "Since",
+        ];
+        if !r.routes.is_empty() {
+            let mut t = Table::new(header);
+            for route in &r.routes {
+                let since = match route.since_unix {
+                    Some(t) => format!("{} ago", duration(now.saturating_sub(t))),
+                    None => "-".to_owned(),
+                };
+                t.row(route_row(route, since));
+            }
+            write!(f, "{t}")?;
+        }
+        if !r.pending_routes.is_empty() {
+            let mut header = header;
+            header[6] = "Pending";
+            let mut t = Table::new(header);
+            for route in &r.pending_routes {
+                let what = route.pending.clone().unwrap_or_else(|| "-".to_owned());
+                t.row(route_row(route, what));
+            }
+            write!(f, "{t}")?;
+        }
+        Ok(())
+    }
+}
+
+fn route_row(r: &RouteReport, last: String) -> [String; 7] {
+    let or_dash = |v: Option<String>| v.unwrap_or_else(|| "-".to_owned());
+    let mut path: Vec<String> = r.as_path.iter().map(u32::to_string).collect();
+    if let Some(origin) = &r.origin {
+        // The origin code ends the path, as routers print it (i, e, ?).
+        path.push(
+            match origin.as_str() {
+                "igp" => "i",
+                "egp" => "e",
+                _ => "?",
+            }
+            .to_owned(),
+        );
+    }
+    [
+        r.prefix.clone(),
+        or_dash(r.next_hop.clone()),
+        if path.is_empty() {
+            "-".to_owned()
+        } else {
+            path.join(" ")
+        },
+        or_dash(r.med.map(|m| m.to_string())),
+        or_dash(r.local_pref.map(|l| l.to_string())),
+        if r.communities.is_empty() {
+            "-".to_owned()
+        } else {
+            r.communities.join(" ")
+        },
+        last,
+    ]
+}
+
+fn peer_row(p: &PeerReport, now_unix: u64) -> [String; 9] {
     let state = match p.state.as_str() {
         "idle" => "Idle",
         "connect" => "Connect",
@@ -420,10 +580,15 @@ fn peer_row(p: &PeerReport) -> [String; 9] {
         "established" => "Established",
         other => other,
     };
+    // Waiting after a failure: when the next attempt is due.
+    let state = match p.next_retry_unix {
+        Some(at) => format!("{state}, retry in {}s", at.saturating_sub(now_unix)),
+        None => state.to_owned(),
+    };
     [
         p.peer.clone(),
         p.asn.map_or_else(|| "?".to_owned(), |a| a.to_string()),
-        state.to_owned(),
+        state,
         duration(p.uptime_seconds.unwrap_or(p.state_seconds)),
         p.announced_total().to_string(),
         p.pending.to_string(),
@@ -469,6 +634,7 @@ pub fn duration(secs: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
 
     #[test]
     fn durations_read_like_a_router() {
@@ -477,6 +643,137 @@ mod tests {
         assert_eq!(duration(86_399), "23:59:59");
         assert_eq!(duration(86_400 + 7_380), "1d02h03m");
         assert_eq!(duration(17 * 86_400 + 4 * 3600), "2w3d04h");
+    }
+
+    fn peer_report(routes: RoutesReport) -> PeerReport {
+        PeerReport {
+            peer: "100.64.0.2:179".to_owned(),
+            address: "100.64.0.2".parse().unwrap(),
+            port: 179,
+            asn: Some(65000),
+            state: "established".to_owned(),
+            up: true,
+            state_seconds: 10,
+            established_unix: Some(990),
+            uptime_seconds: Some(10),
+            flaps: 0,
+            announced: BTreeMap::new(),
+            pending: 0,
+            received: BTreeMap::new(),
+            messages_sent: 3,
+            messages_received: 3,
+            last_error: None,
+            next_retry_unix: None,
+            routes: Some(routes),
+            unannounceable: Vec::new(),
+        }
+    }
+
+    fn route(prefix: &str, pending: Option<&str>) -> RouteReport {
+        RouteReport {
+            prefix: prefix.to_owned(),
+            pending: pending.map(str::to_owned),
+            next_hop: (pending != Some("withdraw")).then(|| "100.64.0.1".to_owned()),
+            origin: (pending != Some("withdraw")).then(|| "incomplete".to_owned()),
+            as_path: if pending == Some("withdraw") {
+                vec![]
+            } else {
+                vec![65001]
+            },
+            med: None,
+            local_pref: None,
+            communities: if pending.is_none() {
+                vec!["65001:100".to_owned(), "large:65001:1:2".to_owned()]
+            } else {
+                vec![]
+            },
+            since_unix: pending.is_none().then_some(940),
+        }
+    }
+
+    #[test]
+    fn advertised_routes_render_like_a_router_with_counts_and_pending() {
+        let r = RoutesReport {
+            answered: true,
+            established: true,
+            held: 250,
+            pending: 2,
+            unwritten_octets: 0,
+            limit: 1,
+            routes: vec![route("10.244.1.0/24", None)],
+            pending_routes: vec![route("10.244.9.0/24", Some("withdraw"))],
+        };
+        let p = peer_report(r.clone());
+        let text = Advertised(&p, &r, 1000).to_string();
+        assert_eq!(
+            text,
+            "Routes advertised to 100.64.0.2:179: 250 held, first 1 shown, 2 pending, first 1 shown\n\
+             Network        Next Hop    Path     MED  LocPrf  Communities                Since\n\
+             10.244.1.0/24  100.64.0.1  65001 ?  -    -       65001:100 large:65001:1:2  00:01:00 ago\n\
+             Network        Next Hop  Path  MED  LocPrf  Communities  Pending\n\
+             10.244.9.0/24  -         -     -    -       -            withdraw\n"
+        );
+
+        let all = RoutesReport {
+            held: 1,
+            pending: 0,
+            pending_routes: vec![],
+            ..r.clone()
+        };
+        let text = Advertised(&p, &all, 1000).to_string();
+        assert!(
+            text.starts_with("Routes advertised to 100.64.0.2:179: 1 held, 0 pending\n"),
+            "{text}"
+        );
+        let writing = RoutesReport {
+            unwritten_octets: 4096,
+            ..all.clone()
+        };
+        let text = Advertised(&p, &writing, 1000).to_string();
+        assert!(
+            text.starts_with(
+                "Routes advertised to 100.64.0.2:179: 1 held, 0 pending, 4096 octets not yet written\n"
+            ),
+            "{text}"
+        );
+
+        let down = RoutesReport {
+            established: false,
+            ..RoutesReport::unanswered(5)
+        };
+        let down = RoutesReport {
+            answered: true,
+            ..down
+        };
+        assert!(Advertised(&p, &down, 1000)
+            .to_string()
+            .contains("none, the session is not established"));
+        let silent = RoutesReport::unanswered(5);
+        assert!(Advertised(&p, &silent, 1000)
+            .to_string()
+            .contains("did not answer"));
+
+        // In the summary, after the peers table; a document without routes has none.
+        let status = |peers: Vec<PeerReport>| Status {
+            version: "0".to_owned(),
+            now_unix: 1000,
+            node: Some("n1".to_owned()),
+            alive: true,
+            ready: true,
+            ready_reasons: vec![],
+            gate: None,
+            config: Default::default(),
+            sources: vec![],
+            view: None,
+            peers,
+        };
+        let with = Summary(&status(vec![p.clone()])).to_string();
+        assert!(
+            with.contains("Routes advertised to 100.64.0.2:179: 250 held"),
+            "{with}"
+        );
+        let without = Summary(&status(vec![PeerReport { routes: None, ..p }])).to_string();
+        assert!(!without.contains("Routes advertised"), "{without}");
     }
 
     #[test]

@@ -54,6 +54,15 @@ impl ConfigError {
         }
     }
 
+    /// Moves the location `lines` down and `indent` right (a config embedded in a
+    /// ConfigMap manifest).
+    pub(crate) fn shift(&mut self, lines: usize, indent: usize) {
+        if let Some(l) = &mut self.location {
+            l.line += lines;
+            l.column += indent;
+        }
+    }
+
     /// A value that is well-formed but not acceptable: `value` is shown as written
     /// (already quoted by the caller when it is a string).
     pub fn invalid(
@@ -158,10 +167,7 @@ impl ConfigErrors {
     /// ConfigMap manifest starting after that many lines.
     pub(crate) fn shift_lines(&mut self, lines: usize, indent: usize) {
         for e in &mut self.errors {
-            if let Some(l) = &mut e.location {
-                l.line += lines;
-                l.column += indent;
-            }
+            e.shift(lines, indent);
         }
     }
 

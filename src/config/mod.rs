@@ -4,9 +4,10 @@
 //!
 //! Pipeline: text -> [`yaml`] nodes (positions, YAML 1.1 scalars as yaml.v2 read
 //! them) -> [`raw`] fields (unknown keys, shapes, types) -> [`validate`] -> [`Config`].
-//! Every problem of a file is collected into one [`ConfigErrors`]. [`state`] keeps the
-//! last good config in force when a new one is bad or deleted. The `check` command
-//! that reports on files is `commands::check`.
+//! Every problem of a file is collected into one [`ConfigErrors`]; what is taken but
+//! worth saying is in [`Config::warnings`]. [`state`] keeps the last good config in
+//! force when a new one is bad or deleted. The `check` command that reports on files is
+//! `commands::check`.
 //!
 //! Must not: do I/O beyond reading a file named by the caller, talk to the API server,
 //! or touch sockets. `config/README.md` is the reference of every key.
@@ -179,13 +180,20 @@ fn from_configmap_node(cm: &Node) -> Result<Config, ConfigErrors> {
         );
     };
     let mut result = parse_raw(&text.text);
-    if let Err(errors) = &mut result {
-        if text.literal {
-            // A literal block's lines are the file's lines, indented by the block's
-            // indentation: report positions in the file the user edits.
-            errors.shift_lines(value.at.line - 1, value.at.column - 1);
-        } else {
-            errors.strip_locations();
+    let (lines, indent) = (value.at.line - 1, value.at.column - 1);
+    match &mut result {
+        // A literal block's lines are the file's lines, indented by the block's
+        // indentation: report positions in the file the user edits.
+        Err(errors) if text.literal => errors.shift_lines(lines, indent),
+        Err(errors) => errors.strip_locations(),
+        Ok(config) => {
+            for w in &mut config.warnings {
+                if text.literal {
+                    w.shift(lines, indent);
+                } else {
+                    w.location = None;
+                }
+            }
         }
     }
     result

@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
 use ipnet::IpNet;
@@ -40,6 +40,10 @@ pub struct Config {
     pub bfd_profiles: BTreeMap<String, BfdProfile>,
     /// The speaker-wide defaults as written (already applied to every peer).
     pub speaker: SpeakerOptions,
+    /// What the file has that MetalLB 0.12 refused but Cilium's fork of it accepted
+    /// (equal `bgp-advertisements`, a community repeated in one advertisement): taken,
+    /// with the same meaning, and said here so that `check` and the logs show it.
+    pub warnings: Vec<super::ConfigError>,
 }
 
 /// Identity of a BGP session as seen from one node: the remote transport endpoint.
@@ -86,6 +90,9 @@ pub struct Peer {
     pub source_address: Option<IpAddr>,
     /// `password`: the TCP MD5 signature key (RFC 2385).
     pub password: Option<Secret>,
+    /// `password-secret`: the TCP MD5 key is a key of a Kubernetes Secret (standalone:
+    /// a file of `--secrets-dir`), resolved at run time. Never set with `password`.
+    pub password_secret: Option<SecretKeyRef>,
     /// `ebgp-multihop`: the peer is not directly connected (TTL 255 instead of 1).
     pub ebgp_multihop: bool,
     /// `bfd-profile`: the name of a profile in `Config::bfd_profiles`.
@@ -96,7 +103,8 @@ pub struct Peer {
     pub graceful_restart: bool,
     /// `graceful-restart-time`: the Restart Time advertised, 1s..4095s.
     pub graceful_restart_time: Duration,
-    /// `connect-retry-time`: ConnectRetryTimer (RFC 4271 section 10).
+    /// `connect-retry-time`: ConnectRetryTimer (RFC 4271 section 10), the cap of the
+    /// retry backoff (which starts at about a second) and the longest a dial may take.
     pub connect_retry_time: Duration,
     /// `origin` of the pod CIDR routes (RFC 4271 section 5.1.1): IGP or INCOMPLETE.
     pub origin: Origin,
@@ -113,6 +121,28 @@ pub struct Peer {
     pub passive: bool,
     /// `ttl-security`: GTSM (RFC 5082): send with TTL 255, accept only TTL 255.
     pub ttl_security: bool,
+    /// `next-hop-v4` / `next-hop-v6`: the next hop of this peer's pod CIDR routes of that
+    /// family, instead of the one `routes::next_hop` derives (for a fabric where the
+    /// node's address of that family is not the one to route to, or where the node has
+    /// none, e.g. IPv6 routes over an IPv4 session).
+    pub next_hop_v4: Option<Ipv4Addr>,
+    pub next_hop_v6: Option<Ipv6Addr>,
+    /// `pod-cidr-pools` (multi-pool IPAM): `None` announces every pool; `Some` only the
+    /// pools listed, each with its own extra communities.
+    pub pod_cidr_pools: Option<PodCidrPools>,
+}
+
+/// `pod-cidr-pools`: by CiliumPodIPPool name, what that pool's routes carry besides
+/// the peer's `pod-cidr-communities`.
+pub type PodCidrPools = BTreeMap<String, PoolRouteOptions>;
+
+/// One `pod-cidr-pools` entry.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct PoolRouteOptions {
+    /// `communities`: standard communities (RFC 1997), sorted, deduplicated.
+    pub communities: Vec<Community>,
+    /// The `large:` entries of `communities` (RFC 8092), sorted, deduplicated.
+    pub large_communities: Vec<LargeCommunity>,
 }
 
 impl Peer {
@@ -164,6 +194,24 @@ impl fmt::Display for PeerConflict {
 }
 
 impl Config {
+    /// Whether two configs mean the same: everything but the warnings, whose positions
+    /// move when, say, a comment is added above them.
+    pub fn same_meaning(&self, other: &Config) -> bool {
+        let Config {
+            peers,
+            pools,
+            communities,
+            bfd_profiles,
+            speaker,
+            warnings: _,
+        } = self;
+        *peers == other.peers
+            && *pools == other.pools
+            && *communities == other.communities
+            && *bfd_profiles == other.bfd_profiles
+            && *speaker == other.speaker
+    }
+
     /// The peers selected for a node with these labels.
     pub fn peers_for_node(&self, labels: &BTreeMap<String, String>) -> NodePeers<'_> {
         let mut out = NodePeers::default();
@@ -203,6 +251,74 @@ impl Secret {
     }
 }
 
+impl Secret {
+    /// The TCP MD5 key (RFC 2385) held in a Secret or a file: one trailing line break
+    /// (what `echo` and editors leave) is not part of it; the rest must be 1 to
+    /// [`MD5_KEY_MAX`] bytes without a line break. The error never shows the value.
+    pub fn md5_key(text: &str) -> Result<Secret, Md5KeyProblem> {
+        let key = text
+            .strip_suffix("\r\n")
+            .or_else(|| text.strip_suffix('\n'))
+            .unwrap_or(text);
+        Md5KeyProblem::of(key).map_or_else(|| Ok(Secret::new(key)), Err)
+    }
+}
+
+/// Linux's TCP_MD5SIG_MAXKEYLEN; RFC 2385 sets no bound.
+pub const MD5_KEY_MAX: usize = 80;
+
+/// Why a text is not a usable TCP MD5 key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Md5KeyProblem {
+    #[error("is empty")]
+    Empty,
+    #[error("must not contain a line break")]
+    LineBreak,
+    #[error("is longer than {MD5_KEY_MAX} bytes, the TCP MD5 key limit")]
+    TooLong,
+}
+
+impl Md5KeyProblem {
+    /// The problem of `key` as it stands (no line break is stripped).
+    pub fn of(key: &str) -> Option<Md5KeyProblem> {
+        if key.is_empty() {
+            Some(Md5KeyProblem::Empty)
+        } else if key.contains(['\n', '\r']) {
+            Some(Md5KeyProblem::LineBreak)
+        } else if key.len() > MD5_KEY_MAX {
+            Some(Md5KeyProblem::TooLong)
+        } else {
+            None
+        }
+    }
+}
+
+/// `password-secret`: a key of a Secret in the bgp-config's namespace. Shown (in
+/// `plan`, `check`, errors) by name and key, never with the value.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SecretKeyRef {
+    /// The Secret's `metadata.name`.
+    pub name: String,
+    /// The key in its `data`.
+    pub key: String,
+}
+
+impl fmt::Display for SecretKeyRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "secret {} key {}", self.name, self.key)
+    }
+}
+
+impl Config {
+    /// The names of the Secrets `password-secret` refers to, each once.
+    pub fn secret_names(&self) -> std::collections::BTreeSet<String> {
+        self.peers
+            .iter()
+            .filter_map(|p| p.password_secret.as_ref().map(|r| r.name.clone()))
+            .collect()
+    }
+}
+
 impl fmt::Debug for Secret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("<redacted>")
@@ -226,6 +342,9 @@ impl Community {
     pub const NO_EXPORT_SUBCONFED: Community = Community(0xFFFF_FF03);
     pub const NO_PEER: Community = Community(0xFFFF_FF04);
     pub const BLACKHOLE: Community = Community(0xFFFF_029A);
+    /// RFC 8326 section 5: the route is about to be withdrawn; receivers lower its
+    /// preference (LOCAL_PREF 0) so that traffic moves to other paths first.
+    pub const GRACEFUL_SHUTDOWN: Community = Community(0xFFFF_0000);
 
     pub fn new(high: u16, low: u16) -> Community {
         Community((u32::from(high) << 16) | u32::from(low))
@@ -360,6 +479,7 @@ pub struct SpeakerOptions {
     pub passive: bool,
     /// Applied to peers without `ebgp-multihop` only.
     pub ttl_security: bool,
+    pub pod_cidr_pools: Option<PodCidrPools>,
 }
 
 impl Default for SpeakerOptions {
@@ -376,6 +496,7 @@ impl Default for SpeakerOptions {
             max_prefix: None,
             passive: false,
             ttl_security: false,
+            pod_cidr_pools: None,
         }
     }
 }

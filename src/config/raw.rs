@@ -8,6 +8,8 @@
 //! Scalars are read with yaml.v2's rules, as MetalLB read them: a string field takes
 //! any scalar as written (`password: 0123` is `"0123"`), an integer field takes a plain
 //! YAML 1.1 integer, a boolean field a plain YAML 1.1 boolean, and null means absent.
+//! One rule for every optional string field (MetalLB's and the extensions'): `""`
+//! means absent too. Required strings keep `""` so that validation says what is wrong.
 //!
 //! Owns: key names, shapes and scalar types. Must not: check ranges, references or
 //! meaning (that is `validate`).
@@ -52,7 +54,17 @@ pub(crate) const EXTENSION_KEYS: &[&str] = &[
     "max-prefix",
     "passive",
     "ttl-security",
+    "pod-cidr-pools",
 ];
+
+/// Speaker extensions of a peer only (no speaker-wide default): a fixed next hop is right
+/// for one node or one router, never as a default for every peer.
+const PEER_ONLY_KEYS: &[&str] = &["password-secret", "next-hop-v4", "next-hop-v6"];
+
+const SECRET_REF_KEYS: &[&str] = &["name", "key"];
+
+/// The keys of one `pod-cidr-pools` entry.
+const POD_CIDR_POOL_KEYS: &[&str] = &["communities"];
 
 const SELECTOR_KEYS: &[&str] = &["match-labels", "match-expressions"];
 const EXPRESSION_KEYS: &[&str] = &["key", "operator", "values"];
@@ -119,10 +131,22 @@ pub(crate) struct RawPeer {
     pub router_id: Option<Text>,
     pub source_address: Option<Text>,
     pub password: Option<Text>,
+    pub password_secret: Option<RawSecretRef>,
     pub ebgp_multihop: Option<Bool>,
     pub bfd_profile: Option<Text>,
     pub node_selectors: Vec<RawSelector>,
+    pub next_hop_v4: Option<Text>,
+    pub next_hop_v6: Option<Text>,
     pub ext: RawExtensions,
+}
+
+/// `password-secret`: `{name, key}`.
+#[derive(Debug)]
+pub(crate) struct RawSecretRef {
+    pub path: String,
+    pub at: Location,
+    pub name: Option<Text>,
+    pub key: Option<Text>,
 }
 
 /// The speaker's own settings; see `config/README.md`.
@@ -137,6 +161,15 @@ pub(crate) struct RawExtensions {
     pub max_prefix: Option<RawMaxPrefix>,
     pub passive: Option<Bool>,
     pub ttl_security: Option<Bool>,
+    /// `pod-cidr-pools`: present (even empty) when the key was written.
+    pub pod_cidr_pools: Option<Spanned<Vec<RawPodCidrPool>>>,
+}
+
+/// One `pod-cidr-pools` entry: a CiliumPodIPPool name and what its routes carry.
+#[derive(Debug)]
+pub(crate) struct RawPodCidrPool {
+    pub name: Text,
+    pub communities: Option<TextList>,
 }
 
 #[derive(Debug)]
@@ -178,6 +211,8 @@ pub(crate) struct RawPool {
 
 #[derive(Debug)]
 pub(crate) struct RawAdvertisement {
+    pub path: String,
+    pub at: Location,
     pub aggregation_length: Option<Int>,
     pub aggregation_length_v6: Option<Int>,
     pub localpref: Option<Int>,
@@ -347,6 +382,13 @@ impl Walker<'_> {
         }
     }
 
+    /// An optional string field: `""` means "not set", as for MetalLB, whose Go structs
+    /// could not tell an empty string from an absent key (generated ConfigMaps, such as
+    /// Equinix Metal's cloud controller's, write every optional field as `""`).
+    fn optional_text(&mut self, field: (Option<&Node>, String)) -> Option<Text> {
+        self.text(field).filter(|t| !t.value.is_empty())
+    }
+
     fn int(&mut self, (node, path): (Option<&Node>, String)) -> Option<Int> {
         let node = node?;
         match &node.kind {
@@ -421,7 +463,13 @@ impl Walker<'_> {
     }
 
     /// A map of scalar to scalar (`bgp-communities`, `match-labels`). Null values are "".
-    fn text_map(&mut self, (node, path): (Option<&Node>, String)) -> Vec<(Text, Text)> {
+    /// `value` says what each value must be, for the message about a value that is a
+    /// list or a mapping (an unrendered template such as `{{ .Values.rack }}` is one).
+    fn text_map(
+        &mut self,
+        (node, path): (Option<&Node>, String),
+        value: &'static str,
+    ) -> Vec<(Text, Text)> {
         let Some(node) = node else { return Vec::new() };
         let entries = match &node.kind {
             NodeKind::Map(entries) => entries,
@@ -454,7 +502,15 @@ impl Walker<'_> {
                 NodeKind::Scalar(s) if s.is_null() => String::new(),
                 NodeKind::Scalar(s) => s.text.clone(),
                 _ => {
-                    self.wrong_type(v, value_path, "a single value");
+                    let found = format!("{} {}", v.describe(), v.flow());
+                    self.error(
+                        value_path,
+                        v.at,
+                        ConfigErrorKind::WrongType {
+                            expected: value,
+                            found,
+                        },
+                    );
                     continue;
                 }
             };
@@ -490,7 +546,10 @@ impl Walker<'_> {
                 raw.peers.push(p);
             }
         }
-        raw.communities = self.text_map(f.get("bgp-communities"));
+        raw.communities = self.text_map(
+            f.get("bgp-communities"),
+            "a community (a single value such as \"65000:100\")",
+        );
         let (pools, path) = f.get("address-pools");
         for (i, node) in self
             .sequence(pools, &path)
@@ -532,6 +591,7 @@ impl Walker<'_> {
             "router-id",
             "source-address",
             "password",
+            "password-secret",
             "ebgp-multihop",
             "bfd-profile",
             "node-selectors",
@@ -544,8 +604,14 @@ impl Walker<'_> {
             "max-prefix",
             "passive",
             "ttl-security",
+            "pod-cidr-pools",
+            "next-hop-v4",
+            "next-hop-v6",
         ];
-        debug_assert_eq!(KEYS.len(), METALLB_PEER_KEYS.len() + EXTENSION_KEYS.len());
+        debug_assert_eq!(
+            KEYS.len(),
+            METALLB_PEER_KEYS.len() + EXTENSION_KEYS.len() + PEER_ONLY_KEYS.len()
+        );
         let f = self.mapping(node, &path, KEYS)?;
         let (selectors, sel_path) = f.get("node-selectors");
         let mut node_selectors = Vec::new();
@@ -566,15 +632,35 @@ impl Walker<'_> {
             peer_asn: self.int(f.get("peer-asn")),
             my_asn: self.int(f.get("my-asn")),
             peer_port: self.int(f.get("peer-port")),
-            hold_time: self.text(f.get("hold-time")),
-            keepalive_time: self.text(f.get("keepalive-time")),
-            router_id: self.text(f.get("router-id")),
-            source_address: self.text(f.get("source-address")),
-            password: self.text(f.get("password")),
+            hold_time: self.optional_text(f.get("hold-time")),
+            keepalive_time: self.optional_text(f.get("keepalive-time")),
+            router_id: self.optional_text(f.get("router-id")),
+            source_address: self.optional_text(f.get("source-address")),
+            password: self.optional_text(f.get("password")),
+            password_secret: self.secret_ref(f.get("password-secret")),
             ebgp_multihop: self.boolean(f.get("ebgp-multihop")),
-            bfd_profile: self.text(f.get("bfd-profile")),
+            bfd_profile: self.optional_text(f.get("bfd-profile")),
             node_selectors,
+            next_hop_v4: self.optional_text(f.get("next-hop-v4")),
+            next_hop_v6: self.optional_text(f.get("next-hop-v6")),
             ext: self.extensions(&f),
+            path,
+        })
+    }
+
+    /// A `{name, key}` mapping; null or "" is absent (an empty string means "not set").
+    fn secret_ref(&mut self, (node, path): (Option<&Node>, String)) -> Option<RawSecretRef> {
+        let node = node?;
+        if let NodeKind::Scalar(s) = &node.kind {
+            if s.is_null() || s.text.is_empty() {
+                return None;
+            }
+        }
+        let f = self.mapping(node, &path, SECRET_REF_KEYS)?;
+        Some(RawSecretRef {
+            at: f.at,
+            name: self.text(f.get("name")),
+            key: self.text(f.get("key")),
             path,
         })
     }
@@ -586,27 +672,79 @@ impl Walker<'_> {
                 .map(|mf| RawMaxPrefix {
                     at: mf.at,
                     limit: self.int(mf.get("limit")),
-                    action: self.text(mf.get("action")),
+                    action: self.optional_text(mf.get("action")),
                     path,
                 }),
             _ => None,
         };
         RawExtensions {
             graceful_restart: self.boolean(f.get("graceful-restart")),
-            graceful_restart_time: self.text(f.get("graceful-restart-time")),
-            connect_retry_time: self.text(f.get("connect-retry-time")),
-            origin: self.text(f.get("origin")),
+            graceful_restart_time: self.optional_text(f.get("graceful-restart-time")),
+            connect_retry_time: self.optional_text(f.get("connect-retry-time")),
+            origin: self.optional_text(f.get("origin")),
             pod_cidr_communities: self.text_list(f.get("pod-cidr-communities")),
             pod_cidr_local_pref: self.int(f.get("pod-cidr-local-pref")),
             max_prefix,
             passive: self.boolean(f.get("passive")),
             ttl_security: self.boolean(f.get("ttl-security")),
+            pod_cidr_pools: self.pod_cidr_pools(f.get("pod-cidr-pools")),
         }
+    }
+
+    /// `pod-cidr-pools`: a mapping from pool name to its settings (null: none).
+    fn pod_cidr_pools(
+        &mut self,
+        (node, path): (Option<&Node>, String),
+    ) -> Option<Spanned<Vec<RawPodCidrPool>>> {
+        let node = node.filter(|n| !n.is_null())?;
+        let NodeKind::Map(entries) = &node.kind else {
+            self.wrong_type(node, path, "a mapping of pool names");
+            return None;
+        };
+        let mut pools: Vec<RawPodCidrPool> = Vec::new();
+        for (k, v) in entries {
+            let NodeKind::Scalar(key) = &k.kind else {
+                self.wrong_type(k, path.clone(), "a plain key");
+                continue;
+            };
+            let entry_path = child(&path, &key.text);
+            if let Some(first) = pools.iter().find(|p| p.name.value == key.text) {
+                let first = first.name.at;
+                self.error(
+                    entry_path,
+                    k.at,
+                    ConfigErrorKind::DuplicateKey {
+                        key: key.text.clone(),
+                        first,
+                    },
+                );
+                continue;
+            }
+            let Some(pf) = self.mapping(v, &entry_path, POD_CIDR_POOL_KEYS) else {
+                continue;
+            };
+            pools.push(RawPodCidrPool {
+                name: Spanned {
+                    value: key.text.clone(),
+                    path: entry_path,
+                    at: k.at,
+                },
+                communities: self.text_list(pf.get("communities")),
+            });
+        }
+        Some(Spanned {
+            value: pools,
+            path,
+            at: node.at,
+        })
     }
 
     fn selector(&mut self, node: &Node, path: String) -> Option<RawSelector> {
         let f = self.mapping(node, &path, SELECTOR_KEYS)?;
-        let match_labels = self.text_map(f.get("match-labels"));
+        let match_labels = self.text_map(
+            f.get("match-labels"),
+            "a label value (a single string such as \"rack-1\")",
+        );
         let (exprs, exprs_path) = f.get("match-expressions");
         let mut match_expressions = Vec::new();
         for (i, e) in self
@@ -643,6 +781,8 @@ impl Walker<'_> {
                     let p = index(&apath, i);
                     if let Some(af) = self.mapping(a, &p, ADVERTISEMENT_KEYS) {
                         ads.push(RawAdvertisement {
+                            path: p.clone(),
+                            at: af.at,
                             aggregation_length: self.int(af.get("aggregation-length")),
                             aggregation_length_v6: self.int(af.get("aggregation-length-v6")),
                             localpref: self.int(af.get("localpref")),

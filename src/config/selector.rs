@@ -264,6 +264,12 @@ fn is_qualified_name_part(s: &str) -> bool {
     }
 }
 
+/// A name Kubernetes accepts for most objects (`metadata.name`): a lowercase RFC 1123
+/// subdomain of at most 253 characters.
+pub fn is_object_name(s: &str) -> bool {
+    s.len() <= DNS1123_SUBDOMAIN_MAX_LEN && is_dns1123_subdomain(s)
+}
+
 /// `[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*`
 fn is_dns1123_subdomain(s: &str) -> bool {
     let label_ok = |l: &str| {

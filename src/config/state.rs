@@ -154,7 +154,7 @@ impl ConfigState {
             Ok(config) => {
                 self.rejected = None;
                 let previous = self.in_force.take().map(|(c, _)| c);
-                if previous.as_deref() == Some(&config) {
+                if previous.as_deref().is_some_and(|p| p.same_meaning(&config)) {
                     self.in_force = previous.map(|c| (c, fingerprint));
                     return ConfigUpdate::Unchanged { fingerprint };
                 }
@@ -197,12 +197,18 @@ impl ConfigUpdate {
                 current,
                 fingerprint,
                 ..
-            } => tracing::info!(
-                fingerprint = %fingerprint,
-                peers = current.peers.len(),
-                pools = current.pools.len(),
-                "bgp config applied"
-            ),
+            } => {
+                tracing::info!(
+                    fingerprint = %fingerprint,
+                    peers = current.peers.len(),
+                    pools = current.pools.len(),
+                    warnings = current.warnings.len(),
+                    "bgp config applied"
+                );
+                for w in &current.warnings {
+                    tracing::warn!(fingerprint = %fingerprint, warning = %w, "bgp config taken as Cilium's MetalLB took it");
+                }
+            }
             ConfigUpdate::Unchanged { fingerprint } => {
                 tracing::debug!(fingerprint = %fingerprint, "bgp config unchanged")
             }

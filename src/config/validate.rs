@@ -5,7 +5,9 @@
 //! MetalLB 0.12 (`internal/config/config.go`) is the reference for what is accepted;
 //! where this file rejects something MetalLB let through, the reason is that the
 //! session could never work (a 17-bit hold time, an IPv6 router-id, a source address
-//! of the other family...). `config/README.md` lists those differences.
+//! of the other family...). What MetalLB 0.12 refused but Cilium's fork accepted (an
+//! advertisement or a community written twice) is taken with a warning in
+//! [`Config::warnings`]. `config/README.md` has the table of those differences.
 //!
 //! Owns: every semantic check and its message. Must not: look at YAML nodes (that is
 //! `raw`) or at anything outside the document.
@@ -23,10 +25,8 @@ use super::error::{
 };
 use super::model::*;
 use super::raw::*;
-use super::selector::{LabelSelector, Operator, Requirement, RequirementField};
+use super::selector::{is_object_name, LabelSelector, Operator, Requirement, RequirementField};
 
-/// TCP_MD5SIG_MAXKEYLEN on Linux.
-const MD5_KEY_MAX: usize = 80;
 /// Restart Time is 12 bits (RFC 4724 section 3).
 const MAX_RESTART_TIME: u64 = 4095;
 /// Hold Time is 16 bits (RFC 4271 section 4.2).
@@ -47,9 +47,18 @@ pub(crate) fn validate(
     errors: Vec<ConfigError>,
     failed: BTreeSet<String>,
 ) -> Result<Config, ConfigErrors> {
-    let mut v = Validator { errors, failed };
-    let config = v.config(raw);
+    let mut v = Validator {
+        errors,
+        failed,
+        warnings: Vec::new(),
+        bad_community_names: BTreeSet::new(),
+    };
+    let mut config = v.config(raw);
     if v.errors.is_empty() {
+        config.warnings = v.warnings;
+        config
+            .warnings
+            .sort_by_key(|w| w.location.map(|l| (l.line, l.column)));
         Ok(config)
     } else {
         Err(ConfigErrors::new(v.errors))
@@ -59,6 +68,11 @@ pub(crate) fn validate(
 struct Validator {
     errors: Vec<ConfigError>,
     failed: BTreeSet<String>,
+    /// What MetalLB 0.12 refused and Cilium's fork accepted: kept, and said.
+    warnings: Vec<ConfigError>,
+    /// `bgp-communities` names whose value is invalid: reported once, at the
+    /// definition, not again at each use.
+    bad_community_names: BTreeSet<String>,
 }
 
 /// The speaker extensions of one peer or of the `speaker` block, each validated, None
@@ -74,6 +88,7 @@ struct Ext {
     max_prefix: Option<PrefixLimit>,
     passive: Option<bool>,
     ttl_security: Option<(bool, Location, String)>,
+    pod_cidr_pools: Option<PodCidrPools>,
 }
 
 impl Validator {
@@ -140,11 +155,16 @@ impl Validator {
         }
     }
 
+    /// As Go's `net.ParseIP`, which MetalLB used: the address alone, no whitespace.
     fn ip(&mut self, field: &Text) -> Option<IpAddr> {
-        match IpAddr::from_str(field.value.trim()) {
+        match IpAddr::from_str(&field.value) {
             Ok(ip) => Some(ip.to_canonical()),
             Err(_) => {
-                self.invalid(field, shown(field), "is not an IP address");
+                let reason = format!(
+                    "is not an IP address{}",
+                    address_hint::<IpAddr>(&field.value)
+                );
+                self.invalid(field, shown(field), reason);
                 None
             }
         }
@@ -235,14 +255,15 @@ impl Validator {
             max_prefix: defaults.max_prefix,
             passive: defaults.passive.unwrap_or(false),
             ttl_security: defaults.ttl_security.as_ref().is_some_and(|t| t.0),
+            pod_cidr_pools: defaults.pod_cidr_pools.clone(),
         };
         let mut peers = Vec::new();
+        let mut routers = Vec::new();
         for rp in &raw.peers {
-            if let Some(p) = self.peer(rp, &speaker, &communities, &bfd_profiles) {
+            if let Some(p) = self.peer(rp, &speaker, &communities, &bfd_profiles, &mut routers) {
                 peers.push(p);
             }
         }
-        self.duplicate_peers(&raw.peers, &peers);
         let pools = self.pools(&raw.pools, &communities);
         Config {
             peers,
@@ -250,6 +271,7 @@ impl Validator {
             communities,
             bfd_profiles,
             speaker,
+            warnings: Vec::new(),
         }
     }
 
@@ -299,25 +321,65 @@ impl Validator {
                 Ok(c) => {
                     out.insert(name.value.clone(), c);
                 }
-                Err(reason) => self.invalid(value, shown(value), reason),
+                Err(reason) => {
+                    self.bad_community_names.insert(name.value.clone());
+                    self.invalid(value, shown(value), reason);
+                }
             }
         }
         out
     }
 
     /// Resolves a communities list: names from `bgp-communities`, well-known names,
-    /// `a:b` and `large:a:b:c`. Duplicates are dropped (a set on the wire).
+    /// `a:b` and `large:a:b:c`. Duplicates are dropped (a set on the wire); with
+    /// `warn_repeats` (an advertisement's list, where MetalLB 0.12 refused a repeat and
+    /// Cilium's fork took it) each repeat is also a warning.
     fn community_list(
         &mut self,
         list: &TextList,
         defined: &BTreeMap<String, CommunityValue>,
+        warn_repeats: bool,
     ) -> (Vec<Community>, Vec<LargeCommunity>) {
         let (mut std, mut large) = (Vec::new(), Vec::new());
+        let mut seen: Vec<(CommunityValue, &Text)> = Vec::new();
         for item in &list.value {
-            match resolve_community(&item.value, defined) {
-                Ok(CommunityValue::Standard(c)) => std.push(c),
-                Ok(CommunityValue::Large(l)) => large.push(l),
-                Err(reason) => self.invalid(item, shown(item), reason),
+            if self.bad_community_names.contains(&item.value) {
+                // Already reported where the name is defined.
+                continue;
+            }
+            let value = match resolve_community(&item.value, defined) {
+                Ok(v) => v,
+                Err(reason) => {
+                    self.invalid(item, shown(item), reason);
+                    continue;
+                }
+            };
+            if let Some((_, first)) = seen.iter().find(|(v, _)| *v == value) {
+                if warn_repeats {
+                    let index = first.path.rsplit('[').next().unwrap_or("");
+                    // MetalLB compared the text: only a repeat written the same way
+                    // was refused.
+                    let reason = if first.value == item.value {
+                        format!("repeats communities[{index}: sent once (MetalLB 0.12 refused a repeated community, Cilium's MetalLB accepted it)")
+                    } else {
+                        format!(
+                            "is the same community as communities[{index} ({}): sent once",
+                            shown(first)
+                        )
+                    };
+                    self.warnings.push(ConfigError::invalid(
+                        item.path.clone(),
+                        Some(item.at),
+                        shown(item),
+                        reason,
+                    ));
+                }
+                continue;
+            }
+            seen.push((value, item));
+            match value {
+                CommunityValue::Standard(c) => std.push(c),
+                CommunityValue::Large(l) => large.push(l),
             }
         }
         std.sort();
@@ -390,7 +452,7 @@ impl Validator {
             communities: raw
                 .pod_cidr_communities
                 .as_ref()
-                .map(|l| self.community_list(l, communities)),
+                .map(|l| self.community_list(l, communities, false)),
             local_pref: raw.pod_cidr_local_pref.as_ref().and_then(|l| {
                 let v = self.range_u32(l, 0, u32::MAX)?;
                 Some((
@@ -408,7 +470,58 @@ impl Validator {
                 .ttl_security
                 .as_ref()
                 .map(|b| (b.value, b.at, b.path.clone())),
+            pod_cidr_pools: raw
+                .pod_cidr_pools
+                .as_ref()
+                .and_then(|p| self.pod_cidr_pools(p, communities)),
         }
+    }
+
+    /// `pod-cidr-pools`: pool names are Kubernetes object names (RFC 1123 subdomains,
+    /// as CiliumPodIPPool names are); an empty mapping would announce nothing and is
+    /// refused.
+    fn pod_cidr_pools(
+        &mut self,
+        raw: &Spanned<Vec<RawPodCidrPool>>,
+        communities: &BTreeMap<String, CommunityValue>,
+    ) -> Option<PodCidrPools> {
+        if raw.value.is_empty() {
+            self.other(
+                &raw.path,
+                raw.at,
+                "must list at least one CiliumPodIPPool by name (remove the key to announce \
+                 every pool)"
+                    .into(),
+            );
+            return None;
+        }
+        let mut pools = PodCidrPools::new();
+        let mut ok = true;
+        for entry in &raw.value {
+            if !is_object_name(&entry.name.value) {
+                self.invalid(
+                    &entry.name,
+                    shown(&entry.name),
+                    "is not a CiliumPodIPPool name (lowercase letters, digits, '-' and '.', \
+                     at most 253 characters, starting and ending with a letter or digit)",
+                );
+                ok = false;
+                continue;
+            }
+            let (communities, large_communities) = entry
+                .communities
+                .as_ref()
+                .map(|l| self.community_list(l, communities, false))
+                .unwrap_or_default();
+            pools.insert(
+                entry.name.value.clone(),
+                PoolRouteOptions {
+                    communities,
+                    large_communities,
+                },
+            );
+        }
+        ok.then_some(pools)
     }
 
     fn peer(
@@ -417,6 +530,7 @@ impl Validator {
         speaker: &SpeakerOptions,
         communities: &BTreeMap<String, CommunityValue>,
         bfd_profiles: &BTreeMap<String, BfdProfile>,
+        routers: &mut Vec<Router>,
     ) -> Option<Peer> {
         let my_asn = self
             .required(&r.my_asn, &r.path, "my-asn", r.at)
@@ -468,22 +582,32 @@ impl Validator {
             },
         };
         let password = match &r.password {
-            // An empty password means none, as in MetalLB.
-            Some(p) if p.value.is_empty() => Some(None),
+            // An empty password is absent already (raw's one rule for optional strings).
             None => Some(None),
-            Some(p) if p.value.contains(['\n', '\r']) => {
-                self.invalid(p, "<redacted>".into(), "must not contain a line break");
-                None
+            Some(p) => match Md5KeyProblem::of(&p.value) {
+                None => Some(Some(Secret::new(p.value.clone()))),
+                Some(problem) => {
+                    self.invalid(p, "<redacted>".into(), problem.to_string());
+                    None
+                }
+            },
+        };
+        let password_secret = match &r.password_secret {
+            None => Some(None),
+            Some(s) => {
+                let given = r.password.as_ref().filter(|p| !p.value.is_empty());
+                if let Some(p) = given {
+                    self.other(
+                        &s.path,
+                        s.at,
+                        format!(
+                            "cannot be combined with {} (the TCP MD5 key comes from one place)",
+                            p.path
+                        ),
+                    );
+                }
+                self.secret_ref(s).map(Some)
             }
-            Some(p) if p.value.len() > MD5_KEY_MAX => {
-                self.invalid(
-                    p,
-                    "<redacted>".into(),
-                    format!("is longer than {MD5_KEY_MAX} bytes, the TCP MD5 key limit"),
-                );
-                None
-            }
-            Some(p) => Some(Some(Secret::new(p.value.clone()))),
         };
         let ibgp = matches!((my_asn, peer_asn), (Some(a), Some(b)) if a == b);
         let ebgp_multihop = r.ebgp_multihop.as_ref().is_some_and(|b| b.value);
@@ -495,7 +619,6 @@ impl Validator {
             );
         }
         let bfd_profile = match &r.bfd_profile {
-            Some(b) if b.value.is_empty() => Some(None),
             None => Some(None),
             Some(b) if bfd_profiles.contains_key(&b.value) => Some(Some(b.value.clone())),
             Some(b) => {
@@ -507,6 +630,8 @@ impl Validator {
                 None
             }
         };
+        let next_hop_v4 = self.next_hop(r.next_hop_v4.as_ref(), true);
+        let next_hop_v6 = self.next_hop(r.next_hop_v6.as_ref(), false);
         let mut node_selectors = Vec::new();
         let mut selectors_ok = true;
         for s in &r.node_selectors {
@@ -521,6 +646,17 @@ impl Validator {
         }
         node_selectors.sort();
         node_selectors.dedup();
+        if let (Some(address), Some(port), true) = (address, port, selectors_ok) {
+            self.duplicate_peer(
+                r,
+                Router {
+                    index: r.index,
+                    key: PeerKey { address, port },
+                    node_selectors: node_selectors.clone(),
+                },
+                routers,
+            );
+        }
 
         let ext = self.extensions(&r.ext, communities);
         if let Some((true, at, path)) = &ext.ttl_security {
@@ -554,6 +690,7 @@ impl Validator {
             router_id: router_id?,
             source_address: source_address?,
             password: password?,
+            password_secret: password_secret?,
             ebgp_multihop,
             bfd_profile: bfd_profile?,
             node_selectors: if selectors_ok {
@@ -580,12 +717,87 @@ impl Validator {
                 Some((v, _, _)) => *v,
                 None => speaker.ttl_security && !ebgp_multihop,
             },
+            next_hop_v4: next_hop_v4?.and_then(|a| match a {
+                IpAddr::V4(a) => Some(a),
+                IpAddr::V6(_) => None,
+            }),
+            next_hop_v6: next_hop_v6?.and_then(|a| match a {
+                IpAddr::V6(a) => Some(a),
+                IpAddr::V4(_) => None,
+            }),
+            pod_cidr_pools: ext
+                .pod_cidr_pools
+                .or_else(|| speaker.pod_cidr_pools.clone()),
         })
+    }
+
+    /// `password-secret`: a Secret name (a DNS subdomain, RFC 1123, as Kubernetes
+    /// names objects) and a data key (Kubernetes' rule for Secret keys).
+    fn secret_ref(&mut self, r: &RawSecretRef) -> Option<SecretKeyRef> {
+        const NAME: &str = "must be a Secret name: lowercase letters, digits, '-' and '.', \
+                            starting and ending with a letter or digit, at most 253 characters";
+        const KEY: &str = "must be a Secret data key: letters, digits, '-', '_' and '.', \
+                           at most 253 characters, not starting with \"..\"";
+        let name = self.required(&r.name, &r.path, "name", r.at);
+        let key = self.required(&r.key, &r.path, "key", r.at);
+        let (name, key) = (name?, key?);
+        let name_ok = self.secret_ref_part(name, is_dns_subdomain, NAME);
+        let key_ok = self.secret_ref_part(key, is_secret_key, KEY);
+        (name_ok && key_ok).then(|| SecretKeyRef {
+            name: name.value.clone(),
+            key: key.value.clone(),
+        })
+    }
+
+    /// One part of `password-secret`: "" is missing (an empty string means "not set").
+    fn secret_ref_part(&mut self, part: &Text, valid: fn(&str) -> bool, reason: &str) -> bool {
+        if part.value.is_empty() {
+            let missing =
+                ConfigError::new(part.path.clone(), Some(part.at), ConfigErrorKind::Missing);
+            self.errors.push(missing);
+            false
+        } else if !valid(&part.value) {
+            self.invalid(part, shown(part), reason);
+            false
+        } else {
+            true
+        }
+    }
+
+    /// `next-hop-v4` / `next-hop-v6`: an address of that family that a router can forward
+    /// to. `Some(None)`: not set (absent or "", as MetalLB's empty strings); `None`:
+    /// invalid (reported).
+    fn next_hop(&mut self, field: Option<&Text>, v4: bool) -> Option<Option<IpAddr>> {
+        let Some(f) = field.filter(|f| !f.value.trim().is_empty()) else {
+            return Some(None);
+        };
+        let ip = self.ip(f)?;
+        let why = match ip {
+            _ if ip.is_ipv4() != v4 => {
+                if v4 {
+                    "is not an IPv4 address"
+                } else {
+                    "is not an IPv6 address"
+                }
+            }
+            _ if ip.is_unspecified() || ip.is_multicast() => {
+                "is not a unicast address; a next hop must be one"
+            }
+            _ if ip.is_loopback() => "is a loopback address, which routers refuse as a next hop",
+            IpAddr::V4(a) if a.is_broadcast() => "is the broadcast address, not a next hop",
+            // RFC 2545 section 3: the next hop field holds a global address first.
+            IpAddr::V6(a) if a.is_unicast_link_local() => {
+                "is link-local; the IPv6 next hop must be a global address (RFC 2545 section 3)"
+            }
+            _ => return Some(Some(ip)),
+        };
+        self.invalid(f, shown(f), why);
+        None
     }
 
     /// A BGP Identifier: 4 octets (RFC 4271 section 4.2), non-zero (RFC 6286).
     fn router_id(&mut self, f: &Text) -> Option<Ipv4Addr> {
-        match IpAddr::from_str(f.value.trim()).map(|ip| ip.to_canonical()) {
+        match IpAddr::from_str(&f.value).map(|ip| ip.to_canonical()) {
             Ok(IpAddr::V4(id)) if id == Ipv4Addr::UNSPECIFIED => {
                 let reason = "must not be 0.0.0.0 (the BGP Identifier is non-zero, RFC 6286)";
                 self.invalid(f, shown(f), reason);
@@ -598,7 +810,8 @@ impl Validator {
                 None
             }
             Err(_) => {
-                self.invalid(f, shown(f), "is not an IPv4 address");
+                let reason = format!("is not an IPv4 address{}", address_hint::<IpAddr>(&f.value));
+                self.invalid(f, shown(f), reason);
                 None
             }
         }
@@ -625,8 +838,8 @@ impl Validator {
         }
     }
 
-    /// MetalLB: default hold/3; not above the hold time. Also: not zero while the hold
-    /// time is not (the session would expire), compared before truncation as MetalLB.
+    /// MetalLB: default hold/3; truncated to whole seconds, then not above the hold
+    /// time. Also: not zero while the hold time is not (the session would expire).
     /// Checked on its own when the hold time is invalid, so both errors show.
     fn keepalive_time(&mut self, t: Option<&Text>, hold: Option<Duration>) -> Option<Duration> {
         let Some(t) = t else {
@@ -638,7 +851,10 @@ impl Validator {
             return None;
         };
         let hold = hold?;
-        if exact > hold {
+        // MetalLB truncated to whole seconds first, then compared: 30.9s with a 30s
+        // hold time is 30s and fine.
+        let whole = Duration::from_secs(exact.as_secs());
+        if whole > hold {
             self.invalid(
                 t,
                 shown(t),
@@ -646,7 +862,6 @@ impl Validator {
             );
             return None;
         }
-        let whole = Duration::from_secs(exact.as_secs());
         if whole.is_zero() && !hold.is_zero() {
             self.invalid(t, shown(t), "must be at least 1s when hold-time is not 0");
             return None;
@@ -691,6 +906,13 @@ impl Validator {
                 ok = false;
                 continue;
             };
+            let values_path = format!("{}.values", ex.path);
+            if self.failed.contains(&values_path) {
+                // Not a list: raw said so; "values set can't be empty" would be a second
+                // error about the same mistake.
+                ok = false;
+                continue;
+            }
             let values: Vec<String> = ex
                 .values
                 .iter()
@@ -700,7 +922,6 @@ impl Validator {
                 Ok(r) => reqs.push(r),
                 Err(errs) => {
                     ok = false;
-                    let values_path = format!("{}.values", ex.path);
                     for e in errs {
                         match e.field {
                             RequirementField::Key => self.invalid(key, e.value, e.reason),
@@ -731,31 +952,26 @@ impl Validator {
     /// address and port, so two entries for the same router that select the same nodes
     /// are refused too. (Entries whose selectors differ are fine: per-rack routers
     /// often share an address; a node they both select is reported at run time.)
-    fn duplicate_peers(&mut self, raw: &[RawPeer], peers: &[Peer]) {
-        for (j, b) in peers.iter().enumerate() {
-            if let Some(a) = peers[..j]
-                .iter()
-                .find(|a| a.key() == b.key() && a.node_selectors == b.node_selectors)
-            {
-                let Some(r) = raw.iter().find(|r| r.index == b.index) else {
-                    continue;
-                };
-                let scope = if b.node_selectors.is_empty() {
-                    "every node"
-                } else {
-                    "the same nodes"
-                };
-                self.other(
-                    &r.path,
-                    r.at,
-                    format!(
-                        "same router {} as peers[{}], for {scope}: a node can hold only one session per peer-address and peer-port",
-                        b.key(),
-                        a.index
-                    ),
-                );
-            }
+    /// Checked on what identifies the router alone, so that a duplicate is reported
+    /// together with any other error of either entry.
+    fn duplicate_peer(&mut self, r: &RawPeer, router: Router, seen: &mut Vec<Router>) {
+        if let Some(first) = seen
+            .iter()
+            .find(|s| s.key == router.key && s.node_selectors == router.node_selectors)
+        {
+            let scope = if router.node_selectors.is_empty() {
+                "every node"
+            } else {
+                "the same nodes"
+            };
+            let message = format!(
+                "same router {} as peers[{}], for {scope}: a node can hold only one session per peer-address and peer-port",
+                router.key, first.index
+            );
+            self.other(&r.path, r.at, message);
+            return;
         }
+        seen.push(router);
     }
 
     fn pools(
@@ -848,9 +1064,26 @@ impl Validator {
                     advertisements.push(BgpAdvertisement::default())
                 }
                 (_, Some(ads)) => {
+                    let mut first: Vec<&RawAdvertisement> = Vec::new();
                     for a in &ads.value {
-                        if let Some(ad) = self.advertisement(a, &per_entry, communities) {
-                            advertisements.push(ad);
+                        let Some(ad) = self.advertisement(a, &per_entry, communities) else {
+                            continue;
+                        };
+                        match advertisements.iter().position(|b| *b == ad) {
+                            // MetalLB 0.12 refused two equal advertisements, Cilium's
+                            // fork took them; both announce the same, so keep one.
+                            Some(i) => self.warnings.push(ConfigError::new(
+                                a.path.clone(),
+                                Some(a.at),
+                                ConfigErrorKind::Other(format!(
+                                    "means the same as {}: announced once (MetalLB 0.12 refused an advertisement written twice, Cilium's MetalLB accepted it)",
+                                    first[i].path.rsplit('.').next().unwrap_or(""),
+                                )),
+                            )),
+                            None => {
+                                advertisements.push(ad);
+                                first.push(a);
+                            }
                         }
                     }
                 }
@@ -920,7 +1153,7 @@ impl Validator {
         let (communities, large_communities) = match &r.communities {
             Some(list) => {
                 let before = self.errors.len();
-                let c = self.community_list(list, communities);
+                let c = self.community_list(list, communities, true);
                 ok &= self.errors.len() == before;
                 c
             }
@@ -934,6 +1167,13 @@ impl Validator {
             large_communities,
         })
     }
+}
+
+/// What identifies a `peers` entry's router for one node, for the duplicate check.
+struct Router {
+    index: usize,
+    key: PeerKey,
+    node_selectors: Vec<LabelSelector>,
 }
 
 /// The did-you-mean for names the file itself defines (profiles, communities).
@@ -1018,20 +1258,21 @@ pub(crate) fn resolve_community(
 /// One `addresses` entry: a CIDR (host bits cleared, as Go's ParseCIDR) or a range
 /// `first-last` summarised into CIDRs.
 pub(crate) fn parse_addresses(s: &str) -> Result<Vec<IpNet>, String> {
+    // A CIDR is read as Go's net.ParseCIDR reads it: no whitespace. The two ends of a
+    // range may have spaces around them (MetalLB trimmed them: "10.0.0.1 - 10.0.0.6").
     let Some((start, end)) = s.split_once('-') else {
-        return match IpNet::from_str(s.trim()) {
-            Ok(net) => Ok(vec![net.trunc()]),
-            Err(_) if IpAddr::from_str(s.trim()).is_ok() => {
+        return match cidr(s) {
+            Some(net) => Ok(vec![net.trunc()]),
+            None if IpAddr::from_str(s).is_ok() => {
                 let len = if s.contains(':') { 128 } else { 32 };
                 Err(format!(
-                    "is not a CIDR or an address range (write \"{}/{len}\" for one address)",
-                    s.trim()
+                    "is not a CIDR or an address range (write \"{s}/{len}\" for one address)"
                 ))
             }
-            Err(_) => Err(
-                "is not a CIDR (\"10.0.0.0/24\") or an address range (\"10.0.0.10-10.0.0.20\")"
-                    .into(),
-            ),
+            None => Err(format!(
+                "is not a CIDR (\"10.0.0.0/24\") or an address range (\"10.0.0.10-10.0.0.20\"){}",
+                address_hint::<IpNet>(s)
+            )),
         };
     };
     let start_ip = IpAddr::from_str(start.trim()).map(|ip| ip.to_canonical());
@@ -1098,8 +1339,51 @@ fn summarize(mut start: u128, end: u128, bits: u32) -> Vec<(u128, u8)> {
     }
 }
 
+/// `address/length`, the address read as everywhere else (std's strict parser: no
+/// leading zeros in IPv4 octets, which `ipnet`'s own parser would take).
+fn cidr(s: &str) -> Option<IpNet> {
+    let (addr, len) = s.split_once('/')?;
+    if len.is_empty() || len.len() > 3 || !len.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    IpNet::new(IpAddr::from_str(addr).ok()?, len.parse().ok()?).ok()
+}
+
+/// The hint for an address or CIDR that would be valid without its surrounding
+/// whitespace: Go's parsers, and so MetalLB, refused it too, and a quoted `"10.0.0.1 "`
+/// is easy to miss.
+fn address_hint<T: FromStr>(s: &str) -> &'static str {
+    if s.trim() != s && T::from_str(s.trim()).is_ok() {
+        ": remove the whitespace around it"
+    } else {
+        ""
+    }
+}
+
 fn overlaps(a: &IpNet, b: &IpNet) -> bool {
     a.contains(&b.network()) || b.contains(&a.network())
+}
+
+/// A Kubernetes object name (RFC 1123 DNS subdomain): what a Secret may be called.
+fn is_dns_subdomain(s: &str) -> bool {
+    let alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+    s.len() <= 253
+        && s.split('.').all(|label| {
+            !label.is_empty()
+                && label.starts_with(alnum)
+                && label.ends_with(alnum)
+                && label.chars().all(|c| alnum(c) || c == '-')
+        })
+}
+
+/// A key of a Secret's `data` (Kubernetes' IsConfigMapKey): never a path element of
+/// its own (`.`, `..`, `..x`), so `--secrets-dir` reads only NAME/KEY.
+fn is_secret_key(s: &str) -> bool {
+    s.len() <= 253
+        && s != "."
+        && !s.starts_with("..")
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }
 
 #[cfg(test)]
@@ -1173,7 +1457,6 @@ mod tests {
         let ok: &[(&str, &[&str])] = &[
             ("10.5.112.0/21", &["10.5.112.0/21"]),
             ("10.5.112.7/21", &["10.5.112.0/21"]),
-            (" 10.0.0.0/8 ", &["10.0.0.0/8"]),
             ("2001:db8::/64", &["2001:db8::/64"]),
             ("10.0.0.0-10.0.0.255", &["10.0.0.0/24"]),
             (
@@ -1200,6 +1483,8 @@ mod tests {
             ("10.0.0.1-2001:db8::1", "is not an address range: 10.0.0.1 and 2001:db8::1 are of different address families"),
             ("10.0.0.1-x", "is not an address range: \"x\" is not an IP address"),
             ("-10.0.0.1", "is not an address range: \"\" is not an IP address"),
+            // Go's net.ParseCIDR, as MetalLB, takes no whitespace around a CIDR.
+            (" 10.0.0.0/8 ", "is not a CIDR (\"10.0.0.0/24\") or an address range (\"10.0.0.10-10.0.0.20\"): remove the whitespace around it"),
         ];
         for (s, want) in bad {
             assert_eq!(parse_addresses(s), Err(want.to_string()), "{s}");

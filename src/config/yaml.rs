@@ -146,6 +146,50 @@ impl Node {
         matches!(&self.kind, NodeKind::Scalar(s) if s.is_null())
     }
 
+    /// The node in YAML flow style (`{a: b}`, `[x, y]`), cut at 60 characters: to show
+    /// a collection in a message where a single value was expected.
+    pub fn flow(&self) -> String {
+        const MAX: usize = 60;
+        let mut out = String::new();
+        self.write_flow(&mut out, MAX);
+        if out.chars().count() > MAX {
+            out = out.chars().take(MAX).collect::<String>() + "...";
+        }
+        out
+    }
+
+    fn write_flow(&self, out: &mut String, budget: usize) {
+        if out.len() > budget {
+            return;
+        }
+        match &self.kind {
+            NodeKind::Scalar(s) if s.plain => out.push_str(&s.text),
+            NodeKind::Scalar(s) => out.push_str(&format!("{:?}", s.text)),
+            NodeKind::Seq(items) => {
+                out.push('[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push_str(", ");
+                    }
+                    item.write_flow(out, budget);
+                }
+                out.push(']');
+            }
+            NodeKind::Map(entries) => {
+                out.push('{');
+                for (i, (k, v)) in entries.iter().enumerate() {
+                    if i > 0 {
+                        out.push_str(", ");
+                    }
+                    k.write_flow(out, budget);
+                    out.push_str(": ");
+                    v.write_flow(out, budget);
+                }
+                out.push('}');
+            }
+        }
+    }
+
     fn size(&self) -> usize {
         match &self.kind {
             NodeKind::Scalar(_) => 1,
@@ -168,14 +212,49 @@ pub(crate) fn parse_documents(text: &str) -> Result<Vec<Node>, ConfigError> {
         block_nesting_limit: MAX_DEPTH,
     };
     let mut builder = Builder::default();
+    let lines: Vec<&str> = text.lines().collect();
     for item in Parser::new_from_str_with_options(text, options) {
         let (event, span) = item.map_err(|e| {
             let m = e.marker();
             syntax(location(m.line(), m.col()), e.info())
         })?;
+        let starts_node = matches!(
+            event,
+            Event::Scalar(..)
+                | Event::SequenceStart(..)
+                | Event::MappingStart(..)
+                | Event::Alias(_)
+        );
+        if starts_node && matches!(builder.stack.last(), Some(Frame::Seq { .. })) {
+            let line = lines.get(span.start.line().wrapping_sub(1)).copied();
+            if let Some(tab) = line.and_then(|l| tab_after_dash(l, span.start.col())) {
+                return Err(syntax(
+                    location(span.start.line(), tab),
+                    "a tab after the list dash \"-\": write a space (YAML 1.1 parsers, MetalLB's among them, refuse a tab there)",
+                ));
+            }
+        }
         builder.event(event, span)?;
     }
     Ok(builder.documents)
+}
+
+/// Where (0-based char column) a tab lies between a block sequence's `-` and the item
+/// starting at char column `col` of `line`, if one does. libyaml, and so MetalLB's
+/// yaml.v2, refuses a tab there ("found character that cannot start any token"); the
+/// parser here takes it, so the rule is kept here to refuse the same files.
+fn tab_after_dash(line: &str, col: usize) -> Option<usize> {
+    let before: Vec<char> = line.chars().take(col).collect();
+    let blank = |c: &char| matches!(c, ' ' | '\t');
+    let gap = before.iter().rposition(|c| !blank(c))? + 1;
+    let dash_is_indicator = before[gap - 1] == '-' && (gap == 1 || blank(&before[gap - 2]));
+    if !dash_is_indicator {
+        return None;
+    }
+    before[gap..]
+        .iter()
+        .position(|c| *c == '\t')
+        .map(|i| gap + i)
 }
 
 fn syntax(at: Location, message: impl Into<String>) -> ConfigError {
@@ -566,5 +645,37 @@ mod tests {
         }
         let e = parse_documents(&text).unwrap_err();
         assert!(e.to_string().contains("document too large"), "{e}");
+    }
+
+    #[test]
+    fn a_tab_after_a_block_list_dash() {
+        // (line, item column) -> the tab's column, or None.
+        let cases: &[(&str, usize, Option<usize>)] = &[
+            ("-\tpeer-address: x", 2, Some(1)),
+            ("  - \t10.0.0.0/24", 5, Some(4)),
+            ("- - \tx", 5, Some(4)),
+            ("- peer-address: x", 2, None),
+            ("  -   x", 6, None),
+            // Not a list dash: a dash right after text, or no dash at all.
+            ("a-\tb", 3, None),
+            ("", 0, None),
+        ];
+        for (line, col, want) in cases {
+            assert_eq!(tab_after_dash(line, *col), *want, "{line:?}");
+        }
+    }
+
+    #[test]
+    fn flow_shows_a_collection_briefly() {
+        assert_eq!(
+            one("{a: [1, \"x\"], b: {c: d}}").flow(),
+            r#"{a: [1, "x"], b: {c: d}}"#
+        );
+        let long = format!("[{}]", vec!["abcdefghij"; 20].join(", "));
+        let shown = one(&long).flow();
+        assert!(
+            shown.ends_with("...") && shown.chars().count() == 63,
+            "{shown}"
+        );
     }
 }

@@ -13,9 +13,14 @@
 //! - Source updates are snapshots: the loop drains what is queued, then plans once.
 //! - The config state keeps the last good config; a cluster view whose IPAM mode cannot
 //!   be decided keeps the last plan in force (both are logged once).
-//! - SIGTERM or SIGINT: every session ends (the restart path where graceful restart was
-//!   negotiated, else Cease / Administrative Shutdown "podcidr-speaker shutting down"),
-//!   bounded by [`SHUTDOWN_TIMEOUT`]; `run` then returns `Ok` and the process exits 0.
+//! - SIGTERM or SIGINT: `/readyz` fails and every session ends: the restart path where
+//!   graceful restart is in force, else a graceful shutdown (RFC 8326: the routes carry
+//!   GRACEFUL_SHUTDOWN for `--graceful-shutdown-time`, then are withdrawn) and Cease /
+//!   Administrative Shutdown "podcidr-speaker shutting down"; bounded by that time plus
+//!   [`SHUTDOWN_TIMEOUT`]; `run` then returns `Ok` and the process exits 0.
+//! - With `--cilium-health-addr`, the startup gate: no peer task starts (nothing is
+//!   announced) until the Cilium agent's `/healthz` answers 200 (`crate::gate`); once
+//!   open it stays open, and later flaps are only logged and recorded.
 //!
 //! Files: [`settings`] (flags, checks, `--dry-run`), `peers` (the peer tasks, carrying
 //! out what `peer::session_changes` decides for each new plan).
@@ -23,6 +28,7 @@
 mod peers;
 pub mod settings;
 
+use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -33,7 +39,7 @@ use tokio::task::JoinSet;
 use tracing::{debug, info, warn};
 
 pub use peers::{SHUTDOWN_MESSAGE, STOP_TIMEOUT};
-pub use settings::{dry_run, ClusterSource, ConfigSource, DryRun, Settings};
+pub use settings::{dry_run, ClusterSource, ConfigSource, DryRun, SecretsSource, Settings};
 
 use crate::config::state::ConfigState;
 use crate::config::{Config, ConfigErrors, PeerKey};
@@ -41,6 +47,7 @@ use crate::metrics::{server as metrics_server, Metrics};
 use crate::peer::{Listener, PeerError, RunOverrides};
 use crate::routes::{self, AnnounceMode, Finding, FindingTracker, LocalNode, Overrides, Plan};
 use crate::sources::kube::{self as kube_source, KubeSourceConfig, Retry, WatchScope};
+use crate::sources::secrets::{SecretOrigin, SecretsView};
 use crate::sources::{
     self, ClusterSnapshot, IpamError, SourceError, SourceSender, SourceStatus, SourceUpdate,
 };
@@ -102,6 +109,7 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
 
     let metrics = Metrics::new();
     metrics.set_node(settings.node.as_deref());
+    metrics.set_ready_timeout(settings.ready_timeout);
     let endpoint = metrics_server::bind(settings.metrics_addr)
         .await
         .map_err(|source| DaemonError::Metrics {
@@ -128,12 +136,28 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
     ));
 
     let (tx, mut rx) = sources::channel(SOURCE_QUEUE);
-    start_sources(&settings, tx, &mut tasks).await?;
+    let secret_names = start_sources(&settings, &metrics, tx, &mut tasks).await?;
+    let grace = settings.graceful_shutdown;
+    let mut gate = settings.cilium_health_addr.map(|addr| {
+        let (health, task) = crate::gate::spawn(addr);
+        tasks.spawn(async move {
+            let _ = task.await;
+        });
+        metrics.record_gate(&addr.to_string(), None, false, None, SystemTime::now());
+        info!(addr = %addr, "announcing nothing until the cilium agent reports healthy");
+        Gate {
+            addr,
+            health,
+            open: false,
+        }
+    });
     let mut daemon = Daemon::new(
         settings,
         Arc::clone(&metrics),
-        Peers::new(metrics, listener),
+        Peers::new(metrics, listener, grace),
+        secret_names,
     );
+    daemon.gate_open = gate.is_none();
     info!(
         node = %daemon.settings.node_name(),
         announce = %daemon.settings.announce,
@@ -167,6 +191,13 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
                 }
                 daemon.replan(event).await;
             }
+            () = gate_changed(gate.as_mut()) => {
+                if let Some(g) = gate.as_mut() {
+                    if daemon.gate_changed(g) {
+                        daemon.replan(Instant::now()).await;
+                    }
+                }
+            }
             changed = rx.status.changed(), if status_open => {
                 if changed.is_ok() {
                     let status: SourceStatus = rx.status.borrow_and_update().clone();
@@ -186,6 +217,7 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
     };
 
     info!(signal, "shutting down");
+    daemon.metrics.record_shutting_down();
     daemon.peers.shutdown(SHUTDOWN_TIMEOUT).await;
     let _ = stop_endpoint.send(());
     tasks.shutdown().await;
@@ -193,12 +225,38 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
     Ok(())
 }
 
-/// Starts the source tasks the settings ask for, all feeding one channel.
+/// Starts the source tasks the settings ask for, all feeding one channel. Returns the
+/// sender of the Secret names to follow (`password-secret`).
 async fn start_sources(
     settings: &Settings,
+    metrics: &Arc<Metrics>,
     tx: SourceSender,
     tasks: &mut JoinSet<()>,
-) -> Result<(), DaemonError> {
+) -> Result<tokio::sync::watch::Sender<BTreeSet<String>>, DaemonError> {
+    let (names, names_rx) = tokio::sync::watch::channel(BTreeSet::new());
+    let mut kube_client = None;
+    match &settings.secrets {
+        SecretsSource::Dir(dir) => {
+            let (dir, tx) = (dir.clone(), tx.clone());
+            let poll = sources::file::DEFAULT_POLL;
+            tasks.spawn(async move {
+                let _ = sources::file::secrets::run(dir, names_rx, poll, tx).await;
+            });
+        }
+        SecretsSource::Kubernetes { namespace } => {
+            let client = kube_source::client(kube_source::API_READ_TIMEOUT)
+                .await
+                .map_err(DaemonError::Kube)?;
+            kube_client = Some(client.clone());
+            let (namespace, tx) = (namespace.clone(), tx.clone());
+            tasks.spawn(async move {
+                let _ =
+                    kube_source::secrets::run(client, namespace, names_rx, Retry::KubeDefault, tx)
+                        .await;
+            });
+        }
+        SecretsSource::None => {}
+    }
     let poll = sources::file::DEFAULT_POLL;
     let bgp_config_map = match &settings.config {
         ConfigSource::File(path) => {
@@ -223,15 +281,21 @@ async fn start_sources(
             });
         }
         ClusterSource::Kubernetes => {
-            let client = kube_source::client(kube_source::API_READ_TIMEOUT)
-                .await
-                .map_err(DaemonError::Kube)?;
+            let client = match kube_client {
+                Some(client) => client,
+                None => kube_source::client(kube_source::API_READ_TIMEOUT)
+                    .await
+                    .map_err(DaemonError::Kube)?,
+            };
             let scope = match (settings.announce, &settings.node) {
                 (AnnounceMode::Local, Some(node)) => WatchScope::Local { node: node.clone() },
                 _ => WatchScope::Cluster,
             };
-            let (events, publisher) =
-                kube_source::events::KubeEvents::spawn(client.clone(), settings.node.clone());
+            let (events, publisher) = kube_source::events::KubeEvents::spawn(
+                client.clone(),
+                settings.node.clone(),
+                Arc::clone(metrics) as Arc<dyn kube_source::events::EventObserver>,
+            );
             let config = KubeSourceConfig {
                 scope,
                 cilium_config: kube_source::ConfigMapRef::cilium_config(),
@@ -247,7 +311,28 @@ async fn start_sources(
             });
         }
     }
-    Ok(())
+    Ok(names)
+}
+
+/// The startup gate as the main loop follows it.
+struct Gate {
+    addr: SocketAddr,
+    health: tokio::sync::watch::Receiver<crate::gate::Health>,
+    /// The first announcement was let through; stays true.
+    open: bool,
+}
+
+/// The next change of the gate's health; never, without a gate (or once its probe is
+/// gone).
+async fn gate_changed(gate: Option<&mut Gate>) {
+    match gate {
+        Some(g) => {
+            if g.health.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+        None => std::future::pending().await,
+    }
 }
 
 /// What the main loop knows and decides from.
@@ -266,10 +351,30 @@ struct Daemon {
     blocked: Option<String>,
     /// Peer tasks found wedged at the last check, logged once per change.
     wedged: Vec<PeerKey>,
+    /// The Secrets the config in force names, for the secret source to follow.
+    secret_names: tokio::sync::watch::Sender<BTreeSet<String>>,
+    /// The keys of `password-secret` as last read; `None` when no secret source runs.
+    secrets: Option<Arc<SecretsView>>,
+    /// No startup gate, or it opened: peer tasks may run.
+    gate_open: bool,
 }
 
 impl Daemon {
-    fn new(settings: Settings, metrics: Arc<Metrics>, peers: Peers) -> Self {
+    fn new(
+        settings: Settings,
+        metrics: Arc<Metrics>,
+        peers: Peers,
+        secret_names: tokio::sync::watch::Sender<BTreeSet<String>>,
+    ) -> Self {
+        // Until the source's first read every named Secret is pending, not missing.
+        let secrets = match &settings.secrets {
+            SecretsSource::Dir(dir) => Some(SecretOrigin::Directory(dir.clone())),
+            SecretsSource::Kubernetes { namespace } => {
+                Some(SecretOrigin::Namespace(namespace.clone()))
+            }
+            SecretsSource::None => None,
+        }
+        .map(|origin| Arc::new(SecretsView::new(origin)));
         Self {
             settings,
             metrics,
@@ -281,7 +386,46 @@ impl Daemon {
             plan: None,
             blocked: None,
             wedged: Vec::new(),
+            secret_names,
+            secrets,
+            gate_open: true,
         }
+    }
+
+    /// A new answer from the Cilium agent: opens the gate on the first healthy one
+    /// (returns true: time to plan), and afterwards only reports. The agent restarting
+    /// does not stop the datapath, so a flap never withdraws a route.
+    fn gate_changed(&mut self, gate: &mut Gate) -> bool {
+        let health = gate.health.borrow_and_update().clone();
+        let opens = !gate.open && health.is_healthy();
+        let error = match &health {
+            crate::gate::Health::Unhealthy(why) => Some(why.as_str()),
+            _ => None,
+        };
+        if opens {
+            gate.open = true;
+            self.gate_open = true;
+            info!(addr = %gate.addr, "cilium agent healthy: announcing");
+        } else if !gate.open {
+            debug!(addr = %gate.addr, error = ?error, "cilium agent not healthy yet: announcing nothing");
+        } else if health.is_healthy() {
+            info!(addr = %gate.addr, "cilium agent healthy again");
+        } else {
+            warn!(addr = %gate.addr, error = ?error,
+                "cilium agent not healthy: routes stay announced (its datapath keeps forwarding)");
+        }
+        let healthy = match &health {
+            crate::gate::Health::Unknown => None,
+            h => Some(h.is_healthy()),
+        };
+        self.metrics.record_gate(
+            &gate.addr.to_string(),
+            healthy,
+            gate.open,
+            error,
+            SystemTime::now(),
+        );
+        opens
     }
 
     /// The heartbeat behind `/healthz`: this loop turned, and so did every peer task.
@@ -318,6 +462,21 @@ impl Daemon {
                 update.log();
                 self.metrics
                     .record_config_reload(&update, &self.config.status(), now);
+                let names = self
+                    .config
+                    .config()
+                    .map(|c| c.secret_names())
+                    .unwrap_or_default();
+                self.secret_names.send_if_modified(|old| {
+                    let changed = *old != names;
+                    *old = names;
+                    changed
+                });
+            }
+            SourceUpdate::Secrets(view) => {
+                if self.secrets.is_some() {
+                    self.secrets = Some(view);
+                }
             }
         }
     }
@@ -358,15 +517,32 @@ impl Daemon {
             warn!(node = %name, "this node is not in the cluster: no peer is selected");
         }
         self.log_findings(&plan);
+        self.metrics.record_unannounceable(&plan);
+        let unused = routes::plan::unused_next_hop_fields(&plan);
+        if !unused.is_empty()
+            && self.plan.as_ref().map(routes::plan::unused_next_hop_fields) != Some(unused.clone())
+        {
+            warn!(peers = ?unused, "next-hop-v4/next-hop-v6 is not used with --announce cluster: each route's next hop is its own node's InternalIP");
+        }
         self.log_peer_conflicts(&config, &labels, &plan);
 
         let run = RunOverrides {
             source_address: self.settings.source_address,
             router_id: self.settings.router_id,
             node_ipv4: entry.and_then(|e| e.internal_ipv4),
-            node_ipv6: entry.and_then(|e| e.internal_ipv6),
+            node_name: Some(Arc::from(self.settings.node_name())),
+            graceful_shutdown: self.settings.graceful_shutdown,
         };
-        self.peers.reconcile(&plan, &run, event).await;
+        self.metrics.record_planned();
+        if !self.gate_open {
+            debug!("startup gate closed: no session yet");
+            self.planned = Some((config, labels));
+            self.plan = Some(plan);
+            return;
+        }
+        self.peers
+            .reconcile(&plan, &run, self.secrets.as_deref(), event)
+            .await;
         debug!(
             peers = plan.peers.len(),
             routes = plan.route_count(),

@@ -4,10 +4,14 @@
 //! the reset, and hand every other one its new desired routes through its `watch`
 //! channel (an `Arc`: nothing is copied).
 //!
+//! A peer stopped for good (de-configured, or every peer at SIGTERM without graceful
+//! restart in force) first drains for the graceful shutdown time (RFC 8326, in the peer
+//! task): its routes carry GRACEFUL_SHUTDOWN, then are withdrawn, then the Cease.
+//!
 //! Must not: decide routes (the planner did), decide what a change does to a session
-//! (`peer::change` does) or speak BGP (the tasks do). Stopping is
-//! bounded: a task gets its NOTIFICATION out within `peer::CLOSE_TIMEOUT` twice, and is
-//! aborted if it is still running after [`STOP_TIMEOUT`].
+//! (`peer::change` does) or speak BGP (the tasks do). Stopping is bounded: a task gets
+//! its NOTIFICATION out within `peer::CLOSE_TIMEOUT` twice after its grace period, and
+//! is aborted if it is still running after [`STOP_TIMEOUT`] plus that period.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -23,6 +27,7 @@ use crate::peer::{
     self, session_changes, Listener, PeerHandle, PeerSpec, RunOverrides, SessionChange, Shutdown,
 };
 use crate::routes::{DesiredRoutes, Plan};
+use crate::sources::secrets::{peer_md5_key, SecretError, SecretsView};
 
 /// How long a stopping task may take before it is aborted: twice the driver's own
 /// bound on the goodbye, plus scheduling slack.
@@ -34,6 +39,10 @@ pub const SHUTDOWN_MESSAGE: &str = "podcidr-speaker shutting down";
 /// The RFC 9003 message of the NOTIFICATION sent before a session is opened again with
 /// new parameters.
 pub const RESET_MESSAGE: &str = "podcidr-speaker: session parameters changed";
+
+/// The RFC 9003 message of the NOTIFICATION sent when a session's TCP MD5 key (its
+/// `password-secret`) is gone: the session stays down rather than run without it.
+pub const KEY_GONE_MESSAGE: &str = "podcidr-speaker: tcp md5 key unavailable";
 
 /// One running peer task and what it was started with.
 struct Running {
@@ -57,42 +66,84 @@ impl Running {
 pub struct Peers {
     running: BTreeMap<PeerKey, Running>,
     /// Tasks told to stop for good (de-configured) and still saying goodbye, each in a
-    /// task of its own bounded by [`STOP_TIMEOUT`]. A peer selected again waits for its
-    /// old task: the metrics entry and the listener registration are per peer.
-    stopping: BTreeMap<PeerKey, JoinHandle<()>>,
+    /// task of its own bounded by [`STOP_TIMEOUT`] plus the grace period, with the
+    /// sender that can cut the grace short. A peer selected again waits for its old task
+    /// (told to stop at once): the metrics entry and the listener registration are per
+    /// peer.
+    stopping: BTreeMap<PeerKey, Stopping>,
     metrics: Arc<Metrics>,
     listener: Option<Listener>,
     /// Peers whose spec cannot be built or spawned, with the error last logged, so each
     /// distinct error is logged once.
     refused: BTreeMap<PeerKey, String>,
+    /// `--graceful-shutdown-time`: added to every bound on a task that stops for good.
+    grace: Duration,
+}
+
+/// A task saying goodbye after it was de-configured.
+struct Stopping {
+    shutdown: watch::Sender<Option<Shutdown>>,
+    join: JoinHandle<()>,
 }
 
 impl Peers {
-    pub fn new(metrics: Arc<Metrics>, listener: Option<Listener>) -> Self {
+    pub fn new(metrics: Arc<Metrics>, listener: Option<Listener>, grace: Duration) -> Self {
         Self {
             running: BTreeMap::new(),
             stopping: BTreeMap::new(),
             metrics,
             listener,
             refused: BTreeMap::new(),
+            grace,
         }
     }
 
-    /// Moves the tasks to `plan`: builds each planned peer's spec, asks
+    /// Moves the tasks to `plan`: builds each planned peer's spec (with its key from
+    /// `secrets` for `password-secret`; `None`: no secret source runs), asks
     /// [`session_changes`] what that does to each session, logs that answer and carries
-    /// it out. `event` is when the source change that led to this plan arrived, for the
-    /// event-to-update latency.
-    pub async fn reconcile(&mut self, plan: &Plan, overrides: &RunOverrides, event: Instant) {
+    /// it out. A peer whose key cannot be had does not run, and only that peer. `event`
+    /// is when the source change that led to this plan arrived, for the event-to-update
+    /// latency.
+    pub async fn reconcile(
+        &mut self,
+        plan: &Plan,
+        overrides: &RunOverrides,
+        secrets: Option<&SecretsView>,
+        event: Instant,
+    ) {
+        // A peer that could not run (no key, a refused spec) and is no longer selected:
+        // the series its refusal kept (session down, the reason) go with it.
+        let unselected: Vec<PeerKey> = self
+            .refused
+            .keys()
+            .filter(|k| !plan.peers.contains_key(k) && !self.running.contains_key(k))
+            .copied()
+            .collect();
+        for key in unselected {
+            self.metrics.remove_peer(key);
+            self.refused.remove(&key);
+        }
+
         let mut specs = BTreeMap::new();
+        let mut blocked = Vec::new();
         for (key, peer_plan) in &plan.peers {
+            let md5_key = match peer_md5_key(&peer_plan.peer, secrets) {
+                Ok(k) => k,
+                Err(e) => {
+                    blocked.push((*key, peer_plan.peer.peer_asn, e));
+                    continue;
+                }
+            };
             match PeerSpec::from_config(&peer_plan.peer, overrides) {
-                Ok(spec) => {
+                // The key read from a Secret goes to the socket: a new one makes the
+                // transport differ, which resets this session alone.
+                Ok(mut spec) => {
+                    spec.transport.md5_key = md5_key;
                     specs.insert(*key, spec);
                 }
                 Err(e) => self.refuse(*key, &e.to_string()),
             }
         }
-        self.refused.retain(|k, _| plan.peers.contains_key(k));
         let running: BTreeMap<PeerKey, PeerSpec> = self
             .running
             .iter()
@@ -107,7 +158,8 @@ impl Peers {
         let mut start = Vec::new();
         for (key, change) in &changes.0 {
             let (Some(peer_plan), Some(spec)) = (plan.peers.get(key), specs.remove(key)) else {
-                if *change == SessionChange::Close {
+                let is_blocked = blocked.iter().any(|(k, ..)| k == key);
+                if *change == SessionChange::Close && !is_blocked {
                     let why = if plan.peers.contains_key(key) {
                         "its spec is refused"
                     } else {
@@ -120,7 +172,17 @@ impl Peers {
             };
             match change {
                 SessionChange::Open => start.push((*key, spec, &peer_plan.routes)),
-                SessionChange::Reset => restart.push((*key, spec, &peer_plan.routes)),
+                SessionChange::Reset => {
+                    if let Some(r) = self.running.get(key) {
+                        let mut same_but_key = spec.clone();
+                        same_but_key.transport.md5_key = r.spec.transport.md5_key.clone();
+                        if r.spec == same_but_key {
+                            // Only the Secret's value changed: say so (never the key).
+                            info!(peer = %key, "tcp md5 key changed (password-secret), opening the session again");
+                        }
+                    }
+                    restart.push((*key, spec, &peer_plan.routes));
+                }
                 SessionChange::Keep | SessionChange::UpdateLive | SessionChange::Close => {
                     let Some(r) = self.running.get_mut(key) else {
                         continue;
@@ -147,14 +209,26 @@ impl Peers {
         for (key, ..) in &restart {
             if let Some(r) = self.running.remove(key) {
                 r.stop(Shutdown::Admin(RESET_MESSAGE.into()));
-                waiting.spawn(join_bounded(r.handle));
+                waiting.spawn(join_bounded(r.handle, STOP_TIMEOUT));
+            }
+        }
+        for (key, ..) in &blocked {
+            if let Some(r) = self.running.remove(key) {
+                r.stop(Shutdown::Admin(KEY_GONE_MESSAGE.into()));
+                waiting.spawn(join_bounded(r.handle, STOP_TIMEOUT));
             }
         }
         while waiting.join_next().await.is_some() {}
+        for (key, asn, error) in blocked {
+            self.block(key, asn, &error);
+        }
         for (key, spec, routes) in restart.into_iter().chain(start) {
             if let Some(old) = self.stopping.remove(&key) {
-                // Bounded: the stopping task aborts its peer task after STOP_TIMEOUT.
-                let _ = old.await;
+                // Selected again during its graceful shutdown: a second request ends the
+                // grace at once (the new session announces the routes again), and the
+                // stopping task aborts its peer task after STOP_TIMEOUT.
+                let _ = old.shutdown.send(Some(Shutdown::Deconfigured));
+                let _ = old.join.await;
             }
             self.start(key, spec, Arc::clone(routes), event);
         }
@@ -178,7 +252,7 @@ impl Peers {
 
     /// Forgets the de-configured tasks that finished saying goodbye.
     pub fn reap_stopped(&mut self) {
-        self.stopping.retain(|_, task| !task.is_finished());
+        self.stopping.retain(|_, task| !task.join.is_finished());
     }
 
     /// Copies what the metrics do not get from the observer: prefixes still pending,
@@ -202,10 +276,12 @@ impl Peers {
     }
 
     /// SIGTERM: every session ends (without a NOTIFICATION where graceful restart was
-    /// negotiated, so the peer keeps our routes until we are back; with Cease /
-    /// Administrative Shutdown and a message otherwise), waiting at most `timeout`.
+    /// negotiated, so the peer keeps our routes until we are back; otherwise after the
+    /// graceful shutdown time with GRACEFUL_SHUTDOWN, then withdrawals and Cease /
+    /// Administrative Shutdown with a message), waiting at most the grace period plus
+    /// `timeout`.
     pub async fn shutdown(&mut self, timeout: Duration) {
-        let deadline = tokio::time::Instant::now() + timeout;
+        let deadline = tokio::time::Instant::now() + self.grace + timeout;
         let mut waiting = JoinSet::new();
         for (key, r) in std::mem::take(&mut self.running) {
             // The task's session decides between the graceful close and the Cease: the
@@ -225,7 +301,7 @@ impl Peers {
         }
         for (_, task) in std::mem::take(&mut self.stopping) {
             waiting.spawn(async move {
-                let _ = tokio::time::timeout_at(deadline, task).await;
+                let _ = tokio::time::timeout_at(deadline, task.join).await;
             });
         }
         while waiting.join_next().await.is_some() {}
@@ -258,6 +334,7 @@ impl Peers {
         self.metrics.add_peer(key, asn, SystemTime::now());
         match peer::spawn(spec.clone(), desired_rx, observer, shutdown_rx, inbound) {
             Ok(handle) => {
+                self.metrics.set_routes_queries(key, handle.queries.clone());
                 self.refused.remove(&key);
                 info!(peer = %key, asn, routes = routes.len(), "peer task started");
                 self.running.insert(
@@ -283,10 +360,33 @@ impl Peers {
     fn retire(&mut self, key: PeerKey, mode: Shutdown) {
         if let Some(r) = self.running.remove(&key) {
             r.stop(mode);
-            let task = tokio::spawn(join_bounded(r.handle));
-            self.stopping.insert(key, task);
+            let join = tokio::spawn(join_bounded(r.handle, STOP_TIMEOUT + self.grace));
+            self.stopping.insert(
+                key,
+                Stopping {
+                    shutdown: r.shutdown,
+                    join,
+                },
+            );
         }
         self.metrics.remove_peer(key);
+    }
+
+    /// A peer whose TCP MD5 key cannot be had: no task, its series and `/status` entry
+    /// say why (session down, the error as its last error).
+    fn block(&mut self, key: PeerKey, asn: u32, error: &SecretError) {
+        let now = SystemTime::now();
+        let reason = error.to_string();
+        self.metrics.add_peer(key, asn, now);
+        self.metrics.record_error(key, &reason, now);
+        if error.is_pending() {
+            if self.refused.get(&key) != Some(&reason) {
+                info!(peer = %key, reason = %reason, "waiting for the session's tcp md5 key");
+                self.refused.insert(key, reason);
+            }
+        } else {
+            self.refuse(key, &reason);
+        }
     }
 
     fn refuse(&mut self, key: PeerKey, reason: &str) {
@@ -297,11 +397,11 @@ impl Peers {
     }
 }
 
-/// Waits for a stopping task, aborting it after [`STOP_TIMEOUT`].
-async fn join_bounded(handle: PeerHandle) {
+/// Waits for a stopping task, aborting it after `bound`.
+async fn join_bounded(handle: PeerHandle, bound: Duration) {
     let key = handle.key;
     let mut join = handle.join;
-    if tokio::time::timeout(STOP_TIMEOUT, &mut join).await.is_err() {
+    if tokio::time::timeout(bound, &mut join).await.is_err() {
         warn!(peer = %key, "peer task did not end in time, aborting it");
         join.abort();
         let _ = join.await;
@@ -313,6 +413,7 @@ mod tests {
     use super::*;
     use crate::config::Peer;
     use crate::peer::change::tests::peer;
+    use crate::peer::session_change;
     use std::net::Ipv4Addr;
 
     fn spec(peer: &Peer, router_id: [u8; 4], source: Option<&str>) -> PeerSpec {
@@ -322,6 +423,96 @@ mod tests {
             ..RunOverrides::default()
         };
         PeerSpec::from_config(peer, &run).unwrap()
+    }
+
+    #[test]
+    fn a_new_key_from_the_secret_resets_and_the_same_key_does_not() {
+        let p = peer("    password-secret: {name: tor-md5, key: tor-a}\n");
+        let mut old = spec(&p, [192, 0, 2, 10], None);
+        old.transport.md5_key = Some(crate::config::Secret::new("one"));
+        let mut new = old.clone();
+        assert_eq!(
+            session_change(Some(&old), Some(&new)),
+            Some(SessionChange::Keep)
+        );
+        new.transport.md5_key = Some(crate::config::Secret::new("two"));
+        assert_eq!(
+            session_change(Some(&old), Some(&new)),
+            Some(SessionChange::Reset)
+        );
+    }
+
+    /// A plan for node n1 (kubernetes IPAM, one pod CIDR) under `config`.
+    fn plan_for(config: &str) -> Plan {
+        use crate::sources::model::{
+            node_view, CiliumConfig, ClusterState, IpamOverride, NodeFacts,
+        };
+        let mut state = ClusterState {
+            cilium_config: Some(CiliumConfig {
+                ipam: Some("kubernetes".into()),
+                ..CiliumConfig::default()
+            }),
+            ..ClusterState::default()
+        };
+        state.nodes.insert(
+            "n1".into(),
+            NodeFacts {
+                internal_ipv4: Some("192.0.2.10".parse().unwrap()),
+                node_cidrs: vec!["10.244.1.0/24".parse().unwrap()],
+                ..NodeFacts::default()
+            },
+        );
+        let view = node_view(&state, IpamOverride::Auto).unwrap();
+        let config = crate::config::parse(config).unwrap();
+        crate::routes::plan(
+            &view,
+            &config,
+            &crate::routes::LocalNode::new("n1"),
+            crate::routes::AnnounceMode::Local,
+            &crate::routes::Overrides::default(),
+        )
+    }
+
+    #[tokio::test]
+    async fn a_peer_without_its_key_runs_no_task_shows_why_and_goes_when_unselected() {
+        use crate::sources::secrets::{SecretOrigin, SecretState};
+        let metrics = Metrics::new();
+        let mut peers = Peers::new(Arc::clone(&metrics), None, Duration::ZERO);
+        let plan = plan_for(
+            "peers:\n  - peer-address: 192.0.2.1\n    peer-asn: 65000\n    my-asn: 65001\n    password-secret: {name: s, key: k}\n",
+        );
+        let key = *plan.peers.keys().next().unwrap();
+        let run = RunOverrides {
+            router_id: Some(Ipv4Addr::new(192, 0, 2, 10)),
+            ..RunOverrides::default()
+        };
+        let mut secrets = SecretsView::new(SecretOrigin::Namespace("kube-system".into()));
+        secrets.secrets.insert("s".into(), SecretState::Missing);
+        peers
+            .reconcile(&plan, &run, Some(&secrets), Instant::now())
+            .await;
+        assert!(peers.running.is_empty(), "no session without its key");
+        let status = metrics.status(SystemTime::now(), Instant::now());
+        let entry = status
+            .peers
+            .iter()
+            .find(|p| p.peer == key.to_string())
+            .unwrap();
+        assert!(!entry.up);
+        assert_eq!(
+            entry.last_error.as_deref(),
+            Some("password-secret: secret s not found in namespace kube-system")
+        );
+        // No secret source at all: refused as well, never run without the key.
+        peers.reconcile(&plan, &run, None, Instant::now()).await;
+        assert!(peers.running.is_empty());
+        // No longer selected: its series go.
+        let empty = plan_for("peers: []\n");
+        peers
+            .reconcile(&empty, &run, Some(&secrets), Instant::now())
+            .await;
+        let status = metrics.status(SystemTime::now(), Instant::now());
+        assert!(status.peers.is_empty(), "{:?}", status.peers);
     }
 
     fn running(peer: Peer, beat: Arc<peer::Beat>, join: JoinHandle<()>) -> Running {
@@ -336,6 +527,7 @@ mod tests {
                 join,
                 status,
                 beat,
+                queries: tokio::sync::mpsc::channel(1).0,
             },
             spec,
             routes,
@@ -350,7 +542,7 @@ mod tests {
         let now = Instant::now();
         let limit = Duration::from_secs(30);
         let long_ago = now.checked_sub(Duration::from_secs(60)).unwrap();
-        let mut peers = Peers::new(Metrics::new(), None);
+        let mut peers = Peers::new(Metrics::new(), None, Duration::ZERO);
         let stuck = std::future::pending::<()>;
         // Turned just now; silent for a minute; silent for a minute but ended.
         let live = peer("");

@@ -8,7 +8,9 @@
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
+use std::time::Duration;
 
+use crate::config::duration::Compact;
 use crate::config::{self, Config};
 use crate::routes::{self, AnnounceMode, LocalNode, Overrides, Plan};
 use crate::sources::kube::BgpConfigMapRef;
@@ -34,6 +36,17 @@ pub enum ClusterSource {
     Kubernetes,
 }
 
+/// Where the Secrets of `password-secret` come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SecretsSource {
+    /// `--secrets-dir DIR`: `DIR/NAME/KEY`, polled for changes.
+    Dir(PathBuf),
+    /// The API server: each named Secret of this namespace (the bgp-config's).
+    Kubernetes { namespace: String },
+    /// Standalone without `--secrets-dir`: a peer with `password-secret` cannot run.
+    None,
+}
+
 /// Everything `run` needs to know before it starts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settings {
@@ -48,7 +61,24 @@ pub struct Settings {
     pub router_id: Option<Ipv4Addr>,
     pub metrics_addr: SocketAddr,
     pub listen_addr: Option<SocketAddr>,
+    pub secrets: SecretsSource,
+    /// `--graceful-shutdown-time`: how long routes carry GRACEFUL_SHUTDOWN (RFC 8326)
+    /// before a session that stops for good withdraws them; zero: at once.
+    pub graceful_shutdown: Duration,
+    /// `--ready-timeout`: how long `/readyz` waits for this node's sessions.
+    pub ready_timeout: Duration,
+    /// `--cilium-health-addr`: announce nothing until the Cilium agent's `/healthz` there
+    /// answers 200 (the startup gate); `None`: no gate.
+    pub cilium_health_addr: Option<SocketAddr>,
 }
+
+/// The default of `--graceful-shutdown-time`.
+pub const DEFAULT_GRACEFUL_SHUTDOWN: Duration = Duration::from_secs(15);
+/// The default of `--ready-timeout`.
+pub const DEFAULT_READY_TIMEOUT: Duration = Duration::from_secs(60);
+/// The longest `--graceful-shutdown-time` and `--ready-timeout` taken: both hold up a
+/// rollout (or a pod's termination), and an hour is already far past any use.
+pub const MAX_WAIT: Duration = Duration::from_secs(3600);
 
 impl Settings {
     /// The checks that need more than one flag; every message names the flag.
@@ -75,6 +105,25 @@ impl Settings {
         if let Some(a) = self.source_address {
             if a.is_unspecified() || a.is_multicast() {
                 return bad("--source-address", format!("{a} is not a unicast address"));
+            }
+        }
+        for (flag, value) in [
+            ("--graceful-shutdown-time", self.graceful_shutdown),
+            ("--ready-timeout", self.ready_timeout),
+        ] {
+            if value > MAX_WAIT {
+                return bad(
+                    flag,
+                    format!("{} is longer than {}", Compact(value), Compact(MAX_WAIT)),
+                );
+            }
+        }
+        if let Some(a) = self.cilium_health_addr {
+            if a.ip().is_unspecified() || a.ip().is_multicast() || a.port() == 0 {
+                return bad(
+                    "--cilium-health-addr",
+                    format!("{a} is not an address to connect to (e.g. 127.0.0.1:9879)"),
+                );
             }
         }
         Ok(())
@@ -180,13 +229,35 @@ impl fmt::Display for DryRun {
             Some(id) => writeln!(f, "router-id:      {id} (where the config sets none)")?,
             None => writeln!(
                 f,
-                "router-id:      (the config's, else the node's IPv4 address, else the IPv4 source address)"
+                "router-id:      (the config's, else the node's IPv4 address, else the IPv4 source address, else derived from the node name)"
             )?,
         }
         writeln!(f, "metrics-addr:   {}", s.metrics_addr)?;
         match s.listen_addr {
             Some(a) => writeln!(f, "listen-addr:    {a}")?,
             None => writeln!(f, "listen-addr:    (none: outbound sessions only)")?,
+        }
+        match &s.secrets {
+            SecretsSource::Dir(d) => writeln!(f, "secrets:        directory {}", d.display())?,
+            SecretsSource::Kubernetes { namespace } => {
+                writeln!(f, "secrets:        kubernetes API, namespace {namespace}")?
+            }
+            SecretsSource::None => writeln!(
+                f,
+                "secrets:        (none: a peer with password-secret needs --secrets-dir)"
+            )?,
+        }
+        match s.graceful_shutdown {
+            d if d.is_zero() => writeln!(f, "graceful-shutdown-time: 0 (Cease at once)")?,
+            d => writeln!(f, "graceful-shutdown-time: {}", Compact(d))?,
+        }
+        writeln!(f, "ready-timeout:  {}", Compact(s.ready_timeout))?;
+        match s.cilium_health_addr {
+            Some(a) => writeln!(
+                f,
+                "cilium-health:  http://{a}/healthz (nothing announced until it answers 200)"
+            )?,
+            None => writeln!(f, "cilium-health:  (no startup gate)")?,
         }
         if let Some(view) = &self.view {
             writeln!(
@@ -279,6 +350,12 @@ mod tests {
             router_id: None,
             metrics_addr: "0.0.0.0:9477".parse().unwrap(),
             listen_addr: None,
+            secrets: SecretsSource::Kubernetes {
+                namespace: "kube-system".into(),
+            },
+            graceful_shutdown: DEFAULT_GRACEFUL_SHUTDOWN,
+            ready_timeout: DEFAULT_READY_TIMEOUT,
+            cilium_health_addr: None,
         }
     }
 
@@ -312,6 +389,23 @@ mod tests {
         s.source_address = Some("ff02::1".parse().unwrap());
         assert_eq!(flag_of(s.validate()), "--source-address");
         s.source_address = Some("100.64.1.1".parse().unwrap());
+        assert!(s.validate().is_ok());
+    }
+
+    #[test]
+    fn waits_are_bounded_and_the_gate_needs_a_real_address() {
+        let mut s = settings();
+        s.graceful_shutdown = Duration::from_secs(3601);
+        assert_eq!(flag_of(s.validate()), "--graceful-shutdown-time");
+        s.graceful_shutdown = Duration::ZERO;
+        s.ready_timeout = Duration::from_secs(7200);
+        assert_eq!(flag_of(s.validate()), "--ready-timeout");
+        s.ready_timeout = Duration::ZERO;
+        s.cilium_health_addr = Some("0.0.0.0:9879".parse().unwrap());
+        assert_eq!(flag_of(s.validate()), "--cilium-health-addr");
+        s.cilium_health_addr = Some("127.0.0.1:0".parse().unwrap());
+        assert_eq!(flag_of(s.validate()), "--cilium-health-addr");
+        s.cilium_health_addr = Some("127.0.0.1:9879".parse().unwrap());
         assert!(s.validate().is_ok());
     }
 

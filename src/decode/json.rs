@@ -251,6 +251,18 @@ pub fn capability(cap: &Capability) -> Json {
                     })
                     .collect::<Vec<_>>(),
             ),
+        Capability::ExtendedNextHop(families) => {
+            o.with("code", 5u8).with("name", "extended_next_hop").with(
+                "families",
+                families
+                    .iter()
+                    .map(|f| {
+                        afi_safi_fields(Object::new(), f.afi_safi)
+                            .with("next_hop_afi", f.next_hop_afi.0)
+                    })
+                    .collect::<Vec<_>>(),
+            )
+        }
         Capability::FourOctetAs(asn) => o
             .with("code", 65u8)
             .with("name", "four_octet_as")

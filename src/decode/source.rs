@@ -8,7 +8,9 @@ use super::event::{Decoded, Event, Origin, RibRoute};
 use super::framer::{Frame, Framer};
 use super::mrt::{self, Entry, IndexedPeer, RibPrefix};
 use super::Error;
-use crate::bgp::wire::{check_header, decode_message, AfiSafi, Context, Message, Safi};
+use crate::bgp::wire::{
+    check_header, decode_message, validate_open, AfiSafi, Context, DecodeError, Message, Safi,
+};
 use bytes::Bytes;
 use std::io::{self, Read};
 
@@ -62,7 +64,17 @@ impl Options {
     }
 }
 
-fn is_clean(result: &Result<Message, crate::bgp::wire::DecodeError>) -> bool {
+/// An OPEN also gets the checks of RFC 4271 section 6.2 that need no configuration
+/// (hold time 1 or 2 is 2/6, ...): a speaker would answer it with that NOTIFICATION,
+/// so `decode` reports it as malformed like any other message error.
+fn checked(result: Result<Message, DecodeError>) -> Result<Message, DecodeError> {
+    match result {
+        Ok(Message::Open(open)) => validate_open(&open).map(|()| Message::Open(open)),
+        other => other,
+    }
+}
+
+fn is_clean(result: &Result<Message, DecodeError>) -> bool {
     match result {
         Ok(Message::Update(u)) => u.errors.is_empty(),
         Ok(_) => true,
@@ -75,7 +87,7 @@ fn is_clean(result: &Result<Message, crate::bgp::wire::DecodeError>) -> bool {
 /// UPDATEs depend on the AS width and ADD-PATH, so only they are retried.
 pub fn decode(bytes: Bytes, candidates: &[Context]) -> Decoded {
     let first = candidates.first().copied().unwrap_or_default();
-    let result = decode_message(&bytes, &first);
+    let result = checked(decode_message(&bytes, &first));
     if !is_clean(&result) && bytes.get(18) == Some(&2) {
         for ctx in candidates.iter().skip(1) {
             let retry = decode_message(&bytes, ctx);

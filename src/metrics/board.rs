@@ -8,8 +8,13 @@
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
+
+use crate::bgp::wire::{LargeCommunity, Origin};
+use crate::config::Community;
+use crate::peer::{RoutesAnswer, SentRoute};
 
 /// Everything `/status` reports.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -22,8 +27,16 @@ pub struct Status {
     pub node: Option<String>,
     /// The main loop beat recently (`/healthz`).
     pub alive: bool,
-    /// A config is in force and every source completed its first sync (`/readyz`).
+    /// `/readyz`: a config is in force, every source completed its first sync and, with
+    /// `--ready-timeout`, this node's sessions are Established (or waited for long
+    /// enough).
     pub ready: bool,
+    /// Why not ready, or what readiness no longer waits for.
+    #[serde(default)]
+    pub ready_reasons: Vec<String>,
+    /// The startup gate on the Cilium agent's health (`--cilium-health-addr`).
+    #[serde(default)]
+    pub gate: Option<GateReport>,
     pub config: ConfigReport,
     /// One entry per followed resource, in a fixed order.
     pub sources: Vec<SourceReport>,
@@ -31,6 +44,24 @@ pub struct Status {
     pub view: Option<ViewReport>,
     /// One entry per configured peer, by address and port.
     pub peers: Vec<PeerReport>,
+}
+
+/// The startup gate: nothing is announced until the Cilium agent on the node reports
+/// healthy; afterwards its health is only reported.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct GateReport {
+    /// Where the agent's `/healthz` is asked (ADDR:PORT).
+    pub address: String,
+    /// The last answer: healthy (200) or not; `None` before the first.
+    pub healthy: Option<bool>,
+    /// The first announcement was let through (stays true).
+    pub open: bool,
+    /// When `healthy` or `open` last changed, seconds since the Unix epoch.
+    pub since_unix: Option<u64>,
+    /// Times the agent went from healthy to unhealthy or unreachable.
+    pub flaps: u64,
+    /// The last unhealthy answer or error.
+    pub last_error: Option<String>,
 }
 
 /// The bgp-config in force and the last reload.
@@ -136,6 +167,73 @@ pub struct PeerReport {
     pub messages_received: u64,
     /// Why the session last went down or failed, as text.
     pub last_error: Option<String>,
+    /// When the session dials again, while it waits in Idle after a failure (seconds
+    /// since the Unix epoch). Absent from the documents of older speakers.
+    #[serde(default)]
+    pub next_retry_unix: Option<u64>,
+    /// The Adj-RIB-Out, when asked for (`/status?routes=N`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub routes: Option<RoutesReport>,
+    /// Pod CIDRs the plan gives this peer no route for, and why (absent in documents
+    /// of older speakers).
+    #[serde(default)]
+    pub unannounceable: Vec<UnannounceableReport>,
+}
+
+/// What a peer's Adj-RIB-Out holds and what is still to send, like a router's `show bgp
+/// neighbor X advertised-routes`: both counted whole, the first `limit` of each listed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoutesReport {
+    /// The peer task answered; `false` when it was busy or gone (counts are then 0).
+    pub answered: bool,
+    /// A session is up (without one the peer holds nothing from us).
+    pub established: bool,
+    /// Routes the peer holds from us.
+    pub held: u64,
+    /// Prefixes queued to announce or withdraw, not yet handed to the session.
+    pub pending: u64,
+    /// Octets encoded (held routes' UPDATEs among them) and not yet taken by the socket.
+    #[serde(default)]
+    pub unwritten_octets: u64,
+    /// The most routes listed in each of `routes` and `pending_routes`.
+    pub limit: usize,
+    /// The first held routes, by prefix.
+    pub routes: Vec<RouteReport>,
+    /// The first pending changes, in the order they will leave (withdrawals first).
+    pub pending_routes: Vec<RouteReport>,
+}
+
+/// One route as sent, or to be sent, to one peer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RouteReport {
+    pub prefix: String,
+    /// `announce` or `withdraw` for a pending change; `None` for a held route.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending: Option<String>,
+    /// The NEXT_HOP (or MP_REACH_NLRI next hop) as resolved for this session; `None`
+    /// for a withdrawal or a route the session cannot carry.
+    pub next_hop: Option<String>,
+    pub origin: Option<String>,
+    /// AS_PATH as sent (empty on iBGP).
+    pub as_path: Vec<u32>,
+    pub med: Option<u32>,
+    /// Sent on iBGP only.
+    pub local_pref: Option<u32>,
+    /// RFC 1997 communities as `ASN:VALUE`, then large ones as `large:A:B:C`.
+    pub communities: Vec<String>,
+    /// When the UPDATE carrying it was handed to the session (held routes only).
+    pub since_unix: Option<u64>,
+}
+
+/// A pod CIDR a peer gets no route for (`routes::Unannounceable`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnannounceableReport {
+    pub node: String,
+    pub prefix: String,
+    /// The `reason` label of `routes_unannounceable`.
+    pub reason: String,
+    /// What it means and what to set, for people.
+    pub message: String,
 }
 
 impl PeerReport {
@@ -146,4 +244,82 @@ impl PeerReport {
     pub fn received_total(&self) -> u64 {
         self.received.values().sum()
     }
+}
+
+impl RoutesReport {
+    /// A peer task's answer as of `now` (wall clock; the snapshot's own times are
+    /// monotonic, so each `since` becomes `now` minus its age).
+    pub fn from_answer(answer: &RoutesAnswer, limit: usize, now: SystemTime) -> RoutesReport {
+        let snap = &answer.rib;
+        let now_unix = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let route = |r: &SentRoute| {
+            let since_unix = match (r.since, snap.taken) {
+                (Some(since), Some(taken)) => {
+                    Some(now_unix.saturating_sub(taken.saturating_duration_since(since).as_secs()))
+                }
+                _ => None,
+            };
+            let a = r.attrs.as_ref();
+            RouteReport {
+                prefix: r.prefix.to_string(),
+                pending: r.pending.map(|p| p.as_str().to_owned()),
+                next_hop: a.map(|a| a.next_hop.to_string()),
+                origin: a.map(|a| origin_name(a.origin).to_owned()),
+                as_path: a.map(|a| a.as_path.clone()).unwrap_or_default(),
+                med: a.and_then(|a| a.med),
+                local_pref: a.and_then(|a| a.local_pref),
+                communities: a
+                    .map(|a| {
+                        a.communities
+                            .iter()
+                            .map(|c| Community(*c).to_string())
+                            .chain(a.large_communities.iter().map(large_text))
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+                since_unix,
+            }
+        };
+        RoutesReport {
+            answered: true,
+            established: snap.established,
+            held: snap.held,
+            pending: snap.pending,
+            unwritten_octets: answer.write_buffer as u64,
+            limit,
+            routes: snap.routes.iter().map(route).collect(),
+            pending_routes: snap.pending_routes.iter().map(route).collect(),
+        }
+    }
+
+    /// A peer task that did not answer in time (or is gone).
+    pub fn unanswered(limit: usize) -> RoutesReport {
+        RoutesReport {
+            answered: false,
+            established: false,
+            held: 0,
+            pending: 0,
+            unwritten_octets: 0,
+            limit,
+            routes: Vec::new(),
+            pending_routes: Vec::new(),
+        }
+    }
+}
+
+/// ORIGIN as `plan` and `/status` spell it.
+pub fn origin_name(origin: Origin) -> &'static str {
+    match origin {
+        Origin::Igp => "igp",
+        Origin::Egp => "egp",
+        Origin::Incomplete => "incomplete",
+    }
+}
+
+/// A large community as `plan` and `/status` spell it (the bgp-config syntax).
+pub fn large_text(l: &LargeCommunity) -> String {
+    format!(
+        "large:{}:{}:{}",
+        l.global_admin, l.local_data1, l.local_data2
+    )
 }

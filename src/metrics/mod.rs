@@ -63,4 +63,4 @@ pub mod server;
 pub use board::Status;
 pub use labels::Direction;
 pub use observer::{Latency, PeerMetrics};
-pub use registry::{Metrics, DEFAULT_LIVENESS, EVENT_TO_UPDATE_BUCKETS, NAMESPACE};
+pub use registry::{Metrics, Readiness, DEFAULT_LIVENESS, EVENT_TO_UPDATE_BUCKETS, NAMESPACE};

@@ -91,6 +91,13 @@ impl PeerObserver for PeerMetrics {
     }
 }
 
+/// Kubernetes Events not written are counted by reason.
+impl crate::sources::kube::events::EventObserver for Metrics {
+    fn not_written(&self, loss: crate::sources::kube::events::EventLoss) {
+        self.record_kube_event_lost(loss);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -18,17 +18,20 @@ use prometheus::{
 };
 
 use super::board::{
-    ConfigReport, DriftReport, OverlapReport, PeerReport, RefusedReport, SourceReport, Status,
-    ViewReport,
+    ConfigReport, DriftReport, GateReport, OverlapReport, PeerReport, RefusedReport, SourceReport,
+    Status, UnannounceableReport, ViewReport,
 };
 use super::labels::{self, Direction, AFIS, MESSAGE_TYPES};
 use crate::bgp::session::State;
 use crate::bgp::wire::{Afi, ErrorKind, MessageType};
 use crate::config::state::{ConfigStatus, ConfigUpdate};
 use crate::config::PeerKey;
-use crate::peer::{Beat, PeerStatus, RouteRefusal};
+use crate::peer::{Beat, PeerStatus, RouteRefusal, RoutesQuery};
+use crate::routes::{Plan, Unannounceable, UnannounceableReason};
+use crate::sources::kube::events::EventLoss;
 use crate::sources::model::{IpamError, IpamMode, NodeView};
 use crate::sources::{Resource, SourceStatus};
+use tokio::sync::mpsc;
 
 /// The prefix of every metric name.
 pub const NAMESPACE: &str = "podcidr_speaker";
@@ -56,7 +59,7 @@ const STATES: [State; 6] = [
 ];
 
 /// The IPAM modes, for the one-hot mode series.
-const IPAM_MODES: [IpamMode; 2] = [IpamMode::Kubernetes, IpamMode::ClusterPool];
+const IPAM_MODES: [IpamMode; 3] = IpamMode::ALL;
 
 /// The series and the status behind the HTTP endpoint. Create one with [`Metrics::new`]
 /// and share the `Arc`.
@@ -82,6 +85,7 @@ struct Families {
     pending: IntGaugeVec,
     received: IntGaugeVec,
     not_announced: IntCounterVec,
+    unannounceable: IntGaugeVec,
     config_loaded: IntGauge,
     config_reload_ok: IntGauge,
     config_reload_time: prometheus::Gauge,
@@ -101,6 +105,10 @@ struct Families {
     conflicts: IntGauge,
     refused: IntGauge,
     event_to_update: Histogram,
+    kube_events_lost: IntCounterVec,
+    cilium_healthy: IntGauge,
+    cilium_flaps: prometheus::IntCounter,
+    gate_open: IntGauge,
 }
 
 /// What the status document holds, plus which labelled series exist (so that removing
@@ -117,6 +125,25 @@ struct Inner {
     /// Peers removed since they were last added: a stopping peer task's last reports
     /// (its Cease, its drop to Idle) must not bring their series back.
     removed: BTreeSet<PeerKey>,
+    /// `--ready-timeout`: how long `/readyz` waits for sessions (and the gate) once a
+    /// config is in force and the sources synced; zero waits for neither.
+    ready_timeout: Duration,
+    /// When a config was first in force with every source synced.
+    base_ready_at: Option<Instant>,
+    /// The daemon made a plan (its sessions are declared with `add_peer`).
+    planned: bool,
+    /// The startup gate on the Cilium agent's health, when configured.
+    gate: Option<GateReport>,
+    /// SIGTERM arrived: the sessions are ending.
+    shutting_down: bool,
+}
+
+/// Why `/readyz` answers as it does: `ready`, and the reasons (why not, or what it no
+/// longer waits for).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Readiness {
+    pub ready: bool,
+    pub reasons: Vec<String>,
 }
 
 struct PeerEntry {
@@ -132,13 +159,22 @@ struct PeerEntry {
     messages_sent: u64,
     messages_received: u64,
     last_error: Option<String>,
+    /// When the session dials again, while it waits in Idle after a failure.
+    next_retry: Option<SystemTime>,
     /// (afi, reason) label sets of this peer's not-announced series.
     not_announced: BTreeSet<(&'static str, &'static str)>,
+    /// (afi, reason) label sets of this peer's unannounceable series, and the routes.
+    unannounceable: BTreeSet<(&'static str, &'static str)>,
+    unannounceable_routes: Vec<UnannounceableReport>,
     /// The session's last error as last read from the driver's status, so that only a
     /// new one replaces a later NOTIFICATION or socket error as `last_error`.
     session_error: Option<String>,
+    /// Where the peer task takes `status --routes` queries.
+    queries: Option<mpsc::Sender<RoutesQuery>>,
     /// (direction, code, subcode) label sets of this peer's NOTIFICATION series.
     notifications: BTreeSet<(&'static str, &'static str, &'static str)>,
+    /// Since when the session has not been Established (declared, or left it).
+    down_since: Option<Instant>,
 }
 
 impl Metrics {
@@ -189,15 +225,53 @@ impl Metrics {
         self.beat.silent_for(now) <= self.liveness
     }
 
-    /// A config is in force and every followed resource completed its first sync.
+    /// `/readyz` now: see [`Metrics::readiness_at`].
     pub fn ready(&self) -> bool {
-        self.not_ready_reason().is_none()
+        self.readiness_at(Instant::now()).ready
     }
 
-    /// Why the speaker is not ready, for `/readyz`; `None` when it is.
+    /// Why the speaker is not ready now, for `/readyz`; `None` when it is.
     pub fn not_ready_reason(&self) -> Option<String> {
-        let inner = self.lock();
+        let r = self.readiness_at(Instant::now());
+        (!r.ready).then(|| r.reasons.join("; "))
+    }
+
+    /// `--ready-timeout` (see [`Metrics::readiness_at`]); zero, the default, waits for
+    /// neither sessions nor the gate.
+    pub fn set_ready_timeout(&self, timeout: Duration) {
+        self.lock().ready_timeout = timeout;
+    }
+
+    /// The daemon made a plan (and started its sessions, unless the startup gate holds
+    /// them): the peers it declares are the sessions this node should have.
+    pub fn record_planned(&self) {
+        self.lock().planned = true;
+    }
+
+    /// SIGTERM: `/readyz` fails from now on.
+    pub fn record_shutting_down(&self) {
+        self.lock().shutting_down = true;
+    }
+
+    /// The readiness rule, at `now`:
+    ///
+    /// 1. Not ready while shutting down, without a bgp-config in force, or before every
+    ///    followed resource completed its first sync (no bound: nothing can be announced
+    ///    without them).
+    /// 2. Then, with a `--ready-timeout` (the daemon sets one), not ready until a plan
+    ///    is made, the startup gate (if any) opened, and every session the plan has
+    ///    is Established, so that a rolling update does not move on while this node's
+    ///    routes are missing. The bound: the plan and the gate are waited for at most
+    ///    the timeout from the moment (1) first held, and a session that has not been
+    ///    Established for longer than the timeout no longer counts; then `/readyz`
+    ///    answers ready and says what it did not wait for (a peer that is down must not
+    ///    stop a rollout for ever).
+    pub fn readiness_at(&self, now: Instant) -> Readiness {
+        let mut inner = self.lock();
         let mut reasons = Vec::new();
+        if inner.shutting_down {
+            reasons.push("shutting down".to_owned());
+        }
         if !inner.config.loaded {
             reasons.push("no bgp-config in force".to_owned());
         }
@@ -214,7 +288,110 @@ impl Metrics {
         if !unsynced.is_empty() {
             reasons.push(format!("not synced yet: {}", unsynced.join(", ")));
         }
-        (!reasons.is_empty()).then(|| reasons.join("; "))
+        if !reasons.is_empty() {
+            return Readiness {
+                ready: false,
+                reasons,
+            };
+        }
+        let timeout = inner.ready_timeout;
+        if timeout.is_zero() {
+            return Readiness {
+                ready: true,
+                reasons,
+            };
+        }
+        let base = *inner.base_ready_at.get_or_insert(now);
+        let waited_out = now.saturating_duration_since(base) >= timeout;
+        let mut waiting = Vec::new();
+        let mut given_up = Vec::new();
+        let mut note = |waited_out: bool, what: String| {
+            if waited_out {
+                given_up.push(what);
+            } else {
+                waiting.push(what);
+            }
+        };
+        if !inner.planned {
+            note(waited_out, "no plan made yet".to_owned());
+        }
+        if let Some(gate) = inner.gate.as_ref().filter(|g| !g.open) {
+            note(
+                waited_out,
+                format!(
+                    "nothing announced until the cilium agent at {} reports healthy",
+                    gate.address
+                ),
+            );
+        }
+        for entry in inner.peers.values() {
+            if let Some(since) = entry.down_since {
+                let down_for = now.saturating_duration_since(since);
+                note(
+                    down_for >= timeout,
+                    format!("session {} not established", entry.label),
+                );
+            }
+        }
+        if waiting.is_empty() {
+            if !given_up.is_empty() {
+                reasons.push(format!(
+                    "not waited for beyond --ready-timeout {}s: {}",
+                    timeout.as_secs(),
+                    given_up.join(", ")
+                ));
+            }
+            Readiness {
+                ready: true,
+                reasons,
+            }
+        } else {
+            Readiness {
+                ready: false,
+                reasons: waiting,
+            }
+        }
+    }
+
+    // --- startup gate -----------------------------------------------------------------
+
+    /// The startup gate's state: the Cilium agent's health at `address` (`None` before
+    /// the first answer), whether the first announcement was allowed, and the last
+    /// error or unhealthy answer.
+    pub fn record_gate(
+        &self,
+        address: &str,
+        healthy: Option<bool>,
+        open: bool,
+        error: Option<&str>,
+        now: SystemTime,
+    ) {
+        let mut inner = self.lock();
+        let f = &self.families;
+        f.cilium_healthy.set(match healthy {
+            Some(true) => 1,
+            Some(false) => 0,
+            None => -1,
+        });
+        f.gate_open.set(i64::from(open));
+        let changed = inner
+            .gate
+            .as_ref()
+            .is_none_or(|g| g.healthy != healthy || g.open != open);
+        let report = inner.gate.get_or_insert_with(|| GateReport {
+            address: address.to_owned(),
+            ..GateReport::default()
+        });
+        if changed {
+            report.since_unix = Some(whole_seconds(now));
+        }
+        if report.healthy == Some(true) && healthy == Some(false) {
+            report.flaps += 1;
+            f.cilium_flaps.inc();
+        }
+        report.healthy = healthy;
+        report.open = open;
+        report.last_error = error.map(str::to_owned);
     }
 
     // --- local facts ------------------------------------------------------------------
@@ -235,6 +412,23 @@ impl Metrics {
         if let Some(entry) = self.peer_entry(&mut inner, peer, now) {
             entry.asn = Some(asn);
         }
+    }
+
+    /// Where the running task of `peer` answers `status --routes` (replaced when the
+    /// task is started again; dropped with the peer).
+    pub fn set_routes_queries(&self, peer: PeerKey, queries: mpsc::Sender<RoutesQuery>) {
+        if let Some(entry) = self.lock().peers.get_mut(&peer) {
+            entry.queries = Some(queries);
+        }
+    }
+
+    /// Every peer task that answers `status --routes`, by peer.
+    pub fn routes_queries(&self) -> Vec<(PeerKey, mpsc::Sender<RoutesQuery>)> {
+        self.lock()
+            .peers
+            .iter()
+            .filter_map(|(k, e)| e.queries.clone().map(|q| (*k, q)))
+            .collect()
     }
 
     /// Deletes every series with this peer's label and its `/status` entry: a peer
@@ -275,6 +469,62 @@ impl Metrics {
         for (afi, reason) in &entry.not_announced {
             let _ = f.not_announced.remove_label_values(&[p, afi, reason]);
         }
+        for (afi, reason) in &entry.unannounceable {
+            let _ = f.unannounceable.remove_label_values(&[p, afi, reason]);
+        }
+    }
+
+    /// The plan's routes that no peer task is given, per peer: a prefix without a next
+    /// hop for that peer (local mode), or of a node without an InternalIP of its family
+    /// (cluster mode, every peer). Replaces the previous plan's series and `/status`
+    /// entries.
+    pub fn record_unannounceable(&self, plan: &Plan) {
+        let mut inner = self.lock();
+        let now = SystemTime::now();
+        for key in plan.peers.keys() {
+            let Some(entry) = self.peer_entry(&mut inner, *key, now) else {
+                continue;
+            };
+            let mine: Vec<&Unannounceable> = plan
+                .unannounceable
+                .iter()
+                .filter(|u| match u.reason {
+                    UnannounceableReason::NoNextHop { peer, .. } => peer == *key,
+                    UnannounceableReason::NoInternalIp { .. } => true,
+                })
+                .collect();
+            let mut counts: BTreeMap<(&'static str, &'static str), i64> = BTreeMap::new();
+            for u in &mine {
+                let afi = if u.prefix.addr().is_ipv4() {
+                    labels::afi(Afi::IPV4)
+                } else {
+                    labels::afi(Afi::IPV6)
+                };
+                *counts.entry((afi, u.reason.as_str())).or_default() += 1;
+            }
+            let f = &self.families;
+            let p = entry.label.as_str();
+            for (afi, reason) in &entry.unannounceable {
+                if !counts.contains_key(&(*afi, *reason)) {
+                    let _ = f.unannounceable.remove_label_values(&[p, afi, reason]);
+                }
+            }
+            for ((afi, reason), n) in &counts {
+                f.unannounceable
+                    .with_label_values(&[p, afi, reason])
+                    .set(*n);
+            }
+            entry.unannounceable = counts.into_keys().collect();
+            entry.unannounceable_routes = mine
+                .iter()
+                .map(|u| UnannounceableReport {
+                    node: u.node.to_string(),
+                    prefix: u.prefix.to_string(),
+                    reason: u.reason.as_str().to_owned(),
+                    message: u.to_string(),
+                })
+                .collect();
+        }
     }
 
     /// A state transition of the session (the driver logs it in the same place).
@@ -295,6 +545,11 @@ impl Metrics {
             f.session_state
                 .with_label_values(&[p, state.as_str()])
                 .set(i64::from(state == to));
+        }
+        if to == State::Established {
+            entry.down_since = None;
+        } else if entry.down_since.is_none() {
+            entry.down_since = Some(Instant::now());
         }
         if to == State::Established && from != State::Established {
             entry.established_at = Some(now);
@@ -446,6 +701,11 @@ impl Metrics {
             .pending
             .with_label_values(&[entry.label.as_str()])
             .set(saturating_i64(pending));
+        // The task's clock is monotonic; the document's is the wall clock.
+        let mono = Instant::now();
+        entry.next_retry = status
+            .next_retry
+            .map(|at| now + at.saturating_duration_since(mono));
         let session_error = status.stats.last_error.as_ref().map(ToString::to_string);
         if session_error.is_some() && session_error != entry.session_error {
             entry.last_error.clone_from(&session_error);
@@ -490,9 +750,14 @@ impl Metrics {
                 messages_sent: 0,
                 messages_received: 0,
                 last_error: None,
+                next_retry: None,
                 not_announced: BTreeSet::new(),
+                unannounceable: BTreeSet::new(),
+                unannounceable_routes: Vec::new(),
                 session_error: None,
+                queries: None,
                 notifications: BTreeSet::new(),
+                down_since: Some(Instant::now()),
             }
         }))
     }
@@ -616,10 +881,7 @@ impl Metrics {
         f.conflicts.set(saturating_i64(conflicting.len() as u64));
         f.refused.set(saturating_i64(view.refused_count() as u64));
 
-        let announced = match view.ipam {
-            IpamMode::Kubernetes => "Node",
-            IpamMode::ClusterPool => "CiliumNode",
-        };
+        let announced = view.ipam.object();
         inner.view = Some(ViewReport {
             ipam: Some(view.ipam.as_str().to_owned()),
             ipam_error: None,
@@ -695,6 +957,14 @@ impl Metrics {
         self.families.event_to_update.observe(elapsed.as_secs_f64());
     }
 
+    /// A Kubernetes Event that was not written, and why.
+    pub fn record_kube_event_lost(&self, loss: EventLoss) {
+        self.families
+            .kube_events_lost
+            .with_label_values(&[loss.as_str()])
+            .inc();
+    }
+
     // --- output -----------------------------------------------------------------------
 
     /// The Prometheus text exposition (format 0.0.4) of every series.
@@ -719,7 +989,7 @@ impl Metrics {
     /// The `/status` document at `now`.
     pub fn status(&self, now: SystemTime, instant: Instant) -> Status {
         let alive = self.alive_at(instant);
-        let ready = self.ready();
+        let readiness = self.readiness_at(instant);
         let inner = self.lock();
         let age = |t: SystemTime| now.duration_since(t).map_or(0, |d| d.as_secs());
         Status {
@@ -727,7 +997,9 @@ impl Metrics {
             now_unix: whole_seconds(now),
             node: inner.node.clone(),
             alive,
-            ready,
+            ready: readiness.ready,
+            ready_reasons: readiness.reasons,
+            gate: inner.gate.clone(),
             config: inner.config.clone(),
             sources: inner
                 .sources
@@ -767,6 +1039,12 @@ impl Metrics {
                     messages_sent: e.messages_sent,
                     messages_received: e.messages_received,
                     last_error: e.last_error.clone(),
+                    routes: None,
+                    next_retry_unix: e
+                        .next_retry
+                        .filter(|_| e.state == State::Idle)
+                        .map(whole_seconds),
+                    unannounceable: e.unannounceable_routes.clone(),
                 })
                 .collect(),
         }
@@ -787,7 +1065,7 @@ impl Families {
             &["version"],
         );
         build.with_label_values(&[env!("CARGO_PKG_VERSION")]).set(1);
-        Families {
+        let families = Families {
             session_up: r.gauge_vec(
                 "session_up",
                 "1 when the BGP session with the peer is Established, else 0.",
@@ -843,6 +1121,13 @@ impl Families {
                 "routes_not_announced_total",
                 "Desired routes the peer driver could not send to the peer, by reason \
                  (family not negotiated, no next hop of the family...).",
+                &["peer", "afi", "reason"],
+            ),
+            unannounceable: r.gauge_vec(
+                "routes_unannounceable",
+                "Pod CIDRs the plan gives the peer no route for, by reason: no_next_hop (no \
+                 address of the prefix's family for the peer's session: set next-hop-v4/v6), \
+                 no_internal_ip (cluster mode: the node has no InternalIP of the family).",
                 &["peer", "afi", "reason"],
             ),
             config_loaded: r.gauge("config_loaded", "1 when a valid bgp-config is in force."),
@@ -927,7 +1212,40 @@ impl Families {
                 "From a source change to the UPDATE it caused being written.",
                 &EVENT_TO_UPDATE_BUCKETS,
             ),
-        }
+            kube_events_lost: {
+                let c = r.counter_vec(
+                    "kube_events_lost_total",
+                    "Kubernetes Events not written, by reason: queue_full (dropped), \
+                     refused (the API server answered with an error), failed (no answer).",
+                    &["reason"],
+                );
+                // Every reason from the start, so that increase() sees the first loss.
+                for loss in EventLoss::ALL {
+                    c.with_label_values(&[loss.as_str()]);
+                }
+                c
+            },
+            cilium_healthy: r.gauge(
+                "cilium_agent_healthy",
+                "The last answer of the Cilium agent's /healthz to the startup gate: 1 \
+                 healthy, 0 not (or unreachable), -1 no answer yet or no gate \
+                 (--cilium-health-addr unset).",
+            ),
+            cilium_flaps: r.counter(
+                "cilium_agent_unhealthy_total",
+                "Times the Cilium agent's /healthz went from healthy to unhealthy or \
+                 unreachable (reported only: routes stay announced).",
+            ),
+            gate_open: r.gauge(
+                "announce_gate_open",
+                "1 once the startup gate let the first announcement through (always 1 \
+                 without --cilium-health-addr).",
+            ),
+        };
+        // Until a gate reports: none configured.
+        families.cilium_healthy.set(-1);
+        families.gate_open.set(1);
+        families
     }
 }
 
@@ -969,6 +1287,12 @@ impl Registrar<'_> {
     fn float_gauge_vec(&self, name: &str, help: &str, labels: &[&str]) -> GaugeVec {
         let g = GaugeVec::new(Self::opts(name, help), labels).expect("valid constant opts");
         self.add(g)
+    }
+
+    fn counter(&self, name: &str, help: &str) -> prometheus::IntCounter {
+        let c =
+            prometheus::IntCounter::with_opts(Self::opts(name, help)).expect("valid constant opts");
+        self.add(c)
     }
 
     fn counter_vec(&self, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {

@@ -30,6 +30,13 @@ pub const MAX_HEAD: usize = 8 * 1024;
 pub const IO_TIMEOUT: Duration = Duration::from_secs(5);
 /// Connections served at once; more are closed at once.
 pub const MAX_CONNECTIONS: usize = 32;
+/// Routes listed per peer (held, and pending) by `/status?routes` without a number.
+pub const DEFAULT_ROUTES_LIMIT: usize = 100;
+/// The most routes listed per peer and list, whatever is asked: bounds the document
+/// (the counts are always whole).
+pub const MAX_ROUTES_LIMIT: usize = 10_000;
+/// How long a peer task gets to answer a routes query (it answers between two events).
+pub const ROUTES_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Binds the endpoint's listener (`--metrics-addr`; port 0 picks a free port, see
 /// `local_addr`).
@@ -148,31 +155,98 @@ pub fn respond(
                 Response::text(503, "the main loop has not reported for too long\n")
             }
         }
-        "/readyz" => match metrics.not_ready_reason() {
-            None => Response::text(200, "ready\n"),
-            Some(reason) => Response::text(503, format!("not ready: {reason}\n")),
-        },
-        "/status" => {
-            let status = metrics.status(now, instant);
-            match serde_json::to_vec_pretty(&status) {
-                Ok(mut body) => {
-                    body.push(b'\n');
-                    Response {
-                        status: 200,
-                        content_type: "application/json".to_owned(),
-                        body,
-                        headers: Vec::new(),
-                    }
-                }
-                Err(e) => Response::text(500, format!("cannot serialize the status: {e}\n")),
+        "/readyz" => {
+            let r = metrics.readiness_at(instant);
+            match (r.ready, r.reasons.is_empty()) {
+                (true, true) => Response::text(200, "ready\n"),
+                (true, false) => Response::text(200, format!("ready; {}\n", r.reasons.join("; "))),
+                (false, _) => Response::text(503, format!("not ready: {}\n", r.reasons.join("; "))),
             }
         }
+        "/status" => json(&metrics.status(now, instant)),
         _ => Response::text(
             404,
             "not found: try /metrics, /healthz, /readyz or /status\n",
         ),
     };
     (response, head_only)
+}
+
+fn json(status: &super::Status) -> Response {
+    match serde_json::to_vec_pretty(status) {
+        Ok(mut body) => {
+            body.push(b'\n');
+            Response {
+                status: 200,
+                content_type: "application/json".to_owned(),
+                body,
+                headers: Vec::new(),
+            }
+        }
+        Err(e) => Response::text(500, format!("cannot serialize the status: {e}\n")),
+    }
+}
+
+/// The `routes` parameter of a request target: `None` without one; the number of routes
+/// to list per peer (at most [`MAX_ROUTES_LIMIT`]; [`DEFAULT_ROUTES_LIMIT`] for a bare
+/// `routes`), or why the value is refused.
+pub fn routes_limit(target: &str) -> Option<Result<usize, String>> {
+    let (_, query) = target.split_once('?')?;
+    let value = query
+        .split('&')
+        .find_map(|pair| match pair.split_once('=') {
+            Some(("routes", v)) => Some(Some(v)),
+            None if pair == "routes" => Some(None),
+            _ => None,
+        })?;
+    Some(match value {
+        None | Some("") => Ok(DEFAULT_ROUTES_LIMIT),
+        Some(v) => v
+            .parse::<usize>()
+            .map(|n| n.min(MAX_ROUTES_LIMIT))
+            .map_err(|_| format!("routes={v:?}: expected a number of routes per peer")),
+    })
+}
+
+/// [`respond`], plus `/status?routes=N`: the status document with each peer's
+/// Adj-RIB-Out, asked of every peer task at once (each bounded by [`ROUTES_TIMEOUT`]; a
+/// task that does not answer is reported as such).
+pub async fn respond_async(head: &[u8], metrics: &Metrics) -> (Response, bool) {
+    let asked = request_line(head)
+        .filter(|(method, target)| {
+            matches!(*method, "GET" | "HEAD")
+                && target.split_once('?').map_or(*target, |(p, _)| p) == "/status"
+        })
+        .and_then(|(method, target)| Some((method == "HEAD", routes_limit(target)?)));
+    let Some((head_only, limit)) = asked else {
+        return respond(head, metrics, SystemTime::now(), Instant::now());
+    };
+    let limit = match limit {
+        Ok(n) => n,
+        Err(e) => return (Response::text(400, format!("{e}\n")), head_only),
+    };
+    let queries = metrics.routes_queries();
+    let answers = futures::future::join_all(
+        queries
+            .iter()
+            .map(|(_, q)| crate::peer::query_routes(q, limit, ROUTES_TIMEOUT)),
+    )
+    .await;
+    let now = SystemTime::now();
+    let mut status = metrics.status(now, Instant::now());
+    for ((key, _), answer) in queries.iter().zip(answers) {
+        if let Some(p) = status
+            .peers
+            .iter_mut()
+            .find(|p| p.address == key.address && p.port == key.port)
+        {
+            p.routes = Some(match answer {
+                Some(answer) => super::board::RoutesReport::from_answer(&answer, limit, now),
+                None => super::board::RoutesReport::unanswered(limit),
+            });
+        }
+    }
+    (json(&status), head_only)
 }
 
 async fn connection(mut stream: TcpStream, metrics: &Metrics) -> io::Result<()> {
@@ -185,7 +259,7 @@ async fn connection(mut stream: TcpStream, metrics: &Metrics) -> io::Result<()> 
         Ok(Err(e)) => return Err(e),
         Err(_) => return Err(io::Error::new(io::ErrorKind::TimedOut, "request head")),
     };
-    let (response, head_only) = respond(&head, metrics, SystemTime::now(), Instant::now());
+    let (response, head_only) = respond_async(&head, metrics).await;
     write(&mut stream, &response.to_bytes(head_only)).await
 }
 
@@ -265,6 +339,28 @@ mod tests {
 
     fn get(path: &str) -> Vec<u8> {
         format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").into_bytes()
+    }
+
+    #[test]
+    fn the_routes_parameter_is_bounded_and_checked() {
+        assert_eq!(routes_limit("/status"), None);
+        assert_eq!(routes_limit("/status?x=1"), None);
+        assert_eq!(
+            routes_limit("/status?routes"),
+            Some(Ok(DEFAULT_ROUTES_LIMIT))
+        );
+        assert_eq!(
+            routes_limit("/status?routes="),
+            Some(Ok(DEFAULT_ROUTES_LIMIT))
+        );
+        assert_eq!(routes_limit("/status?x=1&routes=5"), Some(Ok(5)));
+        assert_eq!(routes_limit("/status?routes=0"), Some(Ok(0)));
+        assert_eq!(
+            routes_limit("/status?routes=99999999"),
+            Some(Ok(MAX_ROUTES_LIMIT))
+        );
+        let err = routes_limit("/status?routes=all").unwrap().unwrap_err();
+        assert!(err.contains("\"all\""), "{err}");
     }
 
     #[test]

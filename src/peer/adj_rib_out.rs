@@ -20,15 +20,17 @@ use crate::bgp::wire::{
     AfiSafi, AsPath, AsSegment, Context, EncodeError, MpNextHop, PathAttribute, SegmentType,
     Update, UpdateBuilder,
 };
-use crate::routes::{self, DesiredRoutes, NextHop, RouteAttrs};
+use crate::routes::next_hop::{self, SessionNextHops, Unsendable, WireNextHop};
+use crate::routes::{self, DesiredRoutes, RouteAttrs};
 use ipnet::IpNet;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::fmt;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::IpAddr;
 use std::sync::Arc;
+use std::time::Instant;
 
-/// What the session negotiated that shapes the UPDATEs, and the addresses that stand for
-/// [`NextHop::SessionLocal`].
+/// What the session negotiated that shapes the UPDATEs, and what resolves the routes'
+/// next hops ([`next_hop::resolve`]: the planner wrote them with the same rule).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RibSession {
     /// The negotiated codec context (4-octet AS, extended messages).
@@ -37,11 +39,8 @@ pub struct RibSession {
     pub families: Vec<AfiSafi>,
     /// LOCAL_PREF is sent on iBGP sessions only (RFC 4271 section 5.1.5).
     pub ibgp: bool,
-    /// The NEXT_HOP of IPv4 routes announced with [`NextHop::SessionLocal`].
-    pub next_hop_v4: Option<Ipv4Addr>,
-    /// The MP_REACH_NLRI next hop of IPv6 routes announced with
-    /// [`NextHop::SessionLocal`] (RFC 2545 section 3: a global address).
-    pub next_hop_v6: Option<Ipv6Addr>,
+    /// The connection's local address and whether RFC 8950 is in force.
+    pub next_hops: SessionNextHops,
 }
 
 /// Why a desired route was not sent.
@@ -49,12 +48,14 @@ pub struct RibSession {
 pub enum RouteRefusal {
     /// The peer did not negotiate the route's family (RFC 4760).
     FamilyNotNegotiated,
-    /// `NextHop::SessionLocal` and no address of the prefix's family is known for this
-    /// session (an IPv6 prefix on an IPv4 session without an IPv6 next hop, or the
-    /// reverse).
+    /// `NextHop::SessionLocal` for an IPv6 prefix on an IPv4 session (the planner never
+    /// plans one; kept for a hand-built route set).
     NoNextHop,
-    /// An explicit next hop of the other family (no RFC 8950 extended next hop here).
+    /// An explicit IPv4 next hop for an IPv6 prefix.
     NextHopFamily,
+    /// An IPv4 prefix with an IPv6 next hop, and the peer did not offer RFC 8950
+    /// extended next hop for IPv4 unicast.
+    ExtendedNextHopNotNegotiated,
     /// The attribute set cannot be encoded for this session.
     Unencodable,
 }
@@ -66,7 +67,24 @@ impl RouteRefusal {
             RouteRefusal::FamilyNotNegotiated => "family_not_negotiated",
             RouteRefusal::NoNextHop => "no_next_hop",
             RouteRefusal::NextHopFamily => "next_hop_family",
+            RouteRefusal::ExtendedNextHopNotNegotiated => "extended_next_hop_not_negotiated",
             RouteRefusal::Unencodable => "unencodable",
+        }
+    }
+}
+
+impl RouteRefusal {
+    /// What it means, for people (`status`, logs).
+    pub fn describe(self) -> &'static str {
+        match self {
+            RouteRefusal::FamilyNotNegotiated => "the peer did not negotiate the address family",
+            RouteRefusal::NoNextHop => "the session has no address of the route's family",
+            RouteRefusal::NextHopFamily => "the next hop is not of the route's family",
+            RouteRefusal::ExtendedNextHopNotNegotiated => {
+                "ipv4 routes need an ipv6 next hop here and the peer did not offer extended \
+                 next hop (RFC 8950)"
+            }
+            RouteRefusal::Unencodable => "the attributes cannot be encoded for this session",
         }
     }
 }
@@ -85,7 +103,7 @@ pub type RouteRefusals = BTreeMap<(AfiSafi, RouteRefusal), u64>;
 pub struct AdjRibOut {
     /// What the peer has been sent in this session (RFC 4271 section 3.2: the
     /// Adj-RIB-Out as advertised).
-    held: BTreeMap<IpNet, Arc<RouteAttrs>>,
+    held: BTreeMap<IpNet, Held>,
     held_count: [u64; 2],
     desired: Arc<DesiredRoutes>,
     session: Option<RibSession>,
@@ -98,6 +116,20 @@ pub struct AdjRibOut {
     resend: BTreeSet<AfiSafi>,
     tables_done: VecDeque<AfiSafi>,
     refusals: RouteRefusals,
+}
+
+/// One route the peer holds from us: its attributes and when the UPDATE that carried
+/// them was handed to the session (for `status --routes`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Held {
+    pub attrs: Arc<RouteAttrs>,
+    pub since: Instant,
+}
+
+impl AsRef<RouteAttrs> for Held {
+    fn as_ref(&self) -> &RouteAttrs {
+        &self.attrs
+    }
 }
 
 /// The pending part of the current diff.
@@ -165,7 +197,7 @@ impl AdjRibOut {
     }
 
     /// What the peer has been sent.
-    pub fn held(&self) -> &BTreeMap<IpNet, Arc<RouteAttrs>> {
+    pub fn held(&self) -> &BTreeMap<IpNet, Held> {
         &self.held
     }
 
@@ -230,6 +262,53 @@ impl AdjRibOut {
         self.tables_done.pop_front()
     }
 
+    /// What the peer holds and what is still to send, the first `limit` of each (by
+    /// prefix; the pending ones in the order they will leave, withdrawals first) and
+    /// the count of all: `show bgp neighbor X advertised-routes`. Attributes are as
+    /// sent: the next hop resolved for this session, LOCAL_PREF on iBGP only. O(limit)
+    /// plus the withdrawal queues it skips: nothing is copied beyond what is shown.
+    pub fn snapshot(&self, limit: usize, now: Instant) -> RibSnapshot {
+        let Some(session) = &self.session else {
+            return RibSnapshot {
+                taken: Some(now),
+                ..RibSnapshot::default()
+            };
+        };
+        let routes = self
+            .held
+            .iter()
+            .take(limit)
+            .map(|(p, h)| SentRoute {
+                prefix: *p,
+                attrs: as_sent(session, Unicast::of(p), &h.attrs),
+                since: Some(h.since),
+                pending: None,
+            })
+            .collect();
+        let withdrawals = self.work.withdraw.iter().flatten().map(|p| SentRoute {
+            prefix: *p,
+            attrs: None,
+            since: None,
+            pending: Some(PendingChange::Withdraw),
+        });
+        let announcements = self.work.groups.iter().flat_map(|g| {
+            g.prefixes.iter().map(|p| SentRoute {
+                prefix: *p,
+                attrs: as_sent(session, g.family, &g.attrs),
+                since: None,
+                pending: Some(PendingChange::Announce),
+            })
+        });
+        RibSnapshot {
+            established: true,
+            taken: Some(now),
+            held: self.held.len() as u64,
+            routes,
+            pending: self.pending() as u64,
+            pending_routes: withdrawals.chain(announcements).take(limit).collect(),
+        }
+    }
+
     /// Routes not sent since the last call, per family and reason.
     pub fn take_refusals(&mut self) -> RouteRefusals {
         std::mem::take(&mut self.refusals)
@@ -239,7 +318,9 @@ impl AdjRibOut {
     /// there is work, whatever `max_bytes`): whole messages of at most the negotiated
     /// maximum size each. `held` already includes what they carry. `None` when nothing is
     /// pending.
-    pub fn next_batch(&mut self, max_bytes: usize) -> Option<Vec<Update>> {
+    /// `now` stamps the routes they carry (what [`AdjRibOut::snapshot`] reports as
+    /// `since`).
+    pub fn next_batch(&mut self, max_bytes: usize, now: Instant) -> Option<Vec<Update>> {
         let session = self.session.as_ref()?;
         if self.work.is_empty() {
             return None;
@@ -260,7 +341,7 @@ impl AdjRibOut {
             if self.work.groups.is_empty() {
                 break;
             }
-            self.announce_batch(room, &mut updates);
+            self.announce_batch(room, now, &mut updates);
         }
         self.check_tables();
         if updates.is_empty() {
@@ -293,7 +374,9 @@ impl AdjRibOut {
             // too.
             for (p, r) in self.desired.iter() {
                 let fam = Unicast::of(p).afi_safi();
-                if self.resend.contains(&fam) && self.held.get(p).is_some_and(|h| **h == *r.attrs) {
+                if self.resend.contains(&fam)
+                    && self.held.get(p).is_some_and(|h| *h.attrs == *r.attrs)
+                {
                     announce.push((*p, r.attrs.clone()));
                 }
             }
@@ -363,7 +446,7 @@ impl AdjRibOut {
         updates.extend(kept);
     }
 
-    fn announce_batch(&mut self, room: usize, updates: &mut Vec<Update>) {
+    fn announce_batch(&mut self, room: usize, now: Instant, updates: &mut Vec<Update>) {
         let Some(session) = &self.session else {
             return;
         };
@@ -394,7 +477,11 @@ impl AdjRibOut {
         });
         put_back(&mut group.prefixes, &chunk[used..]);
         for p in &chunk[..used] {
-            if self.held.insert(*p, group.attrs.clone()).is_none() {
+            let held = Held {
+                attrs: group.attrs.clone(),
+                since: now,
+            };
+            if self.held.insert(*p, held).is_none() {
                 self.held_count[fam as usize] += 1;
             }
         }
@@ -437,6 +524,81 @@ impl AdjRibOut {
     }
 }
 
+/// A bounded view of an Adj-RIB-Out ([`AdjRibOut::snapshot`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RibSnapshot {
+    /// A session is up; without one the peer holds nothing from us.
+    pub established: bool,
+    /// When the snapshot was taken (the `since` of each route is before it).
+    pub taken: Option<Instant>,
+    /// Routes the peer holds, all counted.
+    pub held: u64,
+    /// The first held routes, by prefix.
+    pub routes: Vec<SentRoute>,
+    /// Prefixes still to announce or withdraw, all counted.
+    pub pending: u64,
+    /// The first pending ones, in the order they will leave.
+    pub pending_routes: Vec<SentRoute>,
+}
+
+/// One route of a [`RibSnapshot`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SentRoute {
+    pub prefix: IpNet,
+    /// The attributes as sent (or to be sent); `None` for a withdrawal, or for a route
+    /// this session cannot carry (it is refused when its turn comes).
+    pub attrs: Option<AttrsAsSent>,
+    /// When the UPDATE that carried it was handed to the session (held routes only).
+    pub since: Option<Instant>,
+    /// Not yet sent: what will be.
+    pub pending: Option<PendingChange>,
+}
+
+/// A route's attributes as they go on the wire for one session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttrsAsSent {
+    pub next_hop: IpAddr,
+    pub origin: crate::bgp::wire::Origin,
+    pub as_path: Vec<u32>,
+    pub med: Option<u32>,
+    /// Only on iBGP (RFC 4271 section 5.1.5).
+    pub local_pref: Option<u32>,
+    pub communities: Vec<u32>,
+    pub large_communities: Vec<crate::bgp::wire::LargeCommunity>,
+}
+
+/// A change of the Adj-RIB-Out not yet sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PendingChange {
+    Announce,
+    Withdraw,
+}
+
+impl PendingChange {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PendingChange::Announce => "announce",
+            PendingChange::Withdraw => "withdraw",
+        }
+    }
+}
+
+fn as_sent(session: &RibSession, fam: Unicast, attrs: &RouteAttrs) -> Option<AttrsAsSent> {
+    let next_hop = match next_hop(session, fam, attrs).ok()? {
+        WireNextHop::V4(a) => IpAddr::V4(a),
+        WireNextHop::V6(a) | WireNextHop::ExtendedV6(a) => IpAddr::V6(a),
+    };
+    Some(AttrsAsSent {
+        next_hop,
+        origin: attrs.origin,
+        as_path: attrs.as_path.clone(),
+        med: attrs.med,
+        local_pref: attrs.local_pref.filter(|_| session.ibgp),
+        communities: attrs.communities.clone(),
+        large_communities: attrs.large_communities.clone(),
+    })
+}
+
 /// Whether the session can carry a route of this family and attribute set.
 fn carriable(session: &RibSession, fam: Unicast, attrs: &RouteAttrs) -> Result<(), RouteRefusal> {
     if !session.families.contains(&fam.afi_safi()) {
@@ -445,29 +607,21 @@ fn carriable(session: &RibSession, fam: Unicast, attrs: &RouteAttrs) -> Result<(
     next_hop(session, fam, attrs).map(|_| ())
 }
 
-enum ResolvedNextHop {
-    V4(Ipv4Addr),
-    V6(Ipv6Addr),
-}
-
+/// The route's next hop on this session: [`next_hop::resolve`], the rule's other half.
 fn next_hop(
     session: &RibSession,
     fam: Unicast,
     attrs: &RouteAttrs,
-) -> Result<ResolvedNextHop, RouteRefusal> {
-    match (fam, &attrs.next_hop) {
-        (Unicast::V4, NextHop::SessionLocal) => session
-            .next_hop_v4
-            .map(ResolvedNextHop::V4)
-            .ok_or(RouteRefusal::NoNextHop),
-        (Unicast::V6, NextHop::SessionLocal) => session
-            .next_hop_v6
-            .map(ResolvedNextHop::V6)
-            .ok_or(RouteRefusal::NoNextHop),
-        (Unicast::V4, NextHop::Address(IpAddr::V4(a))) => Ok(ResolvedNextHop::V4(*a)),
-        (Unicast::V6, NextHop::Address(IpAddr::V6(a))) => Ok(ResolvedNextHop::V6(*a)),
-        (_, NextHop::Address(_)) => Err(RouteRefusal::NextHopFamily),
-    }
+) -> Result<WireNextHop, RouteRefusal> {
+    let family = match fam {
+        Unicast::V4 => crate::routes::Family::Ipv4,
+        Unicast::V6 => crate::routes::Family::Ipv6,
+    };
+    next_hop::resolve(family, &attrs.next_hop, &session.next_hops).map_err(|e| match e {
+        Unsendable::NoNextHop => RouteRefusal::NoNextHop,
+        Unsendable::NextHopFamily => RouteRefusal::NextHopFamily,
+        Unsendable::ExtendedNextHopNotNegotiated => RouteRefusal::ExtendedNextHopNotNegotiated,
+    })
 }
 
 /// The UPDATE builder for one group: its attributes in type-code order (RFC 4271
@@ -484,10 +638,17 @@ fn builder_for(
         PathAttribute::AsPath(as_path(&attrs.as_path)),
     ];
     let mut v6_next_hop = None;
+    let mut extended = None;
     match nh {
-        ResolvedNextHop::V4(a) => list.push(PathAttribute::NextHop(a)),
-        ResolvedNextHop::V6(a) => {
+        WireNextHop::V4(a) => list.push(PathAttribute::NextHop(a)),
+        WireNextHop::V6(a) => {
             v6_next_hop = Some(MpNextHop::V6 {
+                global: a,
+                link_local: None,
+            })
+        }
+        WireNextHop::ExtendedV6(a) => {
+            extended = Some(MpNextHop::V6 {
                 global: a,
                 link_local: None,
             })
@@ -507,7 +668,11 @@ fn builder_for(
             attrs.large_communities.clone(),
         ));
     }
-    UpdateBuilder::new(&session.ctx, &list, v6_next_hop)
+    let builder = UpdateBuilder::new(&session.ctx, &list, v6_next_hop)?;
+    match extended {
+        Some(nh) => builder.with_ipv4_extended_next_hop(nh),
+        None => Ok(builder),
+    }
 }
 
 /// One AS_SEQUENCE, split into segments of at most 255 AS numbers (RFC 4271 section
@@ -570,8 +735,9 @@ fn keep_messages(
 mod tests {
     use super::*;
     use crate::bgp::wire::{decode_message, encode_message, Message, Nlri, Origin};
-    use crate::routes::PlannedRoute;
+    use crate::routes::{NextHop, PlannedRoute};
     use bytes::BytesMut;
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
     /// Every prefix an UPDATE announces, and every one it withdraws.
     fn update_prefixes(u: &Update) -> (Vec<Nlri>, Vec<Nlri>) {
@@ -591,9 +757,16 @@ mod tests {
             ctx,
             families: vec![AfiSafi::IPV4_UNICAST, AfiSafi::IPV6_UNICAST],
             ibgp: false,
-            next_hop_v4: Some(Ipv4Addr::new(0x64, 0x40, 0x00, 0x01)),
-            next_hop_v6: Some("fd00::1".parse().unwrap()),
+            next_hops: SessionNextHops {
+                local: IpAddr::V4(Ipv4Addr::new(0x64, 0x40, 0x00, 0x01)),
+                extended_next_hop_ipv4: false,
+            },
         }
+    }
+
+    /// When a batch is taken; only [`AdjRibOut::snapshot`] reads it.
+    fn t0() -> Instant {
+        Instant::now()
     }
 
     fn four_octet() -> Context {
@@ -612,6 +785,15 @@ mod tests {
             local_pref: Some(200),
             communities: vec![0xfde9_0064],
             large_communities: vec![],
+        })
+    }
+
+    /// `attrs(med)` for IPv6 routes on the IPv4 session of `session()`: an explicit
+    /// IPv6 next hop, as the planner writes it from the node's address.
+    fn attrs6(med: u32) -> Arc<RouteAttrs> {
+        Arc::new(RouteAttrs {
+            next_hop: NextHop::Address("fd00::1".parse().unwrap()),
+            ..(*attrs(med)).clone()
         })
     }
 
@@ -687,7 +869,7 @@ mod tests {
 
     fn drain(rib: &mut AdjRibOut, peer: &mut Peer, max_bytes: usize, ctx: &Context) -> usize {
         let mut batches = 0;
-        while let Some(b) = rib.next_batch(max_bytes) {
+        while let Some(b) = rib.next_batch(max_bytes, t0()) {
             let bytes = peer.apply(&b, ctx);
             assert!(bytes <= max_bytes.max(ctx.max_message_len()), "{bytes}");
             batches += 1;
@@ -704,9 +886,12 @@ mod tests {
         let mut routes: Vec<(IpNet, Arc<RouteAttrs>)> = (0..60_000)
             .map(|i| (v4(i), if i % 2 == 0 { a.clone() } else { b.clone() }))
             .collect();
-        routes.extend((0..20_000).map(|i| (v6(i), a.clone())));
+        routes.extend((0..20_000).map(|i| (v6(i), attrs6(1))));
         rib.set_desired(desired(routes.clone()));
-        assert!(rib.next_batch(1 << 20).is_none(), "no session, no work");
+        assert!(
+            rib.next_batch(1 << 20, t0()).is_none(),
+            "no session, no work"
+        );
         rib.established(session(ctx));
         assert_eq!(rib.pending(), 80_000);
 
@@ -744,14 +929,14 @@ mod tests {
         let mut rib = AdjRibOut::new();
         rib.set_desired(desired((0..100_000).map(|i| (v4(i), attrs(1)))));
         rib.established(session(ctx));
-        let b = rib.next_batch(256 * 1024).unwrap();
+        let b = rib.next_batch(256 * 1024, t0()).unwrap();
         assert_eq!(b.len(), 64);
         // What was not asked for stays unencoded.
         assert_eq!(rib.held().len() + rib.pending(), 100_000);
         let carried: usize = b.iter().map(|u| u.nlri.len()).sum();
         assert_eq!(rib.held().len(), carried);
         // A tiny budget still makes progress, one message at a time.
-        assert_eq!(rib.next_batch(10).unwrap().len(), 1);
+        assert_eq!(rib.next_batch(10, t0()).unwrap().len(), 1);
         // Extended messages: fewer, larger messages for the same budget.
         let mut ext = AdjRibOut::new();
         ext.set_desired(desired((0..100_000).map(|i| (v4(i), attrs(1)))));
@@ -759,7 +944,7 @@ mod tests {
             extended_message: true,
             ..ctx
         }));
-        let b = ext.next_batch(256 * 1024).unwrap();
+        let b = ext.next_batch(256 * 1024, t0()).unwrap();
         assert_eq!(b.len(), 4);
         assert_eq!(b[0].nlri.len(), (65535 - 23 - 34) / 4);
     }
@@ -772,12 +957,12 @@ mod tests {
         rib.set_desired(desired(first));
         rib.established(session(ctx));
         let mut peer = Peer::default();
-        let b = rib.next_batch(8 * 1024).unwrap();
+        let b = rib.next_batch(8 * 1024, t0()).unwrap();
         peer.apply(&b, &ctx);
         assert!(rib.has_work());
         // Half gone, the other half with new attributes, and some new IPv6.
         let mut second: Vec<_> = (5_000..10_000).map(|i| (v4(i), attrs(7))).collect();
-        second.extend((0..100).map(|i| (v6(i), attrs(7))));
+        second.extend((0..100).map(|i| (v6(i), attrs6(7))));
         rib.set_desired(desired(second.clone()));
         drain(&mut rib, &mut peer, 8 * 1024, &ctx);
         let want: Vec<IpNet> = second.iter().map(|(p, _)| *p).collect();
@@ -796,12 +981,12 @@ mod tests {
         rib.set_desired(desired([
             (v4(1), attrs(1)),
             (v4(2), attrs(1)),
-            (v6(1), attrs(1)),
+            (v6(1), attrs6(1)),
         ]));
         rib.established(session(ctx));
-        while rib.next_batch(1 << 20).is_some() {}
+        while rib.next_batch(1 << 20, t0()).is_some() {}
         rib.set_desired(desired([(v4(2), attrs(1)), (v4(3), attrs(1))]));
-        let b = rib.next_batch(1 << 20).unwrap();
+        let b = rib.next_batch(1 << 20, t0()).unwrap();
         let summary: Vec<(Vec<Nlri>, Vec<Nlri>)> = b.iter().map(update_prefixes).collect();
         assert_eq!(
             summary,
@@ -811,10 +996,10 @@ mod tests {
                 (vec![v4(3).into()], vec![]),
             ]
         );
-        assert!(rib.next_batch(1 << 20).is_none());
+        assert!(rib.next_batch(1 << 20, t0()).is_none());
         // Unchanged: nothing at all.
         rib.set_desired(desired([(v4(2), attrs(1)), (v4(3), attrs(1))]));
-        assert!(rib.next_batch(1 << 20).is_none());
+        assert!(rib.next_batch(1 << 20, t0()).is_none());
     }
 
     #[test]
@@ -828,9 +1013,9 @@ mod tests {
         // No IPv6 route: that table is complete at once; IPv4 is not.
         assert_eq!(rib.poll_table_sent(), Some(AfiSafi::IPV6_UNICAST));
         assert_eq!(rib.poll_table_sent(), None);
-        let _ = rib.next_batch(4096).unwrap();
+        let _ = rib.next_batch(4096, t0()).unwrap();
         assert_eq!(rib.poll_table_sent(), None);
-        while rib.next_batch(4096).is_some() {}
+        while rib.next_batch(4096, t0()).is_some() {}
         assert_eq!(rib.poll_table_sent(), Some(AfiSafi::IPV4_UNICAST));
         assert_eq!(rib.poll_table_sent(), None);
     }
@@ -842,20 +1027,20 @@ mod tests {
         rib.set_desired(desired([
             (v4(1), attrs(1)),
             (v4(2), attrs(1)),
-            (v6(1), attrs(1)),
+            (v6(1), attrs6(1)),
         ]));
         rib.established(session(ctx));
-        while rib.next_batch(1 << 20).is_some() {}
+        while rib.next_batch(1 << 20, t0()).is_some() {}
         rib.send_table(AfiSafi::IPV4_UNICAST, true);
         assert_eq!(rib.poll_table_sent(), None);
-        let b = rib.next_batch(1 << 20).unwrap();
+        let b = rib.next_batch(1 << 20, t0()).unwrap();
         let summary: Vec<(Vec<Nlri>, Vec<Nlri>)> = b.iter().map(update_prefixes).collect();
         assert_eq!(summary, vec![(vec![v4(1).into(), v4(2).into()], vec![])]);
         assert_eq!(rib.poll_table_sent(), Some(AfiSafi::IPV4_UNICAST));
         // The refresh is over: an unchanged set sends nothing again.
         let same = rib.desired().clone();
         rib.set_desired(same);
-        assert!(rib.next_batch(1 << 20).is_none());
+        assert!(rib.next_batch(1 << 20, t0()).is_none());
     }
 
     #[test]
@@ -871,11 +1056,8 @@ mod tests {
             (v4(2), attrs(1)),
             (v6(1), attrs(1)),
         ]));
-        // An IPv4 session without an IPv6 next hop, IPv6 negotiated.
-        rib.established(RibSession {
-            next_hop_v6: None,
-            ..session(ctx)
-        });
+        // An IPv4 session, IPv6 negotiated, an IPv6 route with the session's address.
+        rib.established(session(ctx));
         let mut peer = Peer::default();
         drain(&mut rib, &mut peer, 1 << 20, &ctx);
         assert_eq!(
@@ -886,25 +1068,43 @@ mod tests {
             rib.take_refusals(),
             [((AfiSafi::IPV6_UNICAST, RouteRefusal::NoNextHop), 1)].into()
         );
-        // v4(2) moves to a next hop of the wrong family: the old version is withdrawn.
+        // v4(2) moves to an IPv6 next hop without RFC 8950: the old version is withdrawn.
         rib.set_desired(desired([(v4(1), attrs(1)), (v4(2), explicit_v6_for_v4)]));
         drain(&mut rib, &mut peer, 1 << 20, &ctx);
         assert_eq!(peer.rib.keys().copied().collect::<Vec<_>>(), vec![v4(1)]);
         assert_eq!(
             rib.take_refusals(),
-            [((AfiSafi::IPV4_UNICAST, RouteRefusal::NextHopFamily), 1)].into()
+            [(
+                (
+                    AfiSafi::IPV4_UNICAST,
+                    RouteRefusal::ExtendedNextHopNotNegotiated
+                ),
+                1
+            )]
+            .into()
         );
         assert!(rib.take_refusals().is_empty());
+        // An IPv4 next hop for an IPv6 route.
+        let explicit_v4_for_v6 = Arc::new(RouteAttrs {
+            next_hop: NextHop::Address("192.0.2.9".parse().unwrap()),
+            ..(*attrs(1)).clone()
+        });
+        rib.set_desired(desired([(v4(1), attrs(1)), (v6(2), explicit_v4_for_v6)]));
+        drain(&mut rib, &mut peer, 1 << 20, &ctx);
+        assert_eq!(
+            rib.take_refusals(),
+            [((AfiSafi::IPV6_UNICAST, RouteRefusal::NextHopFamily), 1)].into()
+        );
 
         // IPv6 not negotiated at all.
         let mut v4_only = AdjRibOut::new();
-        v4_only.set_desired(desired([(v4(1), attrs(1)), (v6(1), attrs(1))]));
+        v4_only.set_desired(desired([(v4(1), attrs(1)), (v6(1), attrs6(1))]));
         v4_only.established(RibSession {
             families: vec![AfiSafi::IPV4_UNICAST],
             ..session(ctx)
         });
         v4_only.send_table(AfiSafi::IPV4_UNICAST, false);
-        let b = v4_only.next_batch(1 << 20).unwrap();
+        let b = v4_only.next_batch(1 << 20, t0()).unwrap();
         assert_eq!(b.len(), 1);
         assert_eq!(
             v4_only.take_refusals(),
@@ -915,6 +1115,74 @@ mod tests {
             .into()
         );
         assert_eq!(v4_only.poll_table_sent(), Some(AfiSafi::IPV4_UNICAST));
+    }
+
+    #[test]
+    fn ipv4_routes_on_an_ipv6_session_use_rfc8950_only_when_negotiated() {
+        let ctx = four_octet();
+        let v6_session = |extended| RibSession {
+            next_hops: SessionNextHops {
+                local: "fd00::7".parse().unwrap(),
+                extended_next_hop_ipv4: extended,
+            },
+            ..session(ctx)
+        };
+        let want = desired([(v4(1), attrs(1)), (v4(2), attrs(1)), (v6(1), attrs(1))]);
+        let mut rib = AdjRibOut::new();
+        rib.set_desired(want.clone());
+        rib.established(v6_session(false));
+        let mut peer = Peer::default();
+        drain(&mut rib, &mut peer, 1 << 20, &ctx);
+        assert_eq!(peer.rib.keys().copied().collect::<Vec<_>>(), vec![v6(1)]);
+        assert_eq!(
+            rib.take_refusals(),
+            [(
+                (
+                    AfiSafi::IPV4_UNICAST,
+                    RouteRefusal::ExtendedNextHopNotNegotiated
+                ),
+                2
+            )]
+            .into()
+        );
+
+        let mut rib = AdjRibOut::new();
+        rib.set_desired(want);
+        rib.established(v6_session(true));
+        let b = rib.next_batch(1 << 20, t0()).unwrap();
+        assert!(rib.take_refusals().is_empty());
+        let v4_update = b
+            .iter()
+            .find(|u| {
+                u.mp_reach()
+                    .is_some_and(|r| r.afi_safi == AfiSafi::IPV4_UNICAST)
+            })
+            .unwrap();
+        let reach = v4_update.mp_reach().unwrap();
+        assert_eq!(
+            reach.next_hop,
+            MpNextHop::V6 {
+                global: "fd00::7".parse().unwrap(),
+                link_local: None
+            }
+        );
+        assert_eq!(reach.nlri, vec![v4(1).into(), v4(2).into()]);
+        assert!(v4_update.nlri.is_empty());
+        assert!(!v4_update
+            .attributes
+            .iter()
+            .any(|a| matches!(a, PathAttribute::NextHop(_))));
+        let mut peer = Peer::default();
+        peer.apply(&b, &ctx);
+        assert_eq!(
+            peer.rib.keys().copied().collect::<Vec<_>>(),
+            vec![v4(1), v4(2), v6(1)]
+        );
+        assert_eq!(rib.held_count(AfiSafi::IPV4_UNICAST), 2);
+        // Withdrawals of those IPv4 routes go in the Withdrawn Routes field.
+        rib.set_desired(desired([(v6(1), attrs(1))]));
+        let b = rib.next_batch(1 << 20, t0()).unwrap();
+        assert_eq!(b[0].withdrawn, vec![v4(1).into(), v4(2).into()]);
     }
 
     #[test]
@@ -930,7 +1198,7 @@ mod tests {
             ibgp: true,
             ..session(ctx)
         });
-        let b = rib.next_batch(1 << 20).unwrap();
+        let b = rib.next_batch(1 << 20, t0()).unwrap();
         assert!(b[0].attributes.contains(&PathAttribute::LocalPref(200)));
         let mut out = BytesMut::new();
         encode_message(&Message::Update(b[0].clone()), &ctx, &mut out).unwrap();
@@ -955,16 +1223,99 @@ mod tests {
     }
 
     #[test]
+    fn a_snapshot_lists_held_routes_as_sent_and_the_pending_changes_bounded() {
+        let ctx = four_octet();
+        let mut rib = AdjRibOut::new();
+        let start = Instant::now();
+        assert!(!rib.snapshot(10, start).established);
+        rib.set_desired(desired((1..=3).map(|i| (v4(i), attrs(i)))));
+        rib.established(session(ctx));
+        while rib.next_batch(1 << 20, start).is_some() {}
+        // v4(1) goes, v4(4) and v6(1) come: one withdrawal, two announcements pending.
+        let mut next: Vec<(IpNet, Arc<RouteAttrs>)> = vec![(v4(2), attrs(2)), (v4(3), attrs(3))];
+        next.push((v4(4), attrs(4)));
+        next.push((v6(1), attrs(5)));
+        rib.set_desired(desired(next));
+        let later = start + std::time::Duration::from_secs(7);
+        let snap = rib.snapshot(10, later);
+        assert!(snap.established);
+        assert_eq!(snap.taken, Some(later));
+        assert_eq!((snap.held, snap.pending), (3, 3));
+        let held: Vec<IpNet> = snap.routes.iter().map(|r| r.prefix).collect();
+        assert_eq!(held, [v4(1), v4(2), v4(3)]);
+        let first = &snap.routes[1];
+        assert_eq!(first.since, Some(start));
+        assert_eq!(first.pending, None);
+        let a = first.attrs.as_ref().unwrap();
+        assert_eq!(
+            a.next_hop,
+            IpAddr::V4(Ipv4Addr::new(0x64, 0x40, 0x00, 0x01))
+        );
+        assert_eq!(a.as_path, [65001]);
+        assert_eq!(a.med, Some(2));
+        assert_eq!(a.local_pref, None, "eBGP: LOCAL_PREF is not sent");
+        assert_eq!(a.communities, [0xfde9_0064]);
+        let pending: Vec<(IpNet, Option<PendingChange>)> = snap
+            .pending_routes
+            .iter()
+            .map(|r| (r.prefix, r.pending))
+            .collect();
+        assert_eq!(
+            pending,
+            [
+                (v4(1), Some(PendingChange::Withdraw)),
+                (v4(4), Some(PendingChange::Announce)),
+                (v6(1), Some(PendingChange::Announce)),
+            ]
+        );
+        assert!(snap.pending_routes[0].attrs.is_none());
+        let v6_hop = snap.pending_routes[2].attrs.as_ref().unwrap().next_hop;
+        assert_eq!(v6_hop, "fd00::1".parse::<IpAddr>().unwrap());
+
+        // Bounded: the counts stay whole.
+        let small = rib.snapshot(1, later);
+        assert_eq!((small.routes.len(), small.pending_routes.len()), (1, 1));
+        assert_eq!((small.held, small.pending), (3, 3));
+
+        // Sent: the new routes carry the later time, the old ones keep theirs.
+        while rib.next_batch(1 << 20, later).is_some() {}
+        let snap = rib.snapshot(10, later);
+        assert_eq!((snap.held, snap.pending), (4, 0));
+        let since: Vec<(IpNet, Option<Instant>)> =
+            snap.routes.iter().map(|r| (r.prefix, r.since)).collect();
+        assert_eq!(
+            since,
+            [
+                (v4(2), Some(start)),
+                (v4(3), Some(start)),
+                (v4(4), Some(later)),
+                (v6(1), Some(later)),
+            ]
+        );
+
+        let mut ibgp = session(ctx);
+        ibgp.ibgp = true;
+        rib.established(ibgp);
+        while rib.next_batch(1 << 20, later).is_some() {}
+        let lp = rib.snapshot(1, later).routes[0]
+            .attrs
+            .clone()
+            .unwrap()
+            .local_pref;
+        assert_eq!(lp, Some(200), "iBGP: LOCAL_PREF is sent");
+    }
+
+    #[test]
     fn down_forgets_what_the_peer_held() {
         let ctx = four_octet();
         let mut rib = AdjRibOut::new();
         rib.set_desired(desired([(v4(1), attrs(1))]));
         rib.established(session(ctx));
-        while rib.next_batch(1 << 20).is_some() {}
+        while rib.next_batch(1 << 20, t0()).is_some() {}
         assert_eq!(rib.held().len(), 1);
         rib.down();
         assert!(rib.held().is_empty());
-        assert!(rib.next_batch(1 << 20).is_none());
+        assert!(rib.next_batch(1 << 20, t0()).is_none());
         // The next session sends everything again.
         rib.established(session(ctx));
         assert_eq!(rib.pending(), 1);

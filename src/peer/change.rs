@@ -4,9 +4,9 @@
 //! For a session wanted before and after, compare what it runs with:
 //! - a change in anything that goes into the TCP connection or the OPEN message (ASNs,
 //!   hold and keepalive time, router-id, source address, MD5 password, TTL policy,
-//!   passive, graceful restart, families) or in the next hops the session's routes
-//!   stand in with ([`PeerSpec::next_hop_v4`] / `v6`): [`SessionChange::Reset`], the
-//!   session is closed and opened again;
+//!   passive, graceful restart, families; the key a `password-secret` names) or in the
+//!   graceful shutdown time: [`SessionChange::Reset`], the session is closed and opened
+//!   again;
 //! - otherwise a change of a live setting (`connect-retry-time`, `max-prefix`):
 //!   [`SessionChange::UpdateLive`], the session keeps running; the daemon keeps the new
 //!   spec, in force when the peer task next starts;
@@ -225,7 +225,8 @@ pub(crate) mod tests {
         let p = peer("");
         let spec = |r: &RunOverrides| PeerSpec::from_config(&p, r).unwrap();
         let a = spec(&run([192, 0, 2, 10], Some([192, 0, 2, 10])));
-        // Another router id from the flag, or another node address for the next hop.
+        // Another router id from the flag; without the flag, another node address (the
+        // router id it gives); with the flag, the node address changes nothing here.
         let b = spec(&run([192, 0, 2, 11], Some([192, 0, 2, 10])));
         let c = spec(&run([192, 0, 2, 10], Some([192, 0, 2, 12])));
         assert_eq!(
@@ -234,6 +235,19 @@ pub(crate) mod tests {
         );
         assert_eq!(
             session_change(Some(&a), Some(&c)),
+            Some(SessionChange::Keep)
+        );
+        let unflagged = |node: [u8; 4]| {
+            spec(&RunOverrides {
+                node_ipv4: Some(Ipv4Addr::from(node)),
+                ..RunOverrides::default()
+            })
+        };
+        assert_eq!(
+            session_change(
+                Some(&unflagged([192, 0, 2, 10])),
+                Some(&unflagged([192, 0, 2, 12]))
+            ),
             Some(SessionChange::Reset)
         );
         // Another source address for the session's own family.

@@ -17,13 +17,17 @@ use super::listener::Inbound;
 use super::observer::{Direction, PeerObserver};
 use super::socket;
 use super::spec::PeerSpec;
-use super::{Beat, PeerError, PeerStatus, Shutdown, DAEMON_GONE_MESSAGE, IDLE_WAKE};
+use super::{
+    Beat, PeerError, PeerStatus, RoutesAnswer, RoutesQuery, Shutdown, DAEMON_GONE_MESSAGE,
+    IDLE_WAKE,
+};
 use crate::bgp::session::{
     detect_collision, Action, Input, NotificationInfo, Session, Side, State, StopReason,
 };
 use crate::bgp::wire::{check_header, decode_message_bytes, encode_message, AfiSafi, Message};
 use crate::config::PeerKey;
-use crate::routes::DesiredRoutes;
+use crate::routes::next_hop::SessionNextHops;
+use crate::routes::{self, DesiredRoutes};
 use bytes::{Buf, BytesMut};
 use std::collections::BTreeMap;
 use std::future::{pending, Future};
@@ -33,7 +37,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, warn};
 
 /// The write buffer is refilled from the Adj-RIB-Out only while it holds less than this:
@@ -50,12 +54,24 @@ const READ_CHUNK: usize = 64 * 1024;
 
 type Dial = Pin<Box<dyn Future<Output = Result<TcpStream, PeerError>> + Send>>;
 
-/// Which of a peer's two possible sessions a link carries: the main one, or the
+/// LinkRole of a peer's two possible sessions a link carries: the main one, or the
 /// candidate of a connection collision (RFC 4271 section 6.8) while it is resolved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum LinkRole {
     Main,
     Candidate,
+}
+
+impl Drain {
+    /// The next moment the drain must act: the end of the grace period, then the bound
+    /// on writing the withdrawals.
+    fn deadline(&self) -> Instant {
+        if self.withdrawing {
+            self.until + CLOSE_TIMEOUT
+        } else {
+            self.until
+        }
+    }
 }
 
 impl LinkRole {
@@ -147,9 +163,21 @@ impl Conn {
     }
 }
 
+/// A graceful shutdown in progress (RFC 8326 section 4): our routes went out again with
+/// GRACEFUL_SHUTDOWN; at `until` they are withdrawn, then the session stops.
+struct Drain {
+    until: Instant,
+    /// The Cease that ends it.
+    reason: StopReason,
+    /// The routes are being withdrawn (the grace period is over).
+    withdrawing: bool,
+}
+
 /// What woke the task.
 enum Event {
     Shutdown(Shutdown),
+    /// The daemon dropped its end of the shutdown channel.
+    ShutdownClosed,
     Timeout,
     Readable(LinkRole),
     Writable(LinkRole),
@@ -158,6 +186,8 @@ enum Event {
     InboundClosed,
     Desired,
     DesiredClosed,
+    Query(RoutesQuery),
+    QueriesClosed,
     Nothing,
 }
 
@@ -183,6 +213,10 @@ pub(crate) struct Task {
     /// The socket took the whole write buffer and routes remain: refill on the next
     /// turn without waiting for an event (none would come).
     refill: bool,
+    /// `status --routes` asking for the Adj-RIB-Out; `None` once every sender is gone.
+    queries: Option<mpsc::Receiver<RoutesQuery>>,
+    /// A graceful shutdown in progress.
+    graceful: Option<Drain>,
 }
 
 impl Task {
@@ -191,6 +225,7 @@ impl Task {
         observer: Arc<dyn PeerObserver>,
         status: watch::Sender<PeerStatus>,
         beat: Arc<Beat>,
+        queries: mpsc::Receiver<RoutesQuery>,
     ) -> Result<Task, PeerError> {
         let session = Session::new(spec.session.clone())?;
         Ok(Task {
@@ -212,6 +247,8 @@ impl Task {
             last_io_error: None,
             beat,
             refill: false,
+            queries: Some(queries),
+            graceful: None,
         })
     }
 
@@ -224,35 +261,71 @@ impl Task {
         let first = desired.borrow_and_update().clone();
         self.rib.set_desired(first);
         let mut desired_open = true;
+        let mut shutdown_open = true;
         let now = Instant::now();
         self.input(LinkRole::Main, now, Input::Start).await;
         self.after_event(now).await;
         loop {
-            // A shutdown requested before the task started, or while it was busy.
-            let requested = shutdown.borrow_and_update().clone();
+            // A shutdown requested before the task started, or while it was busy (once
+            // draining, only a new request counts: `next_event` sees it change).
+            let requested = match self.graceful {
+                None if shutdown_open => shutdown.borrow_and_update().clone(),
+                _ => None,
+            };
             let event = match requested {
                 Some(mode) => Event::Shutdown(mode),
                 None => {
-                    self.next_event(&mut desired, desired_open, &mut shutdown, &mut inbound)
-                        .await
+                    self.next_event(
+                        &mut desired,
+                        desired_open,
+                        &mut shutdown,
+                        shutdown_open,
+                        &mut inbound,
+                    )
+                    .await
                 }
             };
             let now = Instant::now();
             self.beat.beat(now);
             match event {
                 Event::Shutdown(mode) => {
-                    self.shutdown(now, mode).await;
-                    break;
+                    // A second request during a drain ends it at once.
+                    if self.graceful.is_some() || !self.begin_drain(now, &mode) {
+                        self.shutdown(now, mode).await;
+                        break;
+                    }
+                }
+                Event::ShutdownClosed => {
+                    shutdown_open = false;
+                    if self.graceful.is_none() {
+                        // The daemon is gone: leave as a restart would, routes kept by a
+                        // GR peer (or drained first).
+                        let mode = Shutdown::Restart(DAEMON_GONE_MESSAGE.into());
+                        if !self.begin_drain(now, &mode) {
+                            self.shutdown(now, mode).await;
+                            break;
+                        }
+                    }
                 }
                 Event::Timeout => self.timeout(now).await,
                 Event::Readable(w) => self.read(w, now).await,
                 Event::Writable(w) => self.flush(w, now).await,
                 Event::Dialed(r) => self.dialed(r, now).await,
+                Event::Inbound(_) if self.graceful.is_some() => {
+                    debug!("connection refused: the session is shutting down");
+                }
                 Event::Inbound(stream) => self.offer(stream, true, now).await,
                 Event::InboundClosed => inbound = None,
                 Event::Desired => {
                     let d = desired.borrow_and_update().clone();
-                    self.rib.set_desired(d);
+                    match &self.graceful {
+                        // Withdrawing: nothing goes out again.
+                        Some(drain) if drain.withdrawing => {}
+                        Some(_) => self
+                            .rib
+                            .set_desired(Arc::new(routes::graceful_shutdown(&d))),
+                        None => self.rib.set_desired(d),
+                    }
                     if self.rib.has_work() {
                         // Changes that arrive before the last one is written are
                         // measured from the first.
@@ -260,9 +333,21 @@ impl Task {
                     }
                 }
                 Event::DesiredClosed => desired_open = false,
+                Event::Query(q) => {
+                    // Err: the asker gave up waiting.
+                    let _ = q.reply.send(RoutesAnswer {
+                        rib: self.rib.snapshot(q.limit, now),
+                        write_buffer: self.main.conn.as_ref().map_or(0, |c| c.wbuf.len()),
+                    });
+                }
+                Event::QueriesClosed => self.queries = None,
                 Event::Nothing => {}
             }
             self.after_event(now).await;
+            if let Some(reason) = self.drain_step(Instant::now()).await {
+                self.stop(Instant::now(), reason).await;
+                break;
+            }
         }
         self.status.send_modify(|s| {
             s.state = self.main.session.state();
@@ -275,6 +360,7 @@ impl Task {
         desired: &mut watch::Receiver<Arc<DesiredRoutes>>,
         desired_open: bool,
         shutdown: &mut watch::Receiver<Option<Shutdown>>,
+        shutdown_open: bool,
         inbound: &mut Option<Inbound>,
     ) -> Event {
         let deadline = [
@@ -282,6 +368,7 @@ impl Task {
             self.candidate
                 .as_ref()
                 .and_then(|c| c.session.poll_timeout()),
+            self.graceful.as_ref().map(Drain::deadline),
         ]
         .into_iter()
         .flatten()
@@ -290,16 +377,16 @@ impl Task {
         let cand = self.candidate.as_ref().and_then(|c| c.conn.as_ref());
         let dial = self.dial.as_mut();
         let refill = self.refill;
+        let queries = self.queries.as_mut();
         tokio::select! {
             biased;
-            r = shutdown.changed() => match r {
+            r = shutdown.changed(), if shutdown_open => match r {
                 Ok(()) => match shutdown.borrow_and_update().clone() {
                     Some(mode) => Event::Shutdown(mode),
                     // Set back to "running": nothing to do.
                     None => Event::Nothing,
                 },
-                // The daemon is gone: leave as a restart would, routes kept by a GR peer.
-                Err(_) => Event::Shutdown(Shutdown::Restart(DAEMON_GONE_MESSAGE.into())),
+                Err(_) => Event::ShutdownClosed,
             },
             () = sleep_until(deadline) => Event::Timeout,
             () = writable(main) => Event::Writable(LinkRole::Main),
@@ -314,6 +401,10 @@ impl Task {
             r = desired.changed(), if desired_open => match r {
                 Ok(()) => Event::Desired,
                 Err(_) => Event::DesiredClosed,
+            },
+            q = query(queries) => match q {
+                Some(q) => Event::Query(q),
+                None => Event::QueriesClosed,
             },
             // Last of the ready ones: more of the table, once nothing else is pending.
             () = std::future::ready(()), if refill => Event::Nothing,
@@ -357,7 +448,7 @@ impl Task {
             if used >= WRITE_THRESHOLD {
                 break;
             }
-            let Some(batch) = self.rib.next_batch(WRITE_THRESHOLD - used) else {
+            let Some(batch) = self.rib.next_batch(WRITE_THRESHOLD - used, now) else {
                 break;
             };
             self.input(LinkRole::Main, now, Input::Updates(batch)).await;
@@ -374,8 +465,9 @@ impl Task {
                 "routes not announced"
             );
             self.last_io_error = Some(format!(
-                "{count} routes of afi {} not announced: {reason}",
-                afi.afi.0
+                "{count} routes of afi {} not announced: {}",
+                afi.afi.0,
+                reason.describe()
             ));
             self.observer.not_announced(&self.key, afi, reason, count);
         }
@@ -467,16 +559,18 @@ impl Task {
                     families = ?n.families,
                     four_octet_as = n.four_octet_as,
                     graceful_restart = n.graceful_restart,
+                    extended_next_hop = n.extended_next_hop_ipv4,
                     local = %local,
                     "session established"
                 );
-                let (v4, v6) = self.spec.next_hops(local.ip());
                 self.rib.established(RibSession {
                     ctx: n.context(),
                     families: n.families.clone(),
                     ibgp: n.ibgp,
-                    next_hop_v4: v4,
-                    next_hop_v6: v6,
+                    next_hops: SessionNextHops {
+                        local: local.ip().to_canonical(),
+                        extended_next_hop_ipv4: n.extended_next_hop_ipv4,
+                    },
                 });
                 self.changed_at = Some(now);
             }
@@ -711,7 +805,9 @@ impl Task {
             }
         };
         let state = self.main.session.state();
-        if matches!(state, State::Connect | State::Active) && self.main.conn.is_none() {
+        // In Connect or Active, and for the peer's connection also while waiting to
+        // retry: a connection the peer opens then is never reset.
+        if self.main.conn.is_none() && self.main.session.accepts(inbound) {
             debug!(local = %conn.local, remote = %conn.remote, inbound, "connection up");
             self.dial = None;
             self.main.conn = Some(conn);
@@ -724,7 +820,7 @@ impl Task {
             State::OpenSent | State::OpenConfirm | State::Established
         );
         if inbound && collision_possible && self.candidate.is_none() {
-            match Session::inbound(self.spec.session.clone(), now) {
+            match Session::inbound_beside(&self.main.session, now) {
                 Ok(session) => {
                     debug!(remote = %conn.remote, "inbound connection while ours is up: collision candidate");
                     self.candidate = Some(Link {
@@ -789,6 +885,86 @@ impl Task {
             Shutdown::Restart(m) => StopReason::Restart(m),
             Shutdown::Deconfigured => StopReason::PeerDeconfigured,
         };
+        self.stop(now, reason).await;
+    }
+
+    /// Starts a graceful shutdown (RFC 8326) when `mode` ends the session for good while
+    /// the peer holds our routes: every route goes out again with GRACEFUL_SHUTDOWN
+    /// (65535:0), so the peer and those behind it move traffic to other paths while the
+    /// routes still work; [`Task::drain_step`] withdraws them after the grace period.
+    /// Not for an administrative shutdown (an operator's "now"), nor a restart that
+    /// graceful restart covers (the peer keeps the routes as stale and needs no warning),
+    /// nor a session that is not Established (the peer holds nothing). Returns whether
+    /// it started.
+    fn begin_drain(&mut self, now: Instant, mode: &Shutdown) -> bool {
+        let grace = self.spec.graceful_shutdown;
+        if grace.is_zero() || self.main.session.state() != State::Established {
+            return false;
+        }
+        let reason = match mode {
+            Shutdown::Admin(_) => return false,
+            Shutdown::Restart(_) if self.main.session.graceful_restart_in_force() => return false,
+            Shutdown::Restart(m) => StopReason::AdminShutdown(m.clone()),
+            Shutdown::Deconfigured => StopReason::PeerDeconfigured,
+        };
+        info!(
+            grace_secs = grace.as_secs_f64(),
+            then = %reason,
+            "graceful shutdown: routes re-advertised with GRACEFUL_SHUTDOWN, withdrawn after the grace period"
+        );
+        // A connection the peer opened meanwhile has no routes of ours: it goes now.
+        if let Some(c) = self.candidate.as_mut() {
+            c.session.handle(
+                now,
+                Input::Stop {
+                    reason: reason.clone(),
+                },
+            );
+        }
+        let marked = routes::graceful_shutdown(self.rib.desired());
+        self.rib.set_desired(Arc::new(marked));
+        self.changed_at.get_or_insert(now);
+        self.graceful = Some(Drain {
+            until: now + grace,
+            reason,
+            withdrawing: false,
+        });
+        true
+    }
+
+    /// Moves a graceful shutdown on: withdraws every route once the grace period is
+    /// over, and returns the Cease to stop with once they are written (or after
+    /// [`CLOSE_TIMEOUT`] more, should the peer not read them), or at once when the
+    /// session went down meanwhile (the peer dropped our routes with it; no new one
+    /// may start).
+    async fn drain_step(&mut self, now: Instant) -> Option<StopReason> {
+        self.graceful.as_ref()?;
+        if self.candidate.is_some() {
+            // Stopped by `begin_drain`: its NOTIFICATION goes out, then it is gone.
+            self.drain(LinkRole::Candidate, now).await;
+            self.candidate = None;
+        }
+        let drain = self.graceful.as_mut()?;
+        if self.main.session.state() != State::Established {
+            return Some(drain.reason.clone());
+        }
+        if !drain.withdrawing && now >= drain.until {
+            drain.withdrawing = true;
+            info!("grace period over: withdrawing every route");
+            self.rib.set_desired(Arc::new(DesiredRoutes::new()));
+            self.after_event(now).await;
+        }
+        let drain = self.graceful.as_ref()?;
+        let written =
+            !self.rib.has_work() && self.main.conn.as_ref().is_none_or(|c| c.wbuf.is_empty());
+        if drain.withdrawing && (written || now >= drain.deadline()) {
+            return Some(drain.reason.clone());
+        }
+        None
+    }
+
+    /// Stops both sessions for `reason`.
+    async fn stop(&mut self, now: Instant, reason: StopReason) {
         if self.candidate.is_some() {
             self.input(
                 LinkRole::Candidate,
@@ -851,6 +1027,7 @@ impl Task {
             s.pending = rib.pending();
             s.write_buffer = conn.map_or(0, |c| c.wbuf.len());
             s.last_io_error = last_io_error.clone();
+            s.next_retry = session.next_retry();
         });
     }
 }
@@ -899,6 +1076,13 @@ async fn dialing(dial: Option<&mut Dial>) -> Result<TcpStream, PeerError> {
 async fn accept(inbound: Option<&mut Inbound>) -> Option<TcpStream> {
     match inbound {
         Some(i) => i.recv().await,
+        None => pending().await,
+    }
+}
+
+async fn query(queries: Option<&mut mpsc::Receiver<RoutesQuery>>) -> Option<RoutesQuery> {
+    match queries {
+        Some(q) => q.recv().await,
         None => pending().await,
     }
 }

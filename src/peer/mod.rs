@@ -39,7 +39,10 @@ mod observer;
 mod socket;
 mod spec;
 
-pub use adj_rib_out::{AdjRibOut, RibSession, RouteRefusal, RouteRefusals};
+pub use adj_rib_out::{
+    AdjRibOut, AttrsAsSent, Held, PendingChange, RibSession, RibSnapshot, RouteRefusal,
+    RouteRefusals, SentRoute,
+};
 pub use change::{session_change, session_changes, SessionChange, SessionChanges};
 pub use driver::{CLOSE_TIMEOUT, WRITE_THRESHOLD};
 pub use error::PeerError;
@@ -59,7 +62,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::watch;
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
@@ -104,6 +107,8 @@ pub struct PeerStatus {
     /// The last socket error or refusal to announce; the session's own last error is in
     /// `stats.last_error`.
     pub last_io_error: Option<String>,
+    /// When the session dials again after a failure, while it waits in Idle.
+    pub next_retry: Option<Instant>,
     /// The task has ended.
     pub finished: bool,
 }
@@ -122,9 +127,44 @@ impl PeerStatus {
             pending: 0,
             write_buffer: 0,
             last_io_error: None,
+            next_retry: None,
             finished: false,
         }
     }
+}
+
+/// A request for a [`RibSnapshot`] (in a [`RoutesAnswer`]) of a peer task's Adj-RIB-Out
+/// (`status --routes`): the task answers between two events, so the send path never
+/// waits on a reader and nothing is copied until someone asks.
+#[derive(Debug)]
+pub struct RoutesQuery {
+    /// Routes listed at most, held and pending each (both are counted whole).
+    pub limit: usize,
+    pub reply: oneshot::Sender<RoutesAnswer>,
+}
+
+/// A peer task's answer to a [`RoutesQuery`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RoutesAnswer {
+    pub rib: RibSnapshot,
+    /// UPDATEs (and KEEPALIVEs) encoded and not yet taken by the socket, in octets: what
+    /// the held routes' last changes may still be waiting in.
+    pub write_buffer: usize,
+}
+
+/// Queries waiting for one task: a few readers at once, more are refused at once.
+pub const ROUTES_QUERY_QUEUE: usize = 4;
+
+/// Asks a peer task for its Adj-RIB-Out; `None` when the task is gone, busy with
+/// [`ROUTES_QUERY_QUEUE`] queries already, or does not answer within `timeout`.
+pub async fn query_routes(
+    queries: &mpsc::Sender<RoutesQuery>,
+    limit: usize,
+    timeout: Duration,
+) -> Option<RoutesAnswer> {
+    let (reply, answer) = oneshot::channel();
+    queries.try_send(RoutesQuery { limit, reply }).ok()?;
+    tokio::time::timeout(timeout, answer).await.ok()?.ok()
 }
 
 /// A running peer task.
@@ -138,6 +178,8 @@ pub struct PeerHandle {
     /// When the task last turned its loop: at least every [`IDLE_WAKE`], so a task
     /// silent for much longer is wedged (the daemon's `/healthz` says so).
     pub beat: Arc<Beat>,
+    /// Where [`RoutesQuery`]s go ([`query_routes`]).
+    pub queries: mpsc::Sender<RoutesQuery>,
 }
 
 /// The longest a peer task sleeps without turning its loop, even with nothing to do.
@@ -202,13 +244,15 @@ pub fn spawn(
     let span = tracing::info_span!("peer", addr = %key.address, asn = spec.session.peer_asn);
     let (status_tx, status) = watch::channel(PeerStatus::new(key));
     let beat = Arc::new(Beat::new(Instant::now()));
-    let task = driver::Task::new(spec, observer, status_tx, Arc::clone(&beat))?;
+    let (queries, queries_rx) = mpsc::channel(ROUTES_QUERY_QUEUE);
+    let task = driver::Task::new(spec, observer, status_tx, Arc::clone(&beat), queries_rx)?;
     let join = tokio::spawn(task.run(desired, shutdown, inbound).instrument(span));
     Ok(PeerHandle {
         key,
         join,
         status,
         beat,
+        queries,
     })
 }
 

@@ -1,7 +1,8 @@
 //! [`PeerSpec`]: everything one peer task needs, built from a validated `config::Peer`
 //! and what the daemon knows at run time ([`RunOverrides`]): the session configuration
-//! (src/bgp/session), the transport options, and the next hops that stand in for the
-//! session's own address in the other family. Pure: reads no file, no socket, no clock.
+//! (src/bgp/session) and the transport options. Next hops are not here: the planner
+//! writes them into the routes (`routes::next_hop`). Pure: reads no file, no socket, no
+//! clock.
 
 use super::PeerError;
 use crate::bgp::session::{GrConfig, MaxPrefix, MaxPrefixAction, SessionConfig};
@@ -9,7 +10,8 @@ use crate::bgp::wire::AfiSafi;
 use crate::config::{self, PeerKey, Secret};
 use crate::routes;
 use std::hash::{DefaultHasher, Hash, Hasher};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How long a dial may take before it is abandoned; the session's ConnectRetry timer
@@ -34,28 +36,29 @@ pub struct RunOverrides {
     pub router_id: Option<Ipv4Addr>,
     /// The local node's IPv4 InternalIP.
     pub node_ipv4: Option<Ipv4Addr>,
-    /// The local node's IPv6 InternalIP.
-    pub node_ipv6: Option<Ipv6Addr>,
+    /// The local node's name, from which a router id is derived when nothing else gives
+    /// one; `None`: no derivation (a peer without an identifier is refused).
+    pub node_name: Option<Arc<str>>,
+    /// Speaker-wide: how long routes carry GRACEFUL_SHUTDOWN before they are withdrawn
+    /// when the session stops for good (`--graceful-shutdown-time`; zero: at once).
+    pub graceful_shutdown: Duration,
 }
 
 impl RunOverrides {
-    /// The BGP Identifier of a peer without `router-id`: `--router-id`, else the node's
-    /// IPv4 InternalIP, else an IPv4 `--source-address`.
+    /// The BGP Identifier of a peer without `router-id`: the one rule of
+    /// [`routes::router_id`] (`--router-id`, else the node's IPv4 InternalIP, else an
+    /// IPv4 `--source-address`, else derived from the node name).
     fn router_id(&self) -> Option<Ipv4Addr> {
-        self.router_id.or(self.node_ipv4).or(self.source_v4())
-    }
-
-    fn source_v4(&self) -> Option<Ipv4Addr> {
-        match self.source_address {
+        let source_v4 = match self.source_address {
             Some(IpAddr::V4(a)) => Some(a),
             _ => None,
-        }
-    }
-
-    fn source_v6(&self) -> Option<Ipv6Addr> {
-        match self.source_address {
-            Some(IpAddr::V6(a)) => Some(a),
-            _ => None,
+        };
+        match &self.node_name {
+            Some(node) => Some(
+                routes::router_id::router_id(self.router_id, self.node_ipv4, source_v4, node).0,
+            ),
+            None => routes::router_id::given(self.router_id, self.node_ipv4, source_v4)
+                .map(|(id, _)| id),
         }
     }
 }
@@ -109,10 +112,10 @@ pub struct PeerSpec {
     pub session: SessionConfig,
     pub transport: Transport,
     /// Next hops of `NextHop::SessionLocal` routes in the family the session's local
-    /// address does not have: the node's InternalIP of that family, else a
-    /// `--source-address` of that family (see [`PeerSpec::next_hops`]).
-    pub next_hop_v4: Option<Ipv4Addr>,
-    pub next_hop_v6: Option<Ipv6Addr>,
+    /// How long a session that stops for good (no graceful restart in force) keeps our
+    /// routes, re-advertised with GRACEFUL_SHUTDOWN (RFC 8326), before it withdraws them
+    /// and sends its Cease. Zero: the Cease at once.
+    pub graceful_shutdown: Duration,
 }
 
 /// RFC 2385 section 4 does not bound the key; Linux does (TCP_MD5SIG_MAXKEYLEN).
@@ -184,6 +187,9 @@ impl PeerSpec {
             // (and the reverse) with MP-BGP (RFC 4760) when the peer agrees.
             families: vec![AfiSafi::IPV4_UNICAST, AfiSafi::IPV6_UNICAST],
             extended_message: true,
+            // IPv4 pod CIDRs over an IPv6 session without an IPv4 address to point at
+            // travel with the session's IPv6 address (RFC 8950) when the peer agrees.
+            extended_next_hop: peer.address.is_ipv6(),
             route_refresh: true,
             max_prefix: peer.max_prefix.map(|m| MaxPrefix {
                 limit: m.limit,
@@ -205,18 +211,8 @@ impl PeerSpec {
                 ttl,
                 connect_timeout: CONNECT_TIMEOUT,
             },
-            next_hop_v4: run.node_ipv4.or(run.source_v4()),
-            next_hop_v6: run.node_ipv6.or(run.source_v6()),
+            graceful_shutdown: run.graceful_shutdown,
         })
-    }
-
-    /// The next hops of `NextHop::SessionLocal` routes on a connection whose local
-    /// address is `local`: that address for its own family, the spec's for the other.
-    pub fn next_hops(&self, local: IpAddr) -> (Option<Ipv4Addr>, Option<Ipv6Addr>) {
-        match local.to_canonical() {
-            IpAddr::V4(a) => (Some(a), self.next_hop_v6),
-            IpAddr::V6(a) => (self.next_hop_v4, Some(a)),
-        }
     }
 }
 
@@ -251,7 +247,8 @@ mod tests {
             source_address: Some("192.0.2.10".parse().unwrap()),
             router_id: Some(Ipv4Addr::new(192, 0, 2, 10)),
             node_ipv4: Some(Ipv4Addr::new(192, 0, 2, 10)),
-            node_ipv6: Some("2001:db8::10".parse().unwrap()),
+            node_name: None,
+            graceful_shutdown: Duration::ZERO,
         }
     }
 
@@ -285,7 +282,8 @@ mod tests {
         assert_eq!(t.source, Some("192.0.2.10".parse().unwrap()));
         assert_eq!(t.md5_key.as_ref().map(Secret::expose), Some("s3cret"));
         assert_eq!(t.ttl, TtlPolicy::Direct);
-        assert_eq!(spec.next_hop_v6, Some("2001:db8::10".parse().unwrap()));
+        // RFC 8950 is offered on IPv6 sessions only.
+        assert!(!s.extended_next_hop);
     }
 
     #[test]
@@ -333,12 +331,13 @@ mod tests {
     fn a_run_time_source_of_the_other_family_is_not_used() {
         let p = peer("  - peer-address: 2001:db8::1\n    peer-asn: 65000\n    my-asn: 65001\n");
         let spec = PeerSpec::from_config(&p, &run()).unwrap();
+        assert!(spec.session.extended_next_hop);
         assert_eq!(spec.transport.source, None);
         assert_eq!(spec.transport.remote, "[2001:db8::1]:179".parse().unwrap());
     }
 
     #[test]
-    fn router_id_and_next_hops_fall_back_from_the_flag_to_the_node_to_the_source() {
+    fn router_id_falls_back_from_the_flag_to_the_node_to_the_source_to_the_name() {
         let p = peer("  - peer-address: 192.0.2.1\n    peer-asn: 65000\n    my-asn: 65001\n");
         let id = |run: &RunOverrides| PeerSpec::from_config(&p, run).unwrap().session.router_id;
         let flag = Ipv4Addr::new(192, 0, 2, 99);
@@ -348,7 +347,8 @@ mod tests {
             source_address: Some(IpAddr::V4(source)),
             router_id: Some(flag),
             node_ipv4: Some(node),
-            node_ipv6: None,
+            node_name: Some(Arc::from("n1")),
+            graceful_shutdown: Duration::ZERO,
         };
         assert_eq!(id(&run), flag);
         let run = RunOverrides {
@@ -356,25 +356,16 @@ mod tests {
             ..run
         };
         assert_eq!(id(&run), node);
-        let spec = PeerSpec::from_config(&p, &run).unwrap();
-        assert_eq!(spec.next_hop_v4, Some(node));
-        assert_eq!(spec.next_hop_v6, None);
         let run = RunOverrides {
             node_ipv4: None,
             ..run
         };
         assert_eq!(id(&run), source);
-        assert_eq!(
-            PeerSpec::from_config(&p, &run).unwrap().next_hop_v4,
-            Some(source)
-        );
-        // On a connection, the local address stands for its own family.
-        let spec = PeerSpec::from_config(&p, &run).unwrap();
-        let local: IpAddr = "::ffff:192.0.2.30".parse().unwrap();
-        assert_eq!(
-            spec.next_hops(local),
-            (Some(Ipv4Addr::new(192, 0, 2, 30)), None)
-        );
+        let run = RunOverrides {
+            source_address: None,
+            ..run
+        };
+        assert_eq!(id(&run), routes::router_id::derived("n1"));
     }
 
     #[test]

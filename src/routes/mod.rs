@@ -7,11 +7,19 @@
 //!
 //! - [`plan`](mod@plan): the planner, its rules (peer selection, next hops, ownership of
 //!   prefixes claimed by several nodes, attributes) and the tracker of its findings.
+//! - [`next_hop`]: the one next hop rule per (peer, family), and its resolution on a
+//!   session that is up.
+//! - [`router_id`](mod@router_id): the BGP Identifier of a node without a configured one.
 //! - this file: the types the planner hands the peer driver, and [`diff`].
 
 mod error;
+pub mod next_hop;
 pub mod plan;
+pub mod router_id;
 
+/// The address family of a prefix, as the planner and the next hop rule name it (the
+/// peer driver reads it here: it does not import `sources`).
+pub use crate::sources::model::Family;
 pub use error::RoutesError;
 pub use plan::{
     plan, source_address, AnnounceMode, Conflict, Finding, FindingTracker, LocalNode, Overrides,
@@ -20,7 +28,7 @@ pub use plan::{
 
 use crate::bgp::wire::{LargeCommunity, Origin};
 use ipnet::IpNet;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -81,10 +89,41 @@ impl RouteDiff {
     }
 }
 
+/// The same routes marked for a graceful shutdown (RFC 8326 section 3): each carries the
+/// GRACEFUL_SHUTDOWN community (65535:0) besides its own communities, kept sorted and
+/// deduplicated. Routes that shared one attribute set still share one (they stay packed
+/// together).
+pub fn graceful_shutdown(desired: &DesiredRoutes) -> DesiredRoutes {
+    let gshut = crate::config::Community::GRACEFUL_SHUTDOWN.0;
+    let mut marked: HashMap<Arc<RouteAttrs>, Arc<RouteAttrs>> = HashMap::new();
+    desired
+        .iter()
+        .map(|(prefix, route)| {
+            let attrs = marked
+                .entry(Arc::clone(&route.attrs))
+                .or_insert_with(|| {
+                    let mut a = (*route.attrs).clone();
+                    if let Err(at) = a.communities.binary_search(&gshut) {
+                        a.communities.insert(at, gshut);
+                    }
+                    Arc::new(a)
+                })
+                .clone();
+            (
+                *prefix,
+                PlannedRoute {
+                    attrs,
+                    node: Arc::clone(&route.node),
+                },
+            )
+        })
+        .collect()
+}
+
 /// The minimal announce/withdraw sets between what a peer holds and what it must hold:
 /// unchanged routes (equal attributes, compared by value) produce nothing. Both inputs
 /// are sorted maps, so this is one merge walk, O(held + desired).
-pub fn diff(held: &BTreeMap<IpNet, Arc<RouteAttrs>>, desired: &DesiredRoutes) -> RouteDiff {
+pub fn diff<H: AsRef<RouteAttrs>>(held: &BTreeMap<IpNet, H>, desired: &DesiredRoutes) -> RouteDiff {
     let mut out = RouteDiff::default();
     let mut held_iter = held.iter().peekable();
     let mut want_iter = desired.iter().peekable();
@@ -109,7 +148,7 @@ pub fn diff(held: &BTreeMap<IpNet, Arc<RouteAttrs>>, desired: &DesiredRoutes) ->
                     want_iter.next();
                 }
                 std::cmp::Ordering::Equal => {
-                    if **held_attrs != route.attrs {
+                    if (*held_attrs).as_ref() != &*route.attrs {
                         out.announce.push((**w, route.attrs.clone()));
                     }
                     held_iter.next();
@@ -150,6 +189,31 @@ mod tests {
                 )
             })
             .collect()
+    }
+
+    #[test]
+    fn graceful_shutdown_adds_65535_0_and_keeps_the_other_communities() {
+        let mut with = (*attrs(100)).clone();
+        with.communities = vec![0x0001_0002, 0xFFFF_FF01];
+        let with = Arc::new(with);
+        let plain = attrs(200);
+        let want = desired(&[
+            ("10.0.0.0/24", &with),
+            ("10.0.1.0/24", &with),
+            ("10.0.2.0/24", &plain),
+        ]);
+        let marked = graceful_shutdown(&want);
+        assert_eq!(marked.len(), 3);
+        let of = |p: &str| marked[&p.parse::<IpNet>().unwrap()].attrs.clone();
+        assert_eq!(
+            of("10.0.0.0/24").communities,
+            vec![0x0001_0002, 0xFFFF_0000, 0xFFFF_FF01]
+        );
+        assert_eq!(of("10.0.2.0/24").communities, vec![0xFFFF_0000]);
+        assert!(Arc::ptr_eq(&of("10.0.0.0/24"), &of("10.0.1.0/24")));
+        assert_eq!(of("10.0.2.0/24").local_pref, Some(200));
+        // Marking twice changes nothing more.
+        assert_eq!(graceful_shutdown(&marked), marked);
     }
 
     #[test]

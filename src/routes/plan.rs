@@ -11,11 +11,12 @@
 //!   in the file is used and the clash is kept in [`Plan::peer_conflicts`]. A local node
 //!   that is not in the view selects nothing: its labels are unknown, and a selector such
 //!   as `DoesNotExist` would otherwise open sessions the node must not have.
-//! - `local` (the DaemonSet): the local node's pod CIDRs. Next hop: the source address
-//!   the session binds ([`source_address`]: the peer's `source-address`, else the
-//!   `--source-address` override when it is of the peer's family) for prefixes of that
-//!   address's family; otherwise [`NextHop::SessionLocal`], resolved by the peer driver
-//!   from its socket.
+//! - `local` (the DaemonSet): the local node's pod CIDRs. Next hop per (peer, family):
+//!   [`next_hop::rule`] (the peer's `next-hop-v4`/`next-hop-v6`; else for the session's
+//!   family the source address it binds ([`source_address`]) or its local address; for
+//!   the other family the node's address, else for IPv4 the session's IPv6 address with
+//!   RFC 8950). A family without a next hop is not announced to that peer; its prefixes
+//!   are listed in [`Plan::unannounceable`].
 //! - `cluster` (one speaker for the whole cluster): every node's pod CIDRs, next hop that
 //!   node's InternalIP of the prefix's family. A node without one cannot have prefixes of
 //!   that family announced; they are listed in [`Plan::unannounceable`].
@@ -32,6 +33,11 @@
 //!   as MetalLB sent); AS_PATH empty on iBGP and our AS on eBGP; LOCAL_PREF on iBGP only,
 //!   `pod-cidr-local-pref` or [`DEFAULT_LOCAL_PREF`] (not MetalLB's 0, which loses to
 //!   every other route); communities from `pod-cidr-communities`; no MED.
+//! - Pools (multi-pool IPAM, issue #21): a peer without `pod-cidr-pools` gets every
+//!   pool's CIDRs. With it, only the CIDRs of the pools it lists, each route carrying
+//!   the pool's `communities` besides the peer's. In the other IPAM modes CIDRs belong
+//!   to no pool and the option does not apply: every CIDR is announced and the plan's
+//!   report says the option is inactive.
 //!
 //! Cost: peers with the same attributes and next-hop rule share one
 //! `Arc<DesiredRoutes>`; within a route set, routes with equal attributes share one
@@ -47,9 +53,10 @@ use std::sync::Arc;
 use ipnet::IpNet;
 
 use super::error::RoutesError;
+use super::next_hop::{self, NextHopRule, NoNextHop, NodeAddresses};
 use super::{DesiredRoutes, NextHop, PlannedRoute, RouteAttrs};
-use crate::config::{Config, Peer, PeerConflict, PeerKey};
-use crate::sources::model::{Family, NodeEntry, NodeView};
+use crate::config::{Config, Peer, PeerConflict, PeerKey, PodCidrPools};
+use crate::sources::model::{Family, IpamMode, NodeEntry, NodeView};
 
 /// LOCAL_PREF sent to iBGP peers when the config sets none (RFC 4271 section 5.1.5
 /// leaves the value to the operator; 100 is the common default of FRR, BIRD, Junos,
@@ -231,6 +238,19 @@ pub enum UnannounceableReason {
     /// Cluster mode needs the node's InternalIP of the prefix's family as next hop
     /// (RFC 4271 section 5.1.3; RFC 4760 section 3 for IPv6).
     NoInternalIp { family: Family },
+    /// Local mode: this peer has no next hop for the prefix's family
+    /// ([`NextHopRule::Unavailable`]).
+    NoNextHop { peer: PeerKey, why: NoNextHop },
+}
+
+impl UnannounceableReason {
+    /// A bounded name, fit for a metric label.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            UnannounceableReason::NoInternalIp { .. } => "no_internal_ip",
+            UnannounceableReason::NoNextHop { .. } => "no_next_hop",
+        }
+    }
 }
 
 impl fmt::Display for Unannounceable {
@@ -240,6 +260,11 @@ impl fmt::Display for Unannounceable {
                 f,
                 "{} of node {} is not announced: the node has no {family} InternalIP for \
                  the next hop",
+                self.prefix, self.node
+            ),
+            UnannounceableReason::NoNextHop { peer, why } => write!(
+                f,
+                "{} of node {} is not announced to {peer}: {why}",
                 self.prefix, self.node
             ),
         }
@@ -266,6 +291,7 @@ pub fn plan(
 ) -> Plan {
     let owned = Ownership::of(view);
     let local_entry = view.nodes.get(&*local.name);
+    let pools_apply = view.ipam == IpamMode::MultiPool;
     let mut plan = Plan {
         node: Arc::clone(&local.name),
         mode,
@@ -284,7 +310,7 @@ pub fn plan(
                     .claims
                     .iter()
                     .filter(|c| **c.name == *local.name)
-                    .map(|c| c.prefix)
+                    .map(|c| (c.prefix, c.node.pool_of(&c.prefix)))
                     .collect(),
             )
         }
@@ -301,7 +327,7 @@ pub fn plan(
                             next_hops.push(ip);
                             next_hops.len() - 1
                         });
-                        routes.push((c.prefix, c.name, id));
+                        routes.push((c.prefix, c.name, id, c.node.pool_of(&c.prefix)));
                     }
                     None => plan.unannounceable.push(Unannounceable {
                         node: Arc::clone(c.name),
@@ -327,13 +353,41 @@ pub fn plan(
         .filter(|p| !p.selects(&entry.labels))
         .map(|p| p.index)
         .collect();
-    let mut shared: HashMap<Profile, Arc<DesiredRoutes>> = HashMap::new();
+    let addresses = NodeAddresses::of(Some(entry), overrides.source_address);
+    let mut shared: HashMap<Profile<'_>, Arc<DesiredRoutes>> = HashMap::new();
     for (key, peer) in selected.peers {
         let source = source_address(peer, overrides);
+        // In cluster mode every next hop is a node's InternalIP.
+        let next_hops = (mode == AnnounceMode::Local).then(|| {
+            [Family::Ipv4, Family::Ipv6].map(|f| next_hop::rule(peer, f, source, &addresses))
+        });
+        if let (Some(rules), Routable::Local(prefixes)) = (&next_hops, &routable) {
+            for (p, pool) in prefixes {
+                let family = next_hop::family_of(p);
+                // A pool this peer does not take is not announced to it at all.
+                let pool_listed = match peer.pod_cidr_pools.as_ref().filter(|_| pools_apply) {
+                    Some(pools) => pool.is_some_and(|name| pools.contains_key(name)),
+                    None => true,
+                };
+                if pool_listed && rules[family as usize] == NextHopRule::Unavailable {
+                    plan.unannounceable.push(Unannounceable {
+                        node: Arc::clone(&local.name),
+                        prefix: *p,
+                        reason: UnannounceableReason::NoNextHop {
+                            peer: key,
+                            why: NoNextHop {
+                                family,
+                                index: peer.index,
+                            },
+                        },
+                    });
+                }
+            }
+        }
         let profile = Profile {
             template: attrs_template(peer),
-            // In cluster mode every next hop is a node's InternalIP.
-            source: source.filter(|_| mode == AnnounceMode::Local),
+            next_hops: next_hops.map(|r| r.map(NextHopRule::next_hop)),
+            pools: peer.pod_cidr_pools.as_ref().filter(|_| pools_apply),
         };
         let routes = match shared.get(&profile) {
             Some(routes) => Arc::clone(routes),
@@ -352,15 +406,85 @@ pub fn plan(
             },
         );
     }
+    plan.unannounceable
+        .sort_by(|a, b| (a.prefix, &a.node).cmp(&(b.prefix, &b.node)));
     plan
 }
 
+/// The peers whose `next-hop-v4`/`next-hop-v6` the plan does not use: in cluster mode
+/// each route's next hop is its own node's InternalIP. By index in the config.
+pub fn unused_next_hop_fields(plan: &Plan) -> Vec<usize> {
+    if plan.mode != AnnounceMode::Cluster {
+        return Vec::new();
+    }
+    plan.peers
+        .values()
+        .filter(|p| p.peer.next_hop_v4.is_some() || p.peer.next_hop_v6.is_some())
+        .map(|p| p.peer.index)
+        .collect()
+}
+
 /// What decides a peer's routes: its attributes (next hop left as `SessionLocal`) and,
-/// in local mode, the source address its next hops use.
+/// in local mode, the next hop of each family (`None`: not announced), indexed by
+/// `Family as usize`; and the pools it announces (`pod-cidr-pools`, multi-pool IPAM).
 #[derive(PartialEq, Eq, Hash)]
-struct Profile {
+struct Profile<'c> {
     template: RouteAttrs,
-    source: Option<IpAddr>,
+    next_hops: Option<[Option<NextHop>; 2]>,
+    /// `pod-cidr-pools`, when it applies (multi-pool IPAM).
+    pools: Option<&'c PodCidrPools>,
+}
+
+impl Profile<'_> {
+    /// Whether a prefix of `pool` is announced, and the attributes it carries
+    /// (`base` with the pool's communities added).
+    fn pool_attrs(&self, pool: Option<&str>, base: &Arc<RouteAttrs>) -> Option<Arc<RouteAttrs>> {
+        let Some(pools) = self.pools else {
+            return Some(Arc::clone(base));
+        };
+        let options = pools.get(pool?)?;
+        if options.communities.is_empty() && options.large_communities.is_empty() {
+            return Some(Arc::clone(base));
+        }
+        let mut attrs = RouteAttrs::clone(base);
+        attrs
+            .communities
+            .extend(options.communities.iter().map(|c| c.0));
+        attrs.communities.sort_unstable();
+        attrs.communities.dedup();
+        attrs.large_communities.extend(&options.large_communities);
+        attrs.large_communities.sort_unstable();
+        attrs.large_communities.dedup();
+        if attrs == **base {
+            return Some(Arc::clone(base));
+        }
+        Some(Arc::new(attrs))
+    }
+}
+
+/// Attributes per (pool, base attributes), so routes of one pool and next hop share
+/// one `Arc` when a peer has `pod-cidr-pools`.
+#[derive(Default)]
+struct PoolAttrs<'v> {
+    cache: HashMap<(Option<&'v str>, usize), Option<Arc<RouteAttrs>>>,
+}
+
+impl<'v> PoolAttrs<'v> {
+    fn get(
+        &mut self,
+        profile: &Profile<'_>,
+        pool: Option<&'v str>,
+        base_id: usize,
+        base: &Arc<RouteAttrs>,
+    ) -> Option<Arc<RouteAttrs>> {
+        if profile.pools.is_none() {
+            return Some(Arc::clone(base));
+        }
+        self.cache
+            .entry((pool, base_id))
+            .or_insert_with(|| profile.pool_attrs(pool, base))
+            .clone()
+    }
 }
 
 /// The attributes of every pod CIDR route to `peer`, next hop aside (RFC 4271 section
@@ -384,20 +508,22 @@ fn attrs_template(peer: &Peer) -> RouteAttrs {
     }
 }
 
-/// The owned prefixes in a form ready to turn into routes for any profile.
+/// The owned prefixes in a form ready to turn into routes for any profile, each with
+/// its pool (multi-pool IPAM).
 enum Routable<'v> {
     /// The local node's owned prefixes, sorted.
-    Local(Vec<IpNet>),
+    Local(Vec<(IpNet, Option<&'v str>)>),
     /// Every owned prefix with the index of its next hop in `next_hops`, sorted by
     /// prefix.
     Cluster {
         next_hops: Vec<IpAddr>,
-        routes: Vec<(IpNet, &'v Arc<str>, usize)>,
+        routes: Vec<(IpNet, &'v Arc<str>, usize, Option<&'v str>)>,
     },
 }
 
-impl Routable<'_> {
-    fn routes(&self, profile: &Profile, local: &Arc<str>) -> DesiredRoutes {
+impl<'v> Routable<'v> {
+    fn routes(&self, profile: &Profile<'_>, local: &Arc<str>) -> DesiredRoutes {
+        let mut pooled = PoolAttrs::<'v>::default();
         let with_next_hop = |next_hop| {
             Arc::new(RouteAttrs {
                 next_hop,
@@ -406,24 +532,24 @@ impl Routable<'_> {
         };
         match self {
             Routable::Local(prefixes) => {
-                let session = with_next_hop(NextHop::SessionLocal);
-                let source = profile
-                    .source
-                    .map(|a| (a.is_ipv4(), with_next_hop(NextHop::Address(a))));
+                let attrs: Vec<Option<Arc<RouteAttrs>>> = profile
+                    .next_hops
+                    .iter()
+                    .flatten()
+                    .map(|nh| nh.clone().map(with_next_hop))
+                    .collect();
                 prefixes
                     .iter()
-                    .map(|p| {
-                        let attrs = match &source {
-                            Some((v4, attrs)) if *v4 == matches!(p, IpNet::V4(_)) => attrs,
-                            _ => &session,
-                        };
-                        (
+                    .filter_map(|(p, pool)| {
+                        let family = next_hop::family_of(p) as usize;
+                        let attrs = attrs.get(family)?.as_ref()?;
+                        Some((
                             *p,
                             PlannedRoute {
-                                attrs: Arc::clone(attrs),
+                                attrs: pooled.get(profile, *pool, family, attrs)?,
                                 node: Arc::clone(local),
                             },
-                        )
+                        ))
                     })
                     .collect()
             }
@@ -434,11 +560,11 @@ impl Routable<'_> {
                     .collect();
                 routes
                     .iter()
-                    .filter_map(|(prefix, node, id)| {
+                    .filter_map(|(prefix, node, id, pool)| {
                         Some((
                             *prefix,
                             PlannedRoute {
-                                attrs: Arc::clone(attrs.get(*id)?),
+                                attrs: pooled.get(profile, *pool, *id, attrs.get(*id)?)?,
                                 node: Arc::clone(node),
                             },
                         ))
@@ -841,22 +967,46 @@ peers:
         );
         let v = view(&[node("a", &["10.0.1.0/24", "fd00:1::/64"])]);
         let p = local(&v, &c, "a", AnnounceMode::Local, Some("192.168.1.5"));
-        let hop =
-            |k: &str, prefix: &str| p.peers[&key(k)].routes[&net(prefix)].attrs.next_hop.clone();
-        let at = |s: &str| NextHop::Address(s.parse().unwrap());
+        let hop = |k: &str, prefix: &str| {
+            p.peers[&key(k)]
+                .routes
+                .get(&net(prefix))
+                .map(|r| r.attrs.next_hop.clone())
+        };
+        let at = |s: &str| Some(NextHop::Address(s.parse().unwrap()));
         // The peer's own source-address wins over the override.
         assert_eq!(
             p.peers[&key("10.0.0.1")].source_address,
             Some("10.0.0.9".parse().unwrap())
         );
         assert_eq!(hop("10.0.0.1", "10.0.1.0/24"), at("10.0.0.9"));
-        assert_eq!(hop("10.0.0.1", "fd00:1::/64"), NextHop::SessionLocal);
         assert_eq!(hop("10.0.0.2", "10.0.1.0/24"), at("192.168.1.5"));
-        assert_eq!(hop("10.0.0.2", "fd00:1::/64"), NextHop::SessionLocal);
-        // An IPv4 override cannot be bound by an IPv6 session.
+        // No IPv6 address for an IPv6 route on an IPv4 session: not planned, reported.
+        assert_eq!(hop("10.0.0.1", "fd00:1::/64"), None);
+        assert_eq!(hop("10.0.0.2", "fd00:1::/64"), None);
+        let missing: Vec<(IpNet, PeerKey)> = p
+            .unannounceable
+            .iter()
+            .map(|u| match u.reason {
+                UnannounceableReason::NoNextHop { peer, why } => {
+                    assert_eq!(why.family, Family::Ipv6);
+                    (u.prefix, peer)
+                }
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            missing,
+            [
+                (net("fd00:1::/64"), key("10.0.0.1")),
+                (net("fd00:1::/64"), key("10.0.0.2"))
+            ]
+        );
+        // An IPv4 override cannot be bound by an IPv6 session, but it is the node's IPv4
+        // address for the IPv4 routes there.
         assert_eq!(p.peers[&key("fd00::2")].source_address, None);
-        assert_eq!(hop("fd00::2", "10.0.1.0/24"), NextHop::SessionLocal);
-        assert_eq!(hop("fd00::2", "fd00:1::/64"), NextHop::SessionLocal);
+        assert_eq!(hop("fd00::2", "10.0.1.0/24"), at("192.168.1.5"));
+        assert_eq!(hop("fd00::2", "fd00:1::/64"), Some(NextHop::SessionLocal));
         let p = local(&v, &c, "a", AnnounceMode::Local, None);
         assert_eq!(
             p.peers[&key("10.0.0.2")].routes[&net("10.0.1.0/24")]
@@ -864,6 +1014,64 @@ peers:
                 .next_hop,
             NextHop::SessionLocal
         );
+        // Without any IPv4 address, IPv4 routes on the IPv6 session use its address with
+        // RFC 8950.
+        assert_eq!(
+            p.peers[&key("fd00::2")].routes[&net("10.0.1.0/24")]
+                .attrs
+                .next_hop,
+            NextHop::SessionLocal
+        );
+    }
+
+    #[test]
+    fn the_node_address_or_next_hop_v6_carries_ipv6_routes_over_an_ipv4_session() {
+        let c = config(
+            "
+peers:
+  - {peer-address: 10.0.0.1, peer-asn: 65000, my-asn: 65083}
+  - {peer-address: 10.0.0.2, peer-asn: 65000, my-asn: 65083, next-hop-v6: 'fd00:99::1'}
+",
+        );
+        let with_v6 = view(&[N {
+            name: "a",
+            labels: &[],
+            v4: Some("192.168.0.1"),
+            v6: Some("fd00:192::1"),
+            prefixes: &["10.0.1.0/24", "fd00:1::/64"],
+        }]);
+        let p = local(&with_v6, &c, "a", AnnounceMode::Local, None);
+        let hop = |p: &Plan, k: &str| {
+            p.peers[&key(k)]
+                .routes
+                .get(&net("fd00:1::/64"))
+                .map(|r| r.attrs.next_hop.clone())
+        };
+        let at = |s: &str| Some(NextHop::Address(s.parse().unwrap()));
+        assert_eq!(hop(&p, "10.0.0.1"), at("fd00:192::1"));
+        assert_eq!(hop(&p, "10.0.0.2"), at("fd00:99::1"));
+        assert!(p.unannounceable.is_empty());
+        let without = view(&[N {
+            name: "a",
+            labels: &[],
+            v4: Some("192.168.0.1"),
+            v6: None,
+            prefixes: &["10.0.1.0/24", "fd00:1::/64"],
+        }]);
+        let p = local(&without, &c, "a", AnnounceMode::Local, None);
+        assert_eq!(hop(&p, "10.0.0.1"), None);
+        assert_eq!(hop(&p, "10.0.0.2"), at("fd00:99::1"));
+        assert_eq!(p.unannounceable.len(), 1);
+        assert_eq!(
+            p.unannounceable[0].to_string(),
+            "fd00:1::/64 of node a is not announced to 10.0.0.1:179: an IPv6 route on an IPv4 \
+             session needs an IPv6 next hop: the node has no IPv6 address (InternalIP or \
+             --source-address) and peers[0] sets no next-hop-v6"
+        );
+        // Cluster mode ignores the field, and says so.
+        let p = local(&without, &c, "a", AnnounceMode::Cluster, None);
+        assert_eq!(unused_next_hop_fields(&p), vec![1]);
+        assert_eq!(hop(&p, "10.0.0.2"), None);
     }
 
     #[test]
@@ -910,11 +1118,21 @@ peers:
                 },
             }]
         );
-        // Local mode needs no InternalIP.
+        // Local mode uses the session's address for its own family, and needs an IPv6
+        // address of the node for IPv6 routes on this IPv4 session.
         let p = local(&v, &c, "b", AnnounceMode::Local, None);
+        assert_eq!(prefixes(&p.peers[&key("10.0.0.1")].routes), ["10.0.2.0/24"]);
+        assert_eq!(
+            p.unannounceable
+                .iter()
+                .map(|u| (u.prefix, u.reason.as_str()))
+                .collect::<Vec<_>>(),
+            [(net("fd00:2::/64"), "no_next_hop")]
+        );
+        let p = local(&v, &c, "a", AnnounceMode::Local, None);
         assert_eq!(
             prefixes(&p.peers[&key("10.0.0.1")].routes),
-            ["10.0.2.0/24", "fd00:2::/64"]
+            ["10.0.1.0/24", "fd00:1::/64"]
         );
         assert!(p.unannounceable.is_empty());
     }
@@ -1157,5 +1375,167 @@ peers:
             &found[0],
             Finding::ConflictResolved(Conflict::SamePrefix { .. })
         ));
+    }
+
+    /// A multi-pool view decided by the sources' own rule: node a holds CIDRs of the
+    /// pools default and blue, node b of default only.
+    fn multi_pool_view() -> NodeView {
+        use crate::sources::model::{
+            node_view, CiliumConfig, CiliumNodeFacts, ClusterState, IpamOverride, NodeFacts,
+            PoolAllocation,
+        };
+        let mut state = ClusterState {
+            cilium_config: Some(CiliumConfig {
+                ipam: Some("multi-pool".into()),
+                ..CiliumConfig::default()
+            }),
+            ..ClusterState::default()
+        };
+        for (name, ip, pools) in [
+            (
+                "a",
+                "192.168.1.1",
+                vec![
+                    ("default", vec!["10.10.0.0/27", "fd00:10::/120"]),
+                    ("blue", vec!["10.20.0.0/27"]),
+                ],
+            ),
+            ("b", "192.168.1.2", vec![("default", vec!["10.10.0.32/27"])]),
+        ] {
+            state.nodes.insert(
+                name.into(),
+                NodeFacts {
+                    internal_ipv4: Some(ip.parse().unwrap()),
+                    node_cidrs: vec![net("10.244.0.0/24")],
+                    ..NodeFacts::default()
+                },
+            );
+            state.insert_cilium_node(
+                name.into(),
+                CiliumNodeFacts {
+                    pod_cidrs: Vec::new(),
+                    pools: pools
+                        .into_iter()
+                        .map(|(pool, cidrs)| PoolAllocation {
+                            pool: pool.into(),
+                            cidrs: cidrs.into_iter().map(net).collect(),
+                        })
+                        .collect(),
+                },
+            );
+        }
+        node_view(&state, IpamOverride::Auto).unwrap()
+    }
+
+    const POOL_PEERS: &str = "
+bgp-communities:
+  blue-tag: 65083:300
+speaker:
+  pod-cidr-communities: [65083:100]
+peers:
+  - peer-address: 10.5.0.1
+    peer-asn: 65000
+    my-asn: 65083
+  - peer-address: 10.5.0.2
+    peer-asn: 65000
+    my-asn: 65083
+    pod-cidr-pools:
+      blue:
+        communities: [blue-tag, large:65083:1:2]
+  - peer-address: 10.5.0.3
+    peer-asn: 65000
+    my-asn: 65083
+    pod-cidr-pools:
+      default: {}
+      blue:
+        communities: [65083:100]
+";
+
+    #[test]
+    fn multi_pool_every_pool_by_default_and_pod_cidr_pools_chooses_and_tags() {
+        let v = multi_pool_view();
+        let c = config(POOL_PEERS);
+        let p = local(&v, &c, "a", AnnounceMode::Local, None);
+        let all = &p.peers[&key("10.5.0.1")].routes;
+        assert_eq!(
+            prefixes(all),
+            ["10.10.0.0/27", "10.20.0.0/27", "fd00:10::/120"]
+        );
+        assert!(all.values().all(|r| r.attrs.communities == [0xfe3b_0064]));
+
+        let blue = &p.peers[&key("10.5.0.2")].routes;
+        assert_eq!(prefixes(blue), ["10.20.0.0/27"]);
+        let attrs = &blue[&net("10.20.0.0/27")].attrs;
+        assert_eq!(attrs.communities, [0xfe3b_0064, 0xfe3b_012c]);
+        assert_eq!(attrs.large_communities.len(), 1);
+
+        let both = &p.peers[&key("10.5.0.3")].routes;
+        assert_eq!(prefixes(both), prefixes(all));
+        // 65083:100 is already the peer's: listed once.
+        assert!(both.values().all(|r| r.attrs.communities == [0xfe3b_0064]));
+        // Equal attributes are shared, across pools too.
+        assert!(Arc::ptr_eq(
+            &both[&net("10.10.0.0/27")].attrs,
+            &both[&net("10.20.0.0/27")].attrs
+        ));
+
+        // Cluster mode: each node's CIDRs by the same rule, with its own next hop.
+        let p = local(&v, &c, "a", AnnounceMode::Cluster, None);
+        assert_eq!(
+            prefixes(&p.peers[&key("10.5.0.2")].routes),
+            ["10.20.0.0/27"]
+        );
+        let both = &p.peers[&key("10.5.0.3")].routes;
+        assert_eq!(
+            prefixes(both),
+            ["10.10.0.0/27", "10.10.0.32/27", "10.20.0.0/27"]
+        );
+        assert_eq!(
+            both[&net("10.10.0.32/27")].attrs.next_hop,
+            NextHop::Address("192.168.1.2".parse().unwrap())
+        );
+        assert_eq!(
+            p.unannounceable
+                .iter()
+                .map(|u| u.prefix.to_string())
+                .collect::<Vec<_>>(),
+            ["fd00:10::/120"]
+        );
+    }
+
+    #[test]
+    fn pod_cidr_pools_does_not_apply_without_pools_and_the_report_says_so() {
+        let v = view(&[node("a", &["10.0.1.0/24"])]);
+        let c = config(POOL_PEERS);
+        let p = local(&v, &c, "a", AnnounceMode::Local, None);
+        assert_eq!(prefixes(&p.peers[&key("10.5.0.2")].routes), ["10.0.1.0/24"]);
+        let warnings = crate::commands::plan::report::warnings(&p, &v, &c);
+        let inactive: Vec<&str> = warnings
+            .iter()
+            .filter(|w| w.kind == "pod-cidr-pools-inactive")
+            .map(|w| w.message.as_str())
+            .collect();
+        assert_eq!(
+            inactive,
+            [
+                "pod-cidr-pools is set for peers 10.5.0.2:179, 10.5.0.3:179 but ipam kubernetes \
+              has no pools: every pod CIDR is announced to them"
+            ]
+        );
+        // In multi-pool mode, a pool a peer does not take is reported for it.
+        let v = multi_pool_view();
+        let p = local(&v, &c, "a", AnnounceMode::Local, None);
+        let skipped: Vec<String> = crate::commands::plan::report::warnings(&p, &v, &c)
+            .into_iter()
+            .filter(|w| w.kind == "pool-not-announced")
+            .map(|w| w.message)
+            .collect();
+        assert_eq!(
+            skipped,
+            [
+                "[10.10.0.0/27, fd00:10::/120] of node a (pool \"default\") not announced to \
+              10.5.0.2:179: the pool is not in its pod-cidr-pools"
+            ]
+        );
     }
 }

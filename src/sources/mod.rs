@@ -22,7 +22,8 @@
 //!
 //! let client = client(API_READ_TIMEOUT).await?; // no request waits for ever
 //! let (tx, mut rx) = sources::channel(16);
-//! let (events, _publisher) = events::KubeEvents::spawn(client.clone(), Some("node-a".into()));
+//! let (events, _publisher) =
+//!     events::KubeEvents::spawn(client.clone(), Some("node-a".into()), Arc::new(events::Unobserved));
 //! let config = KubeSourceConfig {
 //!     scope: WatchScope::Local { node: "node-a".into() },
 //!     cilium_config: ConfigMapRef::cilium_config(),
@@ -35,6 +36,7 @@
 //!     match update {
 //!         SourceUpdate::Cluster(snapshot) => { /* plan from snapshot.view */ }
 //!         SourceUpdate::BgpConfigText(text) => { /* parse and validate */ }
+//!         SourceUpdate::Secrets(view) => { /* the TCP MD5 keys of password-secret */ }
 //!     }
 //!     let _ready = rx.status.borrow().ready(); // for /readyz
 //! }
@@ -52,6 +54,7 @@ pub mod kube;
 pub mod model;
 pub mod objects;
 pub mod report;
+pub mod secrets;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -80,6 +83,9 @@ pub enum SourceUpdate {
     /// The raw bgp-config text (the config module parses it); `None` when the
     /// ConfigMap or its key does not exist. Sent after the first sync, then on change.
     BgpConfigText(Option<String>),
+    /// Every Secret the bgp-config names (`password-secret`), after each change. Sent
+    /// once each named Secret has been read, then on change.
+    Secrets(Arc<secrets::SecretsView>),
 }
 
 /// The facts and the view derived from them with the source's `--ipam` setting.
@@ -101,10 +107,15 @@ impl ClusterSnapshot {
 pub enum Resource {
     Nodes,
     CiliumNodes,
+    PodIpPools,
     CiliumConfig,
     BgpConfigMap,
     ClusterStateFile,
     BgpConfigFile,
+    /// The Secrets named by `password-secret`, through the API.
+    Secrets,
+    /// The same, from `--secrets-dir`.
+    SecretsDir,
 }
 
 impl Resource {
@@ -112,10 +123,13 @@ impl Resource {
         match self {
             Self::Nodes => "nodes",
             Self::CiliumNodes => "ciliumnodes",
+            Self::PodIpPools => "ciliumpodippools",
             Self::CiliumConfig => "cilium-config",
             Self::BgpConfigMap => "bgp-config-map",
             Self::ClusterStateFile => "cluster-state-file",
             Self::BgpConfigFile => "bgp-config-file",
+            Self::Secrets => "secrets",
+            Self::SecretsDir => "secrets-dir",
         }
     }
 }
@@ -245,10 +259,7 @@ pub fn log_report(report: &Report) {
             node_cidrs = %CidrList(&drift.node_cidrs),
             cilium_node_cidrs = %CidrList(&drift.cilium_cidrs),
             ipam = %ipam,
-            announced = match ipam {
-                IpamMode::Kubernetes => "Node",
-                IpamMode::ClusterPool => "CiliumNode",
-            },
+            announced = ipam.object(),
             "pod cidrs of node and ciliumnode disagree"
         ),
         Report::DriftResolved { node } => {

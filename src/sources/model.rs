@@ -17,10 +17,24 @@
 //!   configured cluster pool of its family is refused. When cilium-config configures no
 //!   pool for a family, CIDRs of that family cannot be checked: they are announced and
 //!   the view carries [`ViewWarning::ClusterPoolUnknown`].
+//! - IPAM `cluster-pool-v2beta` (Cilium 1.12-1.14): read as `cluster-pool`, the same
+//!   object, field and pool keys.
+//! - IPAM `multi-pool` (issue #21): every CIDR of the CiliumNode's
+//!   `spec.ipam.pools.allocated[].cidrs`, IPv4 and IPv6, grouped by pool
+//!   ([`NodeEntry::pools`]). A CIDR outside the ranges of its CiliumPodIPPool
+//!   (`spec.ipv4.cidrs` / `spec.ipv6.cidrs`) is refused. When the pools cannot be read
+//!   ([`ClusterState::pod_ip_pools`] is `None`: CRD not served, access denied, or a
+//!   cluster-state file without them) or a node holds CIDRs of a pool that does not
+//!   exist, those CIDRs cannot be checked: they are announced and the view carries
+//!   [`ViewWarning::PoolRangesUnknown`]. The Node's `spec.podCIDRs` is not in force
+//!   and there is no drift to report: the two objects hold different things.
 //! - IPAM `auto`: the `ipam` key of cilium-config. When cilium-config does not exist, or
 //!   has no `ipam` key, the mode is `cluster-pool`, Cilium's own default; the view then
 //!   carries [`ViewWarning::CiliumConfigAbsent`] (or nothing, when only the key is absent,
-//!   which is how Cilium itself reads it). Any other mode is refused with an error naming it.
+//!   which is how Cilium itself reads it). Any other mode (`crd`, `eni`, `azure`,
+//!   `alibabacloud`, `delegated-plugin`, unknown ones) is refused with an error naming
+//!   it: their per-node addresses are not routable pod CIDRs. The daemon then keeps the
+//!   last plan in force.
 //!   A cilium-config that was seen and then disappears stays in force
 //!   ([`CiliumConfigMemory`]): its deletion must not switch the mode.
 //! - `bgp-announce-pod-cidr: "false"` in cilium-config announces nothing, in every mode.
@@ -48,6 +62,11 @@ pub struct ClusterState {
     /// `spec.ipam.podCIDRs` of each CiliumNode (cilium.io/v2), by name (= node name).
     /// Kept apart from `nodes` because either object can exist without the other.
     pub cilium_nodes: BTreeMap<String, Vec<IpNet>>,
+    /// `spec.ipam.pools.allocated` of each CiliumNode (multi-pool IPAM), by name.
+    pub cilium_node_pools: BTreeMap<String, Vec<PoolAllocation>>,
+    /// The ranges of each CiliumPodIPPool (cilium.io/v2alpha1), by pool name; `None`
+    /// when the source cannot read them (see [`node_view`]).
+    pub pod_ip_pools: Option<BTreeMap<String, PoolRanges>>,
     /// The `cilium-config` ConfigMap, `None` when it does not exist (or is not watched).
     pub cilium_config: Option<CiliumConfig>,
 }
@@ -72,6 +91,54 @@ pub struct NodeFacts {
     pub node_cidrs: Vec<IpNet>,
     /// The `io.cilium.network.ipv4-pod-cidr` and `ipv6-pod-cidr` annotations, IPv4 first.
     pub annotation_cidrs: Vec<IpNet>,
+}
+
+/// One entry of a CiliumNode's `spec.ipam.pools.allocated`: the CIDRs the multi-pool
+/// operator allocated to the node from one pool.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PoolAllocation {
+    /// `pool`: the CiliumPodIPPool's name.
+    pub pool: String,
+    /// `cidrs`, in the object's order, without duplicates.
+    pub cidrs: Vec<IpNet>,
+}
+
+/// What one CiliumNode says: the pod CIDRs of each IPAM mode that reads it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CiliumNodeFacts {
+    /// `spec.ipam.podCIDRs` (cluster-pool).
+    pub pod_cidrs: Vec<IpNet>,
+    /// `spec.ipam.pools.allocated` (multi-pool), pools without CIDRs left out.
+    pub pools: Vec<PoolAllocation>,
+}
+
+impl ClusterState {
+    /// Records what the CiliumNode `name` says, replacing what it said before.
+    pub fn insert_cilium_node(&mut self, name: String, facts: CiliumNodeFacts) {
+        if facts.pools.is_empty() {
+            self.cilium_node_pools.remove(&name);
+        } else {
+            self.cilium_node_pools.insert(name.clone(), facts.pools);
+        }
+        self.cilium_nodes.insert(name, facts.pod_cidrs);
+    }
+}
+
+/// A CiliumPodIPPool's ranges: `spec.ipv4.cidrs` and `spec.ipv6.cidrs`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PoolRanges {
+    pub ipv4: Vec<IpNet>,
+    pub ipv6: Vec<IpNet>,
+}
+
+impl PoolRanges {
+    /// The ranges of `net`'s family.
+    pub fn of_family(&self, net: &IpNet) -> &[IpNet] {
+        match net {
+            IpNet::V4(_) => &self.ipv4,
+            IpNet::V6(_) => &self.ipv6,
+        }
+    }
 }
 
 /// The keys of Cilium's `cilium-config` ConfigMap that decide what is announced.
@@ -162,6 +229,8 @@ pub enum IpamOverride {
     Kubernetes,
     /// Announce the CiliumNode's CIDRs whatever cilium-config says.
     ClusterPool,
+    /// Announce the CiliumNode's multi-pool allocations whatever cilium-config says.
+    MultiPool,
 }
 
 impl FromStr for IpamOverride {
@@ -172,6 +241,7 @@ impl FromStr for IpamOverride {
             "auto" => Ok(Self::Auto),
             "kubernetes" => Ok(Self::Kubernetes),
             "cluster-pool" => Ok(Self::ClusterPool),
+            "multi-pool" => Ok(Self::MultiPool),
             other => Err(IpamError::UnknownOverride {
                 value: other.to_owned(),
             }),
@@ -185,6 +255,7 @@ impl fmt::Display for IpamOverride {
             Self::Auto => "auto",
             Self::Kubernetes => "kubernetes",
             Self::ClusterPool => "cluster-pool",
+            Self::MultiPool => "multi-pool",
         })
     }
 }
@@ -194,16 +265,31 @@ impl fmt::Display for IpamOverride {
 pub enum IpamMode {
     /// `ipam: kubernetes`: the Node object is in force.
     Kubernetes,
-    /// `ipam: cluster-pool`: the CiliumNode object is in force.
+    /// `ipam: cluster-pool` (and `cluster-pool-v2beta`): the CiliumNode's
+    /// `spec.ipam.podCIDRs` is in force.
     ClusterPool,
+    /// `ipam: multi-pool`: the CiliumNode's `spec.ipam.pools.allocated` is in force.
+    MultiPool,
 }
 
 impl IpamMode {
+    /// Every mode, for one-hot metric series.
+    pub const ALL: [IpamMode; 3] = [Self::Kubernetes, Self::ClusterPool, Self::MultiPool];
+
     /// The name Cilium uses for the mode in cilium-config.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Kubernetes => "kubernetes",
             Self::ClusterPool => "cluster-pool",
+            Self::MultiPool => "multi-pool",
+        }
+    }
+
+    /// The kind of the object whose CIDRs are announced in this mode.
+    pub fn object(self) -> &'static str {
+        match self {
+            Self::Kubernetes => "Node",
+            Self::ClusterPool | Self::MultiPool => "CiliumNode",
         }
     }
 }
@@ -217,15 +303,16 @@ impl fmt::Display for IpamMode {
 /// Why the IPAM mode cannot be decided.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum IpamError {
-    /// cilium-config names a mode whose per-node CIDRs live somewhere this speaker does
-    /// not read (multi-pool, eni, azure, crd, ...).
+    /// cilium-config names a mode without routable per-node pod CIDRs (eni, azure,
+    /// crd, alibabacloud, ...) or one this speaker does not know.
     #[error(
         "cilium-config ipam: {mode:?} is not supported: pod CIDRs can be announced only for \
-         ipam \"kubernetes\" or \"cluster-pool\" (or pass --ipam to override)"
+         ipam \"kubernetes\", \"cluster-pool\", \"cluster-pool-v2beta\" or \"multi-pool\" \
+         (or pass --ipam to override)"
     )]
     Unsupported { mode: String },
     /// The `--ipam` value is not one of the known ones.
-    #[error("--ipam: {value:?} must be one of auto, kubernetes, cluster-pool")]
+    #[error("--ipam: {value:?} must be one of auto, kubernetes, cluster-pool, multi-pool")]
     UnknownOverride { value: String },
 }
 
@@ -328,6 +415,19 @@ pub struct NodeEntry {
     pub refused: Vec<(IpNet, CidrRefusal)>,
     /// Set when the Node and the CiliumNode list different CIDRs.
     pub drift: Option<Drift>,
+    /// Multi-pool IPAM: the pools the node holds CIDRs of, as the CiliumNode lists them
+    /// (refused CIDRs included); empty in other modes.
+    pub pools: Vec<PoolAllocation>,
+}
+
+impl NodeEntry {
+    /// The pool `prefix` was allocated from (multi-pool IPAM), `None` in other modes.
+    pub fn pool_of(&self, prefix: &IpNet) -> Option<&str> {
+        self.pools
+            .iter()
+            .find(|p| p.cidrs.contains(prefix))
+            .map(|p| p.pool.as_str())
+    }
 }
 
 impl NodeEntry {
@@ -346,16 +446,22 @@ impl NodeEntry {
             prefixes: Vec::new(),
             refused: Vec::new(),
             drift: None,
+            pools: Vec::new(),
         }
     }
 
     /// The CIDRs the object in force lists, as listed (what Cilium uses for the node's
-    /// pods, announced or refused).
-    pub fn in_force_cidrs(&self) -> &[IpNet] {
+    /// pods, announced or refused); in multi-pool mode, every pool's in turn.
+    pub fn in_force_cidrs(&self) -> Vec<IpNet> {
         match self.source {
-            Some(CidrSource::NodeSpec | CidrSource::NodeAnnotations) => &self.node_cidrs,
-            Some(CidrSource::CiliumNode) => self.cilium_cidrs.as_deref().unwrap_or_default(),
-            None => &[],
+            Some(CidrSource::NodeSpec | CidrSource::NodeAnnotations) => self.node_cidrs.clone(),
+            Some(CidrSource::CiliumNode) => self.cilium_cidrs.clone().unwrap_or_default(),
+            Some(CidrSource::CiliumNodePools) => self
+                .pools
+                .iter()
+                .flat_map(|p| p.cidrs.iter().copied())
+                .collect(),
+            None => Vec::new(),
         }
     }
 }
@@ -413,6 +519,8 @@ pub enum CidrSource {
     NodeAnnotations,
     /// CiliumNode `spec.ipam.podCIDRs`.
     CiliumNode,
+    /// CiliumNode `spec.ipam.pools.allocated[].cidrs` (multi-pool IPAM).
+    CiliumNodePools,
 }
 
 impl fmt::Display for CidrSource {
@@ -421,6 +529,7 @@ impl fmt::Display for CidrSource {
             Self::NodeSpec => "Node spec.podCIDRs",
             Self::NodeAnnotations => "Node annotations io.cilium.network.ipv*-pod-cidr",
             Self::CiliumNode => "CiliumNode spec.ipam.podCIDRs",
+            Self::CiliumNodePools => "CiliumNode spec.ipam.pools.allocated",
         })
     }
 }
@@ -433,6 +542,9 @@ pub enum CidrRefusal {
     /// In cluster-pool mode, the CIDR lies outside `cluster-pool-ipv4-cidr` /
     /// `cluster-pool-ipv6-cidr` (the pool is given for reporting).
     OutsideClusterPool { pool: Vec<IpNet> },
+    /// In multi-pool mode, the CIDR lies outside the ranges of the CiliumPodIPPool it was
+    /// allocated from (`ranges`: the pool's ranges of the CIDR's family).
+    OutsidePool { pool: String, ranges: Vec<IpNet> },
 }
 
 impl fmt::Display for CidrRefusal {
@@ -441,6 +553,9 @@ impl fmt::Display for CidrRefusal {
             Self::DefaultRoute => f.write_str("a default route is never announced"),
             Self::OutsideClusterPool { pool } => {
                 write!(f, "outside the cluster pool {}", CidrList(pool))
+            }
+            Self::OutsidePool { pool, ranges } => {
+                write!(f, "outside its pool {pool:?} {}", CidrList(ranges))
             }
         }
     }
@@ -474,6 +589,10 @@ pub enum ViewWarning {
     /// Cluster-pool mode without a pool of this family in cilium-config: CIDRs of that
     /// family were announced unchecked.
     ClusterPoolUnknown { family: Family },
+    /// Multi-pool mode: the ranges of the pool are unknown (`pool: None`: no
+    /// CiliumPodIPPool could be read at all; `Some`: that pool does not exist), so the
+    /// CIDRs allocated from it were announced unchecked.
+    PoolRangesUnknown { pool: Option<String> },
 }
 
 impl fmt::Display for ViewWarning {
@@ -486,6 +605,15 @@ impl fmt::Display for ViewWarning {
                 f,
                 "cilium-config has no cluster-pool-{family}-cidr: {family} pod CIDRs are not \
                  checked against the cluster pool"
+            ),
+            Self::PoolRangesUnknown { pool: None } => f.write_str(
+                "CiliumPodIPPools cannot be read: multi-pool CIDRs are not checked against \
+                 their pools",
+            ),
+            Self::PoolRangesUnknown { pool: Some(pool) } => write!(
+                f,
+                "CiliumPodIPPool {pool:?} not found: the CIDRs allocated from it are not \
+                 checked against its ranges"
             ),
         }
     }
@@ -532,6 +660,7 @@ pub fn node_view(state: &ClusterState, ipam: IpamOverride) -> Result<NodeView, I
     let mode = match ipam {
         IpamOverride::Kubernetes => IpamMode::Kubernetes,
         IpamOverride::ClusterPool => IpamMode::ClusterPool,
+        IpamOverride::MultiPool => IpamMode::MultiPool,
         IpamOverride::Auto => match &state.cilium_config {
             None => {
                 warnings.push(ViewWarning::CiliumConfigAbsent);
@@ -552,6 +681,8 @@ pub fn node_view(state: &ClusterState, ipam: IpamOverride) -> Result<NodeView, I
     let mut nodes = BTreeMap::new();
     let mut unchecked_v4 = false;
     let mut unchecked_v6 = false;
+    let mut pools_unreadable = false;
+    let mut pools_missing = BTreeSet::new();
     for (name, facts) in &state.nodes {
         let cilium = state.cilium_nodes.get(name);
         let (node_side, node_source) = if !facts.node_cidrs.is_empty() {
@@ -573,17 +704,40 @@ pub fn node_view(state: &ClusterState, ipam: IpamOverride) -> Result<NodeView, I
             cilium_cidrs: cilium_side.to_vec(),
         });
 
+        let allocations = match mode {
+            IpamMode::MultiPool => state
+                .cilium_node_pools
+                .get(name)
+                .map(Vec::as_slice)
+                .unwrap_or_default(),
+            _ => &[],
+        };
         let (listed, source) = match mode {
             IpamMode::Kubernetes => (node_side, node_source),
             IpamMode::ClusterPool => (
                 cilium_side,
                 (!cilium_side.is_empty()).then_some(CidrSource::CiliumNode),
             ),
+            IpamMode::MultiPool => (
+                &[][..],
+                allocations
+                    .iter()
+                    .any(|a| !a.cidrs.is_empty())
+                    .then_some(CidrSource::CiliumNodePools),
+            ),
         };
+        // The Node's spec is not in force in multi-pool mode, and its CiliumNode keeps
+        // its CIDRs elsewhere: nothing the two should agree on.
+        let drift = drift.filter(|_| mode != IpamMode::MultiPool);
+        let listed = listed.iter().map(|net| (*net, None)).chain(
+            allocations
+                .iter()
+                .flat_map(|a| a.cidrs.iter().map(move |net| (*net, Some(a.pool.as_str())))),
+        );
         let mut prefixes = Vec::new();
         let mut refused = Vec::new();
         let mut seen = BTreeSet::new();
-        for &net in listed {
+        for (net, pool) in listed {
             if !seen.insert(net) {
                 continue;
             }
@@ -608,6 +762,27 @@ pub fn node_view(state: &ClusterState, ipam: IpamOverride) -> Result<NodeView, I
                     continue;
                 }
             }
+            if let Some(pool) = pool {
+                match state.pod_ip_pools.as_ref().map(|p| p.get(pool)) {
+                    None => pools_unreadable = true,
+                    Some(None) => {
+                        pools_missing.insert(pool);
+                    }
+                    Some(Some(ranges)) => {
+                        let ranges = ranges.of_family(&net);
+                        if !ranges.iter().any(|r| r.contains(&net)) {
+                            refused.push((
+                                net,
+                                CidrRefusal::OutsidePool {
+                                    pool: pool.to_owned(),
+                                    ranges: ranges.to_vec(),
+                                },
+                            ));
+                            continue;
+                        }
+                    }
+                }
+            }
             if announce_pod_cidr {
                 prefixes.push(net);
             }
@@ -629,6 +804,7 @@ pub fn node_view(state: &ClusterState, ipam: IpamOverride) -> Result<NodeView, I
                 prefixes,
                 refused,
                 drift,
+                pools: allocations.to_vec(),
             },
         );
     }
@@ -642,14 +818,29 @@ pub fn node_view(state: &ClusterState, ipam: IpamOverride) -> Result<NodeView, I
             family: Family::Ipv6,
         });
     }
+    if pools_unreadable {
+        warnings.push(ViewWarning::PoolRangesUnknown { pool: None });
+    }
+    warnings.extend(
+        pools_missing
+            .into_iter()
+            .map(|pool| ViewWarning::PoolRangesUnknown {
+                pool: Some(pool.to_owned()),
+            }),
+    );
     Ok(NodeView::new(mode, announce_pod_cidr, nodes, warnings))
 }
 
 /// Cilium's `ipam` option: an absent or empty key means its default, cluster-pool.
 fn mode_from_config(ipam: Option<&str>) -> Result<IpamMode, IpamError> {
     match ipam.map(str::trim) {
-        None | Some("") | Some("cluster-pool") => Ok(IpamMode::ClusterPool),
+        // cluster-pool-v2beta (Cilium 1.12-1.14) keeps its CIDRs and pools where
+        // cluster-pool does.
+        None | Some("") | Some("cluster-pool") | Some("cluster-pool-v2beta") => {
+            Ok(IpamMode::ClusterPool)
+        }
         Some("kubernetes") => Ok(IpamMode::Kubernetes),
+        Some("multi-pool") => Ok(IpamMode::MultiPool),
         Some(other) => Err(IpamError::Unsupported {
             mode: other.to_owned(),
         }),
@@ -767,14 +958,9 @@ mod tests {
 
     #[test]
     fn unsupported_mode_is_refused_naming_it() {
-        let err = node_view(&outage_state("multi-pool"), IpamOverride::Auto).unwrap_err();
-        assert_eq!(
-            err,
-            IpamError::Unsupported {
-                mode: "multi-pool".into()
-            }
-        );
-        assert!(err.to_string().contains("\"multi-pool\""), "{err}");
+        let err = node_view(&outage_state("eni"), IpamOverride::Auto).unwrap_err();
+        assert_eq!(err, IpamError::Unsupported { mode: "eni".into() });
+        assert!(err.to_string().contains("\"eni\""), "{err}");
         // An explicit override does not read cilium-config's mode at all.
         assert!(node_view(&outage_state("eni"), IpamOverride::Kubernetes).is_ok());
     }
@@ -999,6 +1185,7 @@ mod tests {
             ("auto", IpamOverride::Auto),
             ("kubernetes", IpamOverride::Kubernetes),
             ("cluster-pool", IpamOverride::ClusterPool),
+            ("multi-pool", IpamOverride::MultiPool),
         ] {
             assert_eq!(text.parse::<IpamOverride>().unwrap(), value);
             assert_eq!(value.to_string(), text);
@@ -1134,5 +1321,213 @@ mod tests {
         slow.sort();
         assert!(!slow.is_empty());
         assert_eq!(fast_pairs, slow);
+    }
+
+    fn multi_pool_state(allocated: &[(&str, &[&str])]) -> ClusterState {
+        let mut state = ClusterState {
+            cilium_config: Some(config("multi-pool", &["10.5.0.0/16"])),
+            ..ClusterState::default()
+        };
+        state.nodes.insert("a".into(), node(&["10.244.0.0/24"]));
+        state.insert_cilium_node(
+            "a".into(),
+            CiliumNodeFacts {
+                pod_cidrs: nets(&["10.5.1.0/24"]),
+                pools: allocated
+                    .iter()
+                    .map(|(pool, cidrs)| PoolAllocation {
+                        pool: (*pool).into(),
+                        cidrs: nets(cidrs),
+                    })
+                    .collect(),
+            },
+        );
+        let mut pools = BTreeMap::new();
+        pools.insert(
+            "default".to_owned(),
+            PoolRanges {
+                ipv4: nets(&["10.10.0.0/16"]),
+                ipv6: nets(&["fd00:10::/104"]),
+            },
+        );
+        pools.insert(
+            "blue".to_owned(),
+            PoolRanges {
+                ipv4: nets(&["10.20.0.0/16"]),
+                ipv6: Vec::new(),
+            },
+        );
+        state.pod_ip_pools = Some(pools);
+        state
+    }
+
+    #[test]
+    fn multi_pool_announces_every_allocated_cidr_grouped_by_pool() {
+        let state = multi_pool_state(&[
+            ("default", &["10.10.0.0/27", "fd00:10::/120"]),
+            ("blue", &["10.20.0.0/27", "10.20.0.32/27"]),
+        ]);
+        let view = node_view(&state, IpamOverride::Auto).unwrap();
+        assert_eq!(view.ipam, IpamMode::MultiPool);
+        let a = &view.nodes["a"];
+        assert_eq!(
+            a.prefixes,
+            nets(&[
+                "10.10.0.0/27",
+                "fd00:10::/120",
+                "10.20.0.0/27",
+                "10.20.0.32/27"
+            ])
+        );
+        assert_eq!(a.source, Some(CidrSource::CiliumNodePools));
+        assert_eq!(a.pools.len(), 2);
+        assert_eq!(a.pool_of(&net("10.20.0.32/27")), Some("blue"));
+        assert_eq!(a.pool_of(&net("fd00:10::/120")), Some("default"));
+        assert_eq!(a.pool_of(&net("10.5.1.0/24")), None);
+        // Neither the Node's spec nor the CiliumNode's podCIDRs are in force, and their
+        // difference is not drift.
+        assert_eq!(a.drift, None);
+        assert!(view.warnings.is_empty());
+        // The same state read as another mode ignores the pools.
+        let view = node_view(&state, IpamOverride::ClusterPool).unwrap();
+        assert_eq!(view.nodes["a"].prefixes, nets(&["10.5.1.0/24"]));
+        assert!(view.nodes["a"].pools.is_empty());
+        assert!(view.nodes["a"].drift.is_some());
+    }
+
+    #[test]
+    fn multi_pool_refuses_cidrs_outside_their_own_pool_per_family() {
+        let state = multi_pool_state(&[
+            // In default's range but allocated from blue: outside blue.
+            ("blue", &["10.10.5.0/27", "fd00:10::/120", "10.20.1.0/27"]),
+            ("default", &["10.10.0.0/27", "0.0.0.0/0"]),
+        ]);
+        let view = node_view(&state, IpamOverride::Auto).unwrap();
+        let a = &view.nodes["a"];
+        assert_eq!(a.prefixes, nets(&["10.20.1.0/27", "10.10.0.0/27"]));
+        assert_eq!(
+            a.refused,
+            vec![
+                (
+                    net("10.10.5.0/27"),
+                    CidrRefusal::OutsidePool {
+                        pool: "blue".into(),
+                        ranges: nets(&["10.20.0.0/16"])
+                    }
+                ),
+                (
+                    net("fd00:10::/120"),
+                    CidrRefusal::OutsidePool {
+                        pool: "blue".into(),
+                        ranges: Vec::new()
+                    }
+                ),
+                (net("0.0.0.0/0"), CidrRefusal::DefaultRoute),
+            ]
+        );
+        assert_eq!(
+            a.refused[0].1.to_string(),
+            "outside its pool \"blue\" [10.20.0.0/16]"
+        );
+    }
+
+    #[test]
+    fn multi_pool_without_pool_ranges_announces_unchecked_and_says_so() {
+        let mut state =
+            multi_pool_state(&[("default", &["10.99.0.0/27"]), ("red", &["10.98.0.0/27"])]);
+        // A pool the node holds CIDRs of but that does not exist.
+        let view = node_view(&state, IpamOverride::Auto).unwrap();
+        assert_eq!(view.nodes["a"].prefixes, nets(&["10.98.0.0/27"]));
+        assert_eq!(
+            view.warnings,
+            vec![ViewWarning::PoolRangesUnknown {
+                pool: Some("red".into())
+            }]
+        );
+        // No pool readable at all.
+        state.pod_ip_pools = None;
+        let view = node_view(&state, IpamOverride::Auto).unwrap();
+        assert_eq!(
+            view.nodes["a"].prefixes,
+            nets(&["10.99.0.0/27", "10.98.0.0/27"])
+        );
+        assert_eq!(
+            view.warnings,
+            vec![ViewWarning::PoolRangesUnknown { pool: None }]
+        );
+    }
+
+    #[test]
+    fn multi_pool_change_moves_only_what_changed_and_announce_false_holds() {
+        let before = node_view(
+            &multi_pool_state(&[("default", &["10.10.0.0/27", "10.10.0.32/27"])]),
+            IpamOverride::Auto,
+        )
+        .unwrap();
+        let after = node_view(
+            &multi_pool_state(&[("default", &["10.10.0.32/27", "10.10.0.64/27"])]),
+            IpamOverride::Auto,
+        )
+        .unwrap();
+        assert_eq!(
+            before.nodes["a"].prefixes,
+            nets(&["10.10.0.0/27", "10.10.0.32/27"])
+        );
+        assert_eq!(
+            after.nodes["a"].prefixes,
+            nets(&["10.10.0.32/27", "10.10.0.64/27"])
+        );
+        let mut state = multi_pool_state(&[("default", &["10.10.0.0/27"])]);
+        if let Some(c) = state.cilium_config.as_mut() {
+            c.announce_pod_cidr = false;
+        }
+        let view = node_view(&state, IpamOverride::Auto).unwrap();
+        assert!(view.nodes["a"].prefixes.is_empty());
+        assert_eq!(view.nodes["a"].pools.len(), 1, "still reported");
+    }
+
+    #[test]
+    fn cluster_pool_v2beta_reads_as_cluster_pool() {
+        let v2beta = node_view(&outage_state("cluster-pool-v2beta"), IpamOverride::Auto).unwrap();
+        let pool = node_view(&outage_state("cluster-pool"), IpamOverride::Auto).unwrap();
+        assert_eq!(v2beta, pool);
+        assert_eq!(v2beta.ipam, IpamMode::ClusterPool);
+    }
+
+    #[test]
+    fn modes_without_routable_pod_cidrs_are_refused_by_name() {
+        for mode in [
+            "crd",
+            "eni",
+            "azure",
+            "alibabacloud",
+            "delegated-plugin",
+            "bogus",
+        ] {
+            let err = node_view(&outage_state(mode), IpamOverride::Auto).unwrap_err();
+            assert_eq!(err, IpamError::Unsupported { mode: mode.into() });
+            assert!(err.to_string().contains("\"multi-pool\""), "{err}");
+        }
+    }
+
+    #[test]
+    fn kubernetes_ipam_reads_the_ipv6_annotation_as_the_ipv4_one() {
+        let mut state = ClusterState {
+            cilium_config: Some(config("kubernetes", &[])),
+            ..ClusterState::default()
+        };
+        state.nodes.insert(
+            "v6only".into(),
+            NodeFacts {
+                annotation_cidrs: nets(&["fd00:30::/64"]),
+                ..NodeFacts::default()
+            },
+        );
+        let view = node_view(&state, IpamOverride::Auto).unwrap();
+        assert_eq!(view.nodes["v6only"].prefixes, nets(&["fd00:30::/64"]));
+        assert_eq!(
+            view.nodes["v6only"].source,
+            Some(CidrSource::NodeAnnotations)
+        );
     }
 }

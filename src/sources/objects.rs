@@ -1,4 +1,5 @@
-//! The Kubernetes objects the sources read (Node, CiliumNode, ConfigMap) and the pure
+//! The Kubernetes objects the sources read (Node, CiliumNode, CiliumPodIPPool, ConfigMap)
+//! and the pure
 //! mapping from each object to the facts of [`ClusterState`](super::model::ClusterState).
 //!
 //! Shared by the kube watchers and the file source, so a node read from the API and the
@@ -22,7 +23,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 
 use super::error::SourceError;
-use super::model::{CiliumConfig, NodeFacts};
+use super::model::{CiliumConfig, CiliumNodeFacts, NodeFacts, PoolAllocation, PoolRanges};
 
 /// Cilium's annotation for a node's IPv4 pod CIDR (Cilium `annotation.V4CIDRName`).
 pub const ANNOTATION_V4_CIDR: &str = "io.cilium.network.ipv4-pod-cidr";
@@ -40,7 +41,7 @@ pub const KEY_POOL_V6: &str = "cluster-pool-ipv6-cidr";
 ///
 /// `spec` is read leniently: a spec of the wrong shape does not fail the list or watch
 /// it arrives in (which would stall every other node), it fails only this object's
-/// mapping, in [`cilium_node_cidrs`].
+/// mapping, in [`cilium_node_facts`].
 #[derive(Clone, Debug, Default, Deserialize)]
 pub struct CiliumNode {
     #[serde(default)]
@@ -62,36 +63,95 @@ pub struct CiliumNodeIpam {
     /// The pod CIDRs the cluster-pool operator allocated to the node.
     #[serde(default, rename = "podCIDRs")]
     pub pod_cidrs: Option<Vec<String>>,
+    /// The multi-pool state: what the agent requested and the operator allocated.
+    #[serde(default)]
+    pub pools: Option<CiliumNodePools>,
 }
 
-impl kube::Resource for CiliumNode {
-    type DynamicType = ();
-    type Scope = ClusterResourceScope;
-
-    fn kind(_: &()) -> Cow<'_, str> {
-        Cow::Borrowed("CiliumNode")
-    }
-
-    fn group(_: &()) -> Cow<'_, str> {
-        Cow::Borrowed("cilium.io")
-    }
-
-    fn version(_: &()) -> Cow<'_, str> {
-        Cow::Borrowed("v2")
-    }
-
-    fn plural(_: &()) -> Cow<'_, str> {
-        Cow::Borrowed("ciliumnodes")
-    }
-
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
+/// CiliumNode `spec.ipam.pools` (Cilium's `IPAMPoolSpec`); `requested` is ignored.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+pub struct CiliumNodePools {
+    #[serde(default)]
+    pub allocated: Option<Vec<CiliumNodePoolAllocation>>,
 }
+
+/// One entry of `spec.ipam.pools.allocated` (Cilium's `IPAMPoolAllocation`).
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+pub struct CiliumNodePoolAllocation {
+    #[serde(default)]
+    pub pool: String,
+    #[serde(default)]
+    pub cidrs: Option<Vec<String>>,
+}
+
+/// A CiliumPodIPPool (`cilium.io/v2alpha1`, cluster-scoped, plural `ciliumpodippools`):
+/// a multi-pool IPAM pool, reduced to its ranges. `spec` is lenient as a CiliumNode's.
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct CiliumPodIpPool {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: Lenient<PodIpPoolSpec>,
+}
+
+/// CiliumPodIPPool `spec`: `ipv4` and `ipv6`, each optional.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+pub struct PodIpPoolSpec {
+    #[serde(default)]
+    pub ipv4: Option<PodIpPoolFamily>,
+    #[serde(default)]
+    pub ipv6: Option<PodIpPoolFamily>,
+}
+
+/// CiliumPodIPPool `spec.ipv4` / `spec.ipv6`; `maskSize` is the operator's business.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+pub struct PodIpPoolFamily {
+    #[serde(default)]
+    pub cidrs: Vec<String>,
+}
+
+/// Implements `kube::Resource` for a cluster-scoped Cilium custom resource (group
+/// `cilium.io`), so it can be listed and watched without generated CRD code.
+macro_rules! cilium_cluster_resource {
+    ($type:ty, kind: $kind:literal, version: $version:literal, plural: $plural:literal) => {
+        impl kube::Resource for $type {
+            type DynamicType = ();
+            type Scope = ClusterResourceScope;
+
+            fn kind(_: &()) -> Cow<'_, str> {
+                Cow::Borrowed($kind)
+            }
+
+            fn group(_: &()) -> Cow<'_, str> {
+                Cow::Borrowed("cilium.io")
+            }
+
+            fn version(_: &()) -> Cow<'_, str> {
+                Cow::Borrowed($version)
+            }
+
+            fn plural(_: &()) -> Cow<'_, str> {
+                Cow::Borrowed($plural)
+            }
+
+            fn meta(&self) -> &ObjectMeta {
+                &self.metadata
+            }
+
+            fn meta_mut(&mut self) -> &mut ObjectMeta {
+                &mut self.metadata
+            }
+        }
+    };
+}
+
+cilium_cluster_resource!(CiliumNode, kind: "CiliumNode", version: "v2", plural: "ciliumnodes");
+cilium_cluster_resource!(
+    CiliumPodIpPool,
+    kind: "CiliumPodIPPool",
+    version: "v2alpha1",
+    plural: "ciliumpodippools"
+);
 
 /// A field that either has the expected shape or is kept as the reason it does not.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -161,17 +221,7 @@ pub fn node_facts(node: &Node) -> Result<(String, NodeFacts), SourceError> {
             continue;
         };
         let field = format!("metadata.annotations[{key}]");
-        let net = parse_cidr(KIND, &name, &field, text)?;
-        if matches!(net, IpNet::V4(_)) != want_v4 {
-            return Err(SourceError::WrongFamily {
-                kind: KIND,
-                name,
-                field,
-                value: text.to_owned(),
-                expected: if want_v4 { "IPv4" } else { "IPv6" },
-            });
-        }
-        annotation_cidrs.push(net);
+        annotation_cidrs.push(parse_cidr_of_family(KIND, &name, field, text, want_v4)?);
     }
 
     let mut facts = NodeFacts {
@@ -197,39 +247,113 @@ pub fn node_facts(node: &Node) -> Result<(String, NodeFacts), SourceError> {
     Ok((name, facts))
 }
 
-/// The pod CIDRs of a CiliumNode (`spec.ipam.podCIDRs`), keyed by its name, which is
-/// the node's name.
-pub fn cilium_node_cidrs(node: &CiliumNode) -> Result<(String, Vec<IpNet>), SourceError> {
+/// What a CiliumNode says, keyed by its name, which is the node's name: its
+/// `spec.ipam.podCIDRs` (cluster-pool) and `spec.ipam.pools.allocated` (multi-pool).
+///
+/// Allocations are kept in the object's order; an allocation without CIDRs is left out,
+/// one naming no pool fails the object, a CIDR listed twice (in one pool or two) is kept
+/// once, where it is first listed.
+pub fn cilium_node_facts(node: &CiliumNode) -> Result<(String, CiliumNodeFacts), SourceError> {
     const KIND: &str = "CiliumNode";
-    let name = object_name(KIND, &node.metadata)?;
-    let spec = match &node.spec {
-        Lenient::Absent => return Ok((name, Vec::new())),
-        Lenient::Valid(spec) => spec,
-        Lenient::Invalid(reason) => {
+    let (name, spec) = named_spec(KIND, &node.metadata, &node.spec)?;
+    let Some(spec) = spec else {
+        return Ok((name, CiliumNodeFacts::default()));
+    };
+    let mut facts = CiliumNodeFacts::default();
+    let pod_cidrs = spec.ipam.pod_cidrs.as_deref().unwrap_or_default();
+    let mut seen = HashSet::new();
+    for (i, text) in pod_cidrs.iter().enumerate() {
+        let field = || format!("spec.ipam.podCIDRs[{i}]");
+        push_new(
+            &mut facts.pod_cidrs,
+            &mut seen,
+            parse_cidr(KIND, &name, &field(), text)?,
+        );
+    }
+    let allocated = spec
+        .ipam
+        .pools
+        .as_ref()
+        .and_then(|p| p.allocated.as_deref())
+        .unwrap_or_default();
+    let mut seen = HashSet::new();
+    for (i, allocation) in allocated.iter().enumerate() {
+        let field = format!("spec.ipam.pools.allocated[{i}]");
+        if allocation.pool.trim().is_empty() {
             return Err(SourceError::Malformed {
                 kind: KIND,
                 name,
-                field: "spec".into(),
-                reason: reason.clone(),
-            })
+                field: format!("{field}.pool"),
+                reason: "must name a CiliumPodIPPool".into(),
+            });
         }
-    };
-    let mut cidrs: Vec<IpNet> = Vec::new();
-    let mut seen = HashSet::new();
-    for (i, text) in spec
-        .ipam
-        .pod_cidrs
-        .as_deref()
-        .unwrap_or_default()
-        .iter()
-        .enumerate()
-    {
-        let net = parse_cidr(KIND, &name, &format!("spec.ipam.podCIDRs[{i}]"), text)?;
-        if seen.insert(net) {
-            cidrs.push(net);
+        let mut cidrs = Vec::new();
+        for (j, text) in allocation.cidrs.iter().flatten().enumerate() {
+            let net = parse_cidr(KIND, &name, &format!("{field}.cidrs[{j}]"), text)?;
+            push_new(&mut cidrs, &mut seen, net);
+        }
+        if cidrs.is_empty() {
+            continue;
+        }
+        match facts.pools.iter_mut().find(|p| p.pool == allocation.pool) {
+            Some(pool) => pool.cidrs.extend(cidrs),
+            None => facts.pools.push(PoolAllocation {
+                pool: allocation.pool.clone(),
+                cidrs,
+            }),
         }
     }
-    Ok((name, cidrs))
+    Ok((name, facts))
+}
+
+/// The ranges of a CiliumPodIPPool, keyed by its name (the pool name CiliumNodes use).
+/// A range of the wrong family fails the object, as in cilium-config's pool keys.
+pub fn pod_ip_pool_ranges(pool: &CiliumPodIpPool) -> Result<(String, PoolRanges), SourceError> {
+    const KIND: &str = "CiliumPodIPPool";
+    let (name, spec) = named_spec(KIND, &pool.metadata, &pool.spec)?;
+    let Some(spec) = spec else {
+        return Ok((name, PoolRanges::default()));
+    };
+    let mut ranges = PoolRanges::default();
+    for (family, key, want_v4) in [(&spec.ipv4, "ipv4", true), (&spec.ipv6, "ipv6", false)] {
+        for (i, text) in family.iter().flat_map(|f| f.cidrs.iter()).enumerate() {
+            let field = format!("spec.{key}.cidrs[{i}]");
+            let net = parse_cidr_of_family(KIND, &name, field, text, want_v4)?;
+            match net {
+                IpNet::V4(_) => ranges.ipv4.push(net),
+                IpNet::V6(_) => ranges.ipv6.push(net),
+            }
+        }
+    }
+    Ok((name, ranges))
+}
+
+/// Appends `net` unless `seen` already holds it: an order-preserving dedup in linear
+/// time.
+fn push_new(out: &mut Vec<IpNet>, seen: &mut HashSet<IpNet>, net: IpNet) {
+    if seen.insert(net) {
+        out.push(net);
+    }
+}
+
+/// An object's name and its lenient `spec`: `None` when absent, an error naming the
+/// object when malformed.
+fn named_spec<'a, T>(
+    kind: &'static str,
+    meta: &ObjectMeta,
+    spec: &'a Lenient<T>,
+) -> Result<(String, Option<&'a T>), SourceError> {
+    let name = object_name(kind, meta)?;
+    match spec {
+        Lenient::Absent => Ok((name, None)),
+        Lenient::Valid(spec) => Ok((name, Some(spec))),
+        Lenient::Invalid(reason) => Err(SourceError::Malformed {
+            kind,
+            name,
+            field: "spec".into(),
+            reason: reason.clone(),
+        }),
+    }
 }
 
 /// The keys of Cilium's `cilium-config` ConfigMap this speaker reads.
@@ -259,17 +383,13 @@ pub fn cilium_config(config_map: &ConfigMap) -> Result<CiliumConfig, SourceError
             .split(|c: char| c.is_whitespace() || c == ',')
             .filter(|s| !s.is_empty())
         {
-            let net = parse_cidr(KIND, &name, &field(key), part)?;
-            if matches!(net, IpNet::V4(_)) != want_v4 {
-                return Err(SourceError::WrongFamily {
-                    kind: KIND,
-                    name,
-                    field: field(key),
-                    value: part.to_owned(),
-                    expected: if want_v4 { "IPv4" } else { "IPv6" },
-                });
-            }
-            pools[pool].push(net);
+            pools[pool].push(parse_cidr_of_family(
+                KIND,
+                &name,
+                field(key),
+                part,
+                want_v4,
+            )?);
         }
     }
     let [cluster_pool_v4, cluster_pool_v6] = pools;
@@ -309,6 +429,27 @@ fn parse_cidr(
             value: text.to_owned(),
             reason: e.to_string(),
         })
+}
+
+/// [`parse_cidr`] for a field that holds CIDRs of one family only.
+fn parse_cidr_of_family(
+    kind: &'static str,
+    name: &str,
+    field: String,
+    text: &str,
+    want_v4: bool,
+) -> Result<IpNet, SourceError> {
+    let net = parse_cidr(kind, name, &field, text)?;
+    if matches!(net, IpNet::V4(_)) != want_v4 {
+        return Err(SourceError::WrongFamily {
+            kind,
+            name: name.to_owned(),
+            field,
+            value: text.to_owned(),
+            expected: if want_v4 { "IPv4" } else { "IPv6" },
+        });
+    }
+    Ok(net)
 }
 
 /// Go's `strconv.ParseBool`.
@@ -448,7 +589,7 @@ mod tests {
 
     #[test]
     fn cilium_node_reads_spec_ipam_pod_cidrs_and_ignores_the_rest() {
-        let (name, cidrs) = cilium_node_cidrs(&cilium(json!({
+        let (name, facts) = cilium_node_facts(&cilium(json!({
             "apiVersion": "cilium.io/v2", "kind": "CiliumNode",
             "metadata": {"name": "master1", "resourceVersion": "12"},
             "spec": {
@@ -461,7 +602,8 @@ mod tests {
         })))
         .unwrap();
         assert_eq!(name, "master1");
-        assert_eq!(cidrs, vec![net("10.5.113.0/24")]);
+        assert_eq!(facts.pod_cidrs, vec![net("10.5.113.0/24")]);
+        assert!(facts.pools.is_empty());
     }
 
     #[test]
@@ -473,8 +615,8 @@ mod tests {
             json!({"metadata": {"name": "a"}, "spec": {"ipam": {}}}),
         ] {
             assert_eq!(
-                cilium_node_cidrs(&cilium(value.clone())).unwrap(),
-                ("a".to_owned(), Vec::new()),
+                cilium_node_facts(&cilium(value.clone())).unwrap(),
+                ("a".to_owned(), CiliumNodeFacts::default()),
                 "{value}"
             );
         }
@@ -486,7 +628,7 @@ mod tests {
         let object = cilium(json!({
             "metadata": {"name": "bad"}, "spec": {"ipam": {"podCIDRs": "10.0.0.0/24"}}
         }));
-        let err = cilium_node_cidrs(&object).unwrap_err();
+        let err = cilium_node_facts(&object).unwrap_err();
         assert!(
             matches!(&err, SourceError::Malformed { kind: "CiliumNode", name, field, .. }
                 if name == "bad" && field == "spec"),
@@ -567,5 +709,127 @@ mod tests {
             "/apis/cilium.io/v2/ciliumnodes"
         );
         assert_eq!(CiliumNode::api_version(&()), "cilium.io/v2");
+    }
+
+    /// A CiliumNode of a multi-pool cluster as Cilium 1.15 writes it (agent's requests,
+    /// operator's allocations, the other IPAM backends' empty blocks).
+    #[test]
+    fn cilium_node_reads_multi_pool_allocations_grouped_by_pool() {
+        let (name, facts) = cilium_node_facts(&cilium(json!({
+            "apiVersion": "cilium.io/v2", "kind": "CiliumNode",
+            "metadata": {"name": "worker1", "resourceVersion": "9921"},
+            "spec": {
+                "addresses": [{"type": "InternalIP", "ip": "172.18.0.3"}],
+                "alibaba-cloud": {}, "azure": {}, "encryption": {}, "eni": {},
+                "health": {"ipv4": "10.10.0.190"},
+                "ipam": {"pools": {
+                    "allocated": [
+                        {"pool": "default", "cidrs": ["10.10.0.0/27", "fd00:10::/120"]},
+                        {"pool": "blue", "cidrs": ["10.20.0.0/27"]},
+                        {"pool": "default", "cidrs": ["10.10.0.32/27", "10.10.0.0/27"]},
+                        {"pool": "empty"}
+                    ],
+                    "requested": [
+                        {"pool": "default", "needed": {"ipv4-addrs": 16, "ipv6-addrs": 16}},
+                        {"pool": "blue", "needed": {"ipv4-addrs": 1}}
+                    ]
+                }}
+            },
+            "status": {"ipam": {"operator-status": {}}}
+        })))
+        .unwrap();
+        assert_eq!(name, "worker1");
+        assert!(facts.pod_cidrs.is_empty());
+        assert_eq!(
+            facts.pools,
+            vec![
+                PoolAllocation {
+                    pool: "default".into(),
+                    cidrs: vec![
+                        net("10.10.0.0/27"),
+                        net("fd00:10::/120"),
+                        net("10.10.0.32/27")
+                    ],
+                },
+                PoolAllocation {
+                    pool: "blue".into(),
+                    cidrs: vec![net("10.20.0.0/27")],
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn cilium_node_pool_errors_name_the_field() {
+        let err = cilium_node_facts(&cilium(json!({
+            "metadata": {"name": "w"},
+            "spec": {"ipam": {"pools": {"allocated": [{"pool": "p", "cidrs": ["10.0.0.0/33"]}]}}}
+        })))
+        .unwrap_err();
+        assert!(
+            matches!(&err, SourceError::InvalidCidr { field, .. } if field == "spec.ipam.pools.allocated[0].cidrs[0]"),
+            "{err:?}"
+        );
+        let err = cilium_node_facts(&cilium(json!({
+            "metadata": {"name": "w"},
+            "spec": {"ipam": {"pools": {"allocated": [{"cidrs": ["10.0.0.0/24"]}]}}}
+        })))
+        .unwrap_err();
+        assert!(
+            matches!(&err, SourceError::Malformed { field, .. } if field == "spec.ipam.pools.allocated[0].pool"),
+            "{err:?}"
+        );
+    }
+
+    fn pool(value: serde_json::Value) -> CiliumPodIpPool {
+        serde_json::from_value(value).unwrap()
+    }
+
+    #[test]
+    fn pod_ip_pool_reads_both_families_and_refuses_the_wrong_one() {
+        let (name, ranges) = pod_ip_pool_ranges(&pool(json!({
+            "apiVersion": "cilium.io/v2alpha1", "kind": "CiliumPodIPPool",
+            "metadata": {"name": "default"},
+            "spec": {
+                "ipv4": {"cidrs": ["10.10.0.0/16", "10.11.0.0/16"], "maskSize": 27},
+                "ipv6": {"cidrs": ["fd00:10::/104"], "maskSize": 120}
+            }
+        })))
+        .unwrap();
+        assert_eq!(name, "default");
+        assert_eq!(
+            ranges,
+            PoolRanges {
+                ipv4: vec![net("10.10.0.0/16"), net("10.11.0.0/16")],
+                ipv6: vec![net("fd00:10::/104")],
+            }
+        );
+        let (_, ranges) = pod_ip_pool_ranges(&pool(json!({
+            "metadata": {"name": "v4"}, "spec": {"ipv4": {"cidrs": ["10.1.0.0/16"], "maskSize": 24}}
+        })))
+        .unwrap();
+        assert!(ranges.ipv6.is_empty());
+        let err = pod_ip_pool_ranges(&pool(json!({
+            "metadata": {"name": "bad"}, "spec": {"ipv6": {"cidrs": ["10.1.0.0/16"]}}
+        })))
+        .unwrap_err();
+        assert!(
+            matches!(&err, SourceError::WrongFamily { field, expected: "IPv6", .. } if field == "spec.ipv6.cidrs[0]"),
+            "{err:?}"
+        );
+        let err = pod_ip_pool_ranges(&pool(json!({
+            "metadata": {"name": "bad"}, "spec": {"ipv4": "10.1.0.0/16"}
+        })))
+        .unwrap_err();
+        assert!(matches!(err, SourceError::Malformed { .. }), "{err:?}");
+    }
+
+    #[test]
+    fn pod_ip_pool_resource_paths() {
+        use kube::Resource;
+        assert_eq!(
+            CiliumPodIpPool::url_path(&(), None),
+            "/apis/cilium.io/v2alpha1/ciliumpodippools"
+        );
     }
 }

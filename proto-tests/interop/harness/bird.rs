@@ -54,6 +54,7 @@ impl Bird {
     /// `bird -f`; returns once the control socket answers.
     pub fn start(dir: &Path, opts: BirdOpts) -> Result<Bird> {
         opts.validate()?;
+        opts.refuse_extended_next_hop("bird")?;
         let dir = fresh_subdir(dir, &format!("bird-{}", opts.local_addr))?;
         let routes = opts.routes.iter().map(|r| (r.prefix, r.clone())).collect();
         let mut bird = Bird {

@@ -131,6 +131,7 @@ impl Exabgp {
     /// under `dir` and starts ExaBGP; returns once it listens on its addresses.
     pub fn start(dir: &Path, opts: ExabgpOpts) -> Result<Exabgp> {
         opts.validate()?;
+        opts.refuse_extended_next_hop("exabgp")?;
         let dir = fresh_subdir(dir, &format!("exabgp-{}", opts.local_addr))?;
         let rx = format!(
             "#!/bin/sh\n# ExaBGP's rx API process: appends what ExaBGP received, one JSON per line.\n\

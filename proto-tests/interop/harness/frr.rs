@@ -388,6 +388,9 @@ pub fn render_config<'a>(
         if n.graceful_restart.is_some() {
             let _ = writeln!(c, " neighbor {a} graceful-restart");
         }
+        if n.extended_next_hop {
+            let _ = writeln!(c, " neighbor {a} capability extended-nexthop");
+        }
     }
     for afi in [Afi::Ipv4, Afi::Ipv6] {
         let _ = writeln!(c, " address-family {afi} unicast");
@@ -560,7 +563,8 @@ fn parse_path(prefix: IpNet, p: &Value) -> Result<Route> {
 /// FRR names the well-known communities (IANA "BGP Well-known Communities").
 fn community_value(s: &str) -> Option<(u16, u16)> {
     Some(match s {
-        "graceful-shutdown" => (0xffff, 0x0000),
+        // The text form, then the name `json detail` lists (FRR 8.4).
+        "graceful-shutdown" | "gracefulShutdown" => (0xffff, 0x0000),
         "accept-own" => (0xffff, 0x0001),
         "llgr-stale" => (0xffff, 0x0006),
         "no-llgr" => (0xffff, 0x0007),

@@ -56,6 +56,7 @@ impl Gobgp {
     /// gobgpd and injects `opts.routes`; returns once the API answers and gobgpd listens.
     pub fn start(dir: &Path, opts: GobgpOpts) -> Result<Gobgp> {
         opts.validate()?;
+        opts.refuse_extended_next_hop("gobgp")?;
         let dir = fresh_subdir(dir, &format!("gobgp-{}", opts.local_addr))?;
         let routes = opts.routes.iter().map(|r| (r.prefix, r.clone())).collect();
         let mut g = Gobgp {

@@ -276,6 +276,10 @@ pub struct Neighbor {
     pub ipv4: bool,
     /// Negotiate IPv6 unicast (RFC 4760 / RFC 2545).
     pub ipv6: bool,
+    /// Offer IPv4 unicast with an IPv6 next hop (RFC 8950, FRR's `capability
+    /// extended-nexthop`). Only the FRR config renders it; `validate` refuses it for the
+    /// others.
+    pub extended_next_hop: bool,
 }
 
 impl Neighbor {
@@ -291,6 +295,7 @@ impl Neighbor {
             hold_time: 9,
             ipv4: true,
             ipv6: false,
+            extended_next_hop: false,
         }
     }
 
@@ -322,6 +327,11 @@ impl Neighbor {
     /// Negotiate IPv6 unicast as well.
     pub fn ipv6(mut self) -> Self {
         self.ipv6 = true;
+        self
+    }
+
+    pub fn extended_next_hop(mut self) -> Self {
+        self.extended_next_hop = true;
         self
     }
 
@@ -418,6 +428,17 @@ impl PeerOpts {
                     neighbor.addr
                 ))
             }),
+        }
+    }
+
+    /// Refuses options the config of `daemon` does not render (rather than ignoring them).
+    pub(crate) fn refuse_extended_next_hop(&self, daemon: &str) -> Result<()> {
+        match self.neighbors.iter().find(|n| n.extended_next_hop) {
+            Some(n) => Err(HarnessError::Config(format!(
+                "neighbor {}: extended next hop is only rendered for FRR, not {daemon}",
+                n.addr
+            ))),
+            None => Ok(()),
         }
     }
 

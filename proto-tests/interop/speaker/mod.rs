@@ -101,16 +101,14 @@ pub fn peer_config(peer: IpAddr, peer_asn: u32, my_asn: u32, extra: &[&str]) -> 
     cfg.peers.into_iter().next().expect("one peer")
 }
 
-/// The spec of a speaker on `100.64.0.n` / `fd00::n` (its IPv6 next hop).
+/// The spec of a speaker on `100.64.0.n`.
 pub fn spec(n: u8, peer: &config::Peer) -> PeerSpec {
     let run = RunOverrides {
         source_address: Some(v4(n)),
         router_id: Some(v4_of(n)),
         node_ipv4: None,
-        node_ipv6: match v6(n) {
-            IpAddr::V6(a) => Some(a),
-            IpAddr::V4(_) => None,
-        },
+        node_name: None,
+        graceful_shutdown: Duration::ZERO,
     };
     PeerSpec::from_config(peer, &run).unwrap_or_else(|e| panic!("peer spec: {e}"))
 }
@@ -126,6 +124,9 @@ pub struct Attrs {
     pub local_pref: Option<u32>,
     pub communities: Vec<(u16, u16)>,
     pub large: Vec<(u32, u32, u32)>,
+    /// The speaker is on `100.64.0.node` / `fd00::node`: its IPv6 routes on the IPv4
+    /// session carry `fd00::node`, the node address the planner would write.
+    pub node: u8,
 }
 
 impl Attrs {
@@ -138,7 +139,13 @@ impl Attrs {
             local_pref: ibgp.then_some(150),
             communities: vec![(65535, 100)],
             large: vec![],
+            node: 1,
         }
+    }
+
+    pub fn node(mut self, n: u8) -> Attrs {
+        self.node = n;
+        self
     }
 
     pub fn med(mut self, med: u32) -> Attrs {
@@ -179,6 +186,14 @@ impl Attrs {
         })
     }
 
+    /// [`Attrs::route_attrs`] for IPv6 routes on the speaker's IPv4 session.
+    pub fn route_attrs_v6(&self) -> Arc<RouteAttrs> {
+        Arc::new(RouteAttrs {
+            next_hop: NextHop::Address(v6(self.node)),
+            ..(*self.route_attrs()).clone()
+        })
+    }
+
     /// The route as `daemon` shows it, received from the speaker on `100.64.0.n`.
     pub fn expected(&self, kind: Kind, prefix: IpNet, n: u8) -> Route {
         let local_pref = match (self.ibgp, kind) {
@@ -211,6 +226,7 @@ impl Attrs {
 /// Desired routes: every prefix with the same attributes.
 pub fn desired(prefixes: &[IpNet], attrs: &Attrs) -> Arc<DesiredRoutes> {
     let a = attrs.route_attrs();
+    let a6 = attrs.route_attrs_v6();
     Arc::new(
         prefixes
             .iter()
@@ -218,7 +234,11 @@ pub fn desired(prefixes: &[IpNet], attrs: &Attrs) -> Arc<DesiredRoutes> {
                 (
                     *p,
                     PlannedRoute {
-                        attrs: a.clone(),
+                        attrs: if p.addr().is_ipv4() {
+                            a.clone()
+                        } else {
+                            a6.clone()
+                        },
                         node: Arc::from("node-under-test"),
                     },
                 )
@@ -311,10 +331,20 @@ impl Speaker {
 
     /// Ends the task the way the daemon would and waits for it (bounded).
     pub fn stop(&mut self, mode: Shutdown) -> PeerStatus {
+        self.request_stop(mode);
+        self.join()
+    }
+
+    /// Asks the task to end without waiting (a graceful shutdown takes its grace period).
+    pub fn request_stop(&self, mode: Shutdown) {
+        self.shutdown.send_replace(Some(mode));
+    }
+
+    /// Waits (bounded) for a task asked to end.
+    pub fn join(&mut self) -> PeerStatus {
         let Some(h) = self.handle.take() else {
             panic!("{} already stopped", self.name);
         };
-        self.shutdown.send_replace(Some(mode));
         let status = h.status.clone();
         let joined = self
             .rt

@@ -28,8 +28,9 @@ pub struct SessionConfig {
     /// The keepalive interval; `None` means a third of the negotiated hold time. Never
     /// more than a third of the negotiated hold time whatever is configured.
     pub keepalive: Option<u16>,
-    /// The base ConnectRetryTime (RFC 4271 section 10): the first retry delay, doubled on
-    /// each consecutive failure up to [`super::MAX_BACKOFF`] and jittered.
+    /// The ConnectRetryTime (RFC 4271 section 10): the longest wait between two attempts
+    /// (the retry delay starts at [`super::FIRST_RETRY`] and doubles on each consecutive
+    /// failure up to it, jittered), and how long a dial may take.
     pub connect_retry: Duration,
     /// Never dial: only accept the peer's connections (RFC 4271
     /// PassiveTcpEstablishment, without the later active attempt).
@@ -44,6 +45,9 @@ pub struct SessionConfig {
     pub families: Vec<AfiSafi>,
     /// Offer extended messages (RFC 8654).
     pub extended_message: bool,
+    /// Offer to receive IPv4 unicast with an IPv6 next hop (RFC 8950 Extended Next Hop
+    /// Encoding); we send such routes only when the peer offers it too.
+    pub extended_next_hop: bool,
     /// Offer route refresh (RFC 2918) and enhanced route refresh (RFC 7313).
     pub route_refresh: bool,
     /// A per-family limit on prefixes received from the peer.
@@ -189,6 +193,7 @@ mod tests {
             graceful_restart: None,
             families: vec![AfiSafi::IPV4_UNICAST],
             extended_message: false,
+            extended_next_hop: false,
             route_refresh: true,
             max_prefix: None,
             jitter_seed: 1,

@@ -6,7 +6,7 @@
 
 use super::open::{local_open, negotiate};
 use super::received::{end_of_rib_marker, Received, RECEIVED_CEILING};
-use super::timers::{Backoff, Timer, Timers, OPEN_HOLD_TIME, STABLE_ESTABLISHED};
+use super::timers::{jitter, Backoff, Timer, Timers, OPEN_HOLD_TIME, STABLE_ESTABLISHED};
 use super::{
     Action, Input, MaxPrefixAction, Negotiated, NotificationInfo, SessionConfig, SessionError,
     State, Stats, StopReason,
@@ -29,6 +29,9 @@ pub struct Session {
     /// AutomaticStart is allowed: set by [`Input::Start`], cleared by a stop that must
     /// stick.
     auto_restart: bool,
+    /// This speaker has (re)started and no session of this peer has reached Established
+    /// since: our OPEN carries the Restart State bit (RFC 4724 section 4.1).
+    restarting: bool,
     conn: Option<Connection>,
     timers: Timers,
     backoff: Backoff,
@@ -68,10 +71,11 @@ impl Session {
     pub fn new(cfg: SessionConfig) -> Result<Self, SessionError> {
         cfg.validate()?;
         Ok(Session {
-            local_open: local_open(&cfg),
+            local_open: local_open(&cfg, true),
             backoff: Backoff::new(cfg.jitter_seed),
             state: State::Idle,
             auto_restart: false,
+            restarting: true,
             conn: None,
             timers: Timers::default(),
             negotiated: None,
@@ -90,7 +94,22 @@ impl Session {
     /// are queued. Should it win and outlive the other, it behaves as `cfg` says
     /// afterwards (dialing after a failure unless passive).
     pub fn inbound(cfg: SessionConfig, now: Instant) -> Result<Self, SessionError> {
+        Session::inbound_with(cfg, true, now)
+    }
+
+    /// [`Session::inbound`] beside `main`, the driver's long-lived session of the same
+    /// peer: its OPEN claims a restart (the R bit) only while `main` still does.
+    pub fn inbound_beside(main: &Session, now: Instant) -> Result<Self, SessionError> {
+        Session::inbound_with(main.cfg.clone(), main.restarting, now)
+    }
+
+    fn inbound_with(
+        cfg: SessionConfig,
+        restarting: bool,
+        now: Instant,
+    ) -> Result<Self, SessionError> {
         let mut session = Session::new(cfg)?;
+        session.set_restarting(restarting);
         session.auto_restart = true;
         session.transition(State::Active);
         session.on_connected(now, true);
@@ -99,6 +118,14 @@ impl Session {
 
     pub fn state(&self) -> State {
         self.state
+    }
+
+    /// Whether stopping now with [`StopReason::Restart`] keeps our routes at the peer:
+    /// Established with graceful restart negotiated (RFC 4724 section 4). The driver
+    /// asks before it starts a graceful shutdown (RFC 8326), which such a restart skips.
+    pub fn graceful_restart_in_force(&self) -> bool {
+        self.state == State::Established
+            && self.negotiated.as_ref().is_some_and(|n| n.graceful_restart)
     }
 
     /// The negotiated parameters, from the moment the peer's OPEN is accepted
@@ -128,6 +155,48 @@ impl Session {
     /// Failed attempts since the last stable session: what the retry backoff is at.
     pub fn consecutive_failures(&self) -> u32 {
         self.backoff.failures()
+    }
+
+    /// When the session dials again on its own: the end of its wait in Idle after a
+    /// failure. `None` while it is not waiting (connecting, connected, passive, or
+    /// stopped for good).
+    pub fn next_retry(&self) -> Option<Instant> {
+        if self.state == State::Idle && self.auto_restart {
+            self.timers.get(Timer::IdleHold)
+        } else {
+            None
+        }
+    }
+
+    /// Whether [`Input::TcpConnected`] with this direction would be adopted rather than
+    /// rejected: in Connect or Active without a connection, and, for a connection the
+    /// peer opened, also in Idle while waiting to retry (an automatic start with passive
+    /// TCP establishment, RFC 4271 section 8.1.1 Event 5: the peer's own retry is as good
+    /// as ours, and refusing it would only lengthen the outage).
+    pub fn accepts(&self, inbound: bool) -> bool {
+        if self.conn.is_some() {
+            return false;
+        }
+        match self.state {
+            State::Connect | State::Active => true,
+            State::Idle => inbound && self.next_retry().is_some(),
+            State::OpenSent | State::OpenConfirm | State::Established => false,
+        }
+    }
+
+    /// Whether our OPEN carries the Restart State bit: from the start of the session
+    /// until it first reaches Established (RFC 4724 section 4.1: the speaker has
+    /// restarted, so the peer must not wait for our End-of-RIB before sending its own
+    /// routes; we never wait for the peer's either).
+    pub fn restarting(&self) -> bool {
+        self.restarting
+    }
+
+    fn set_restarting(&mut self, restarting: bool) {
+        if self.restarting != restarting {
+            self.restarting = restarting;
+            self.local_open = local_open(&self.cfg, restarting);
+        }
     }
 
     /// When timer `t` fires, if it runs.
@@ -187,21 +256,21 @@ impl Session {
         self.begin(now);
     }
 
-    /// Leaves Idle: dial (Connect) or wait for the peer (Active).
+    /// Leaves Idle: dial (Connect) or wait for the peer (Active). A dial still pending
+    /// after the ConnectRetryTime (jittered) has failed.
     fn begin(&mut self, now: Instant) {
         if self.cfg.passive {
             self.transition(State::Active);
         } else {
             self.transition(State::Connect);
             self.push(Action::Connect);
-            let after = self.backoff.delay(self.cfg.connect_retry);
+            let after = jitter(self.cfg.connect_retry, self.backoff.draw());
             self.timers.start(Timer::ConnectRetry, now, after);
         }
     }
 
     fn on_stop(&mut self, now: Instant, reason: StopReason) {
-        let established_gr = self.state == State::Established
-            && self.negotiated.as_ref().is_some_and(|n| n.graceful_restart);
+        let established_gr = self.graceful_restart_in_force();
         let (notification, restart) = match &reason {
             StopReason::AdminShutdown(m) => (Some(Notification::admin_shutdown(m)), false),
             StopReason::AdminReset(m) => (Some(Notification::admin_reset(m)), true),
@@ -225,14 +294,19 @@ impl Session {
     }
 
     fn on_connected(&mut self, now: Instant, inbound: bool) {
-        let can_adopt = matches!(self.state, State::Connect | State::Active) && self.conn.is_none();
-        if !can_adopt {
-            // Idle refuses every connection (RFC 4271 section 8.2.2); past Active the
-            // session has its connection, and a second one is the driver's collision
-            // candidate, handled by another Session.
+        if !self.accepts(inbound) {
+            // A stopped session refuses every connection (RFC 4271 section 8.2.2), and
+            // so does one waiting to dial for its own; past Active the session has its
+            // connection, and a second one is the driver's collision candidate, handled
+            // by another Session.
             debug!(state = %self.state, inbound, "rejecting connection");
             self.push(Action::RejectConnection);
             return;
+        }
+        if self.state == State::Idle {
+            // Waiting to retry: the peer came first. Its connection is the attempt.
+            self.timers.stop(Timer::IdleHold);
+            self.transition(State::Active);
         }
         self.conn = Some(Connection { inbound });
         self.timers.stop(Timer::ConnectRetry);
@@ -338,6 +412,9 @@ impl Session {
             return self.fsm_error(now, FsmError::UnexpectedInOpenConfirm);
         };
         self.transition(State::Established);
+        // The restart is over for this peer: later OPENs (after a flap of this
+        // session, not of the speaker) no longer claim one.
+        self.set_restarting(false);
         self.restart_hold(now);
         self.stats.established_since = Some(now);
         self.stats.established_count = self.stats.established_count.saturating_add(1);
@@ -634,13 +711,9 @@ impl Session {
                 self.send(now, Message::Keepalive)
             }
             Timer::ConnectRetry if self.state == State::Connect && self.conn.is_none() => {
-                // RFC 4271 section 8.2.2 Connect, Event 9: drop the attempt and dial again,
-                // here after a longer wait each time.
-                self.backoff.fail();
-                self.stats.last_error = Some(SessionError::ConnectionFailed);
-                self.push(Action::Connect);
-                let after = self.backoff.delay(self.cfg.connect_retry);
-                self.timers.start(Timer::ConnectRetry, now, after);
+                // RFC 4271 section 8.2.2 Connect, Event 9: the attempt took too long.
+                // It failed like a refused one: abandoned, and retried after the backoff.
+                self.teardown(now, SessionError::ConnectionFailed, None, true);
             }
             Timer::IdleHold if self.state == State::Idle && self.auto_restart => self.begin(now),
             _ => {}

@@ -16,8 +16,9 @@
 //!
 //! * Connections. [`Action::Connect`] asks for a dial (dropping any pending one);
 //!   [`Input::TcpConnected`] reports it, or a connection the peer opened. In Connect or
-//!   Active the session adopts it (the driver drops any other pending dial); otherwise it
-//!   answers [`Action::RejectConnection`]. [`Action::CloseConnection`] ends the session's
+//!   Active the session adopts it (the driver drops any other pending dial), and so it
+//!   does with the peer's connection while waiting in Idle to retry
+//!   ([`Session::accepts`]); otherwise it answers [`Action::RejectConnection`]. [`Action::CloseConnection`] ends the session's
 //!   own connection (after flushing a NOTIFICATION when `notify`).
 //! * Collisions (section 6.8): one `Session` per connection. When a connection arrives
 //!   while the long-lived session is past Active, the driver starts a second session on
@@ -34,10 +35,18 @@
 //!   session brackets the table with BoRR and EoRR (RFC 7313 section 4).
 //! * Received routes are validated and counted (see `received`), never stored beyond a
 //!   bounded set of prefixes, never installed.
-//! * Retries. After a failure the session waits in Idle (the IdleHold timer) for
-//!   `connect_retry` doubled per consecutive failure up to [`MAX_BACKOFF`], jittered to
-//!   75-100%; a dial that hangs is abandoned by the ConnectRetry timer with the same
-//!   backoff. A passive session never dials and listens again at once.
+//! * Retries. After a failure (a refused or failed dial, a connection closed or reset
+//!   before Established, a NOTIFICATION) the session waits in Idle (the IdleHold timer)
+//!   for [`FIRST_RETRY`] doubled per consecutive failure up to `connect_retry`, the
+//!   ConnectRetryTime, jittered to 75-100% ([`Session::next_retry`] says until when). A
+//!   peer still tearing the last session down refuses us for a moment (FRR while it
+//!   clears it, GoBGP for 5 s): the first retries are quick so that such a transient
+//!   refusal costs about a second, and the cap keeps a peer that is really gone from
+//!   being hammered. A session that was Established for [`STABLE_ESTABLISHED`] starts
+//!   again from the first step; one that flaps sooner keeps climbing (damping). A dial
+//!   still pending after the ConnectRetryTime is a failure like any other. While waiting,
+//!   the session adopts a connection the peer opens ([`Session::accepts`]). A passive
+//!   session never dials and listens again at once.
 //!
 //! Choices within RFC 4271 section 8 (the FSM there is conceptual; these keep the
 //! externally visible behaviour): every failure goes to Idle and the backoff, so an
@@ -66,4 +75,4 @@ pub use fsm::Session;
 pub use open::Negotiated;
 pub use received::{PrefixCount, RECEIVED_CEILING};
 pub use stats::{message_type, MessageCounts, Stats};
-pub use timers::{Timer, MAX_BACKOFF, OPEN_HOLD_TIME, STABLE_ESTABLISHED};
+pub use timers::{Timer, FIRST_RETRY, OPEN_HOLD_TIME, STABLE_ESTABLISHED};

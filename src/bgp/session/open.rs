@@ -6,8 +6,8 @@
 
 use super::SessionConfig;
 use crate::bgp::wire::{
-    unsupported_capabilities, AfiSafi, Capability, Context, DecodeError, GracefulRestart,
-    GracefulRestartFamily, Notification, Open, AS_TRANS, BGP_VERSION,
+    unsupported_capabilities, AfiSafi, Capability, Context, DecodeError, ExtendedNextHopFamily,
+    GracefulRestart, GracefulRestartFamily, Notification, Open, AS_TRANS, BGP_VERSION,
 };
 use bytes::Bytes;
 use std::net::Ipv4Addr;
@@ -36,6 +36,9 @@ pub struct Negotiated {
     pub enhanced_route_refresh: bool,
     /// Both advertised extended messages (RFC 8654).
     pub extended_message: bool,
+    /// Both advertised IPv4 unicast with an IPv6 next hop (RFC 8950 section 4): our IPv4
+    /// routes may go in MP_REACH_NLRI with an IPv6 next hop.
+    pub extended_next_hop_ipv4: bool,
     /// Both advertised graceful restart (RFC 4724): a restart of this speaker may close
     /// the connection without a NOTIFICATION and the peer keeps our routes as stale.
     pub graceful_restart: bool,
@@ -65,12 +68,18 @@ impl Negotiated {
 
 /// The OPEN we send (RFC 4271 section 4.2). The 4-octet AS capability is always present
 /// (RFC 6793 section 3); "My Autonomous System" is AS_TRANS when our AS needs four octets.
-pub(crate) fn local_open(cfg: &SessionConfig) -> Open {
+/// `restarting`: the Restart State bit of the graceful restart capability.
+pub(crate) fn local_open(cfg: &SessionConfig, restarting: bool) -> Open {
     let mut capabilities: Vec<Capability> = cfg
         .families
         .iter()
         .map(|f| Capability::Multiprotocol(*f))
         .collect();
+    if cfg.extended_next_hop && cfg.families.contains(&AfiSafi::IPV4_UNICAST) {
+        capabilities.push(Capability::ExtendedNextHop(vec![
+            ExtendedNextHopFamily::IPV4_UNICAST_OVER_IPV6,
+        ]));
+    }
     if cfg.route_refresh {
         capabilities.push(Capability::RouteRefresh);
         capabilities.push(Capability::EnhancedRouteRefresh);
@@ -80,9 +89,12 @@ pub(crate) fn local_open(cfg: &SessionConfig) -> Open {
     }
     if let Some(gr) = cfg.graceful_restart {
         capabilities.push(Capability::GracefulRestart(GracefulRestart {
-            // We never wait for the peer's End-of-RIB, so the deadlock the R bit prevents
-            // (RFC 4724 section 4.1) cannot arise; we do not claim a restart we cannot know.
-            restart_state: false,
+            // RFC 4724 section 4.1: set in the OPENs of a speaker that has restarted, so
+            // that the peer does not wait for our End-of-RIB before sending its routes
+            // (we never wait for the peer's: we select no route from them). A process
+            // cannot tell a restart from a first start, and claiming one costs nothing
+            // on a first start: the peer holds no stale routes of ours to keep.
+            restart_state: restarting,
             notification: false,
             restart_time: gr.restart_time,
             families: cfg
@@ -181,6 +193,12 @@ pub(crate) fn negotiate(cfg: &SessionConfig, peer: &Open) -> Result<Negotiated, 
         Capability::GracefulRestart(gr) => Some(gr.clone()),
         _ => None,
     });
+    let extended_next_hop_ipv4 = cfg.extended_next_hop
+        && families.contains(&AfiSafi::IPV4_UNICAST)
+        && has(|c| {
+            matches!(c, Capability::ExtendedNextHop(list)
+                if list.contains(&ExtendedNextHopFamily::IPV4_UNICAST_OVER_IPV6))
+        });
     let hold_time = cfg.hold_time.min(peer.hold_time);
     let keepalive = if hold_time == 0 {
         0
@@ -200,6 +218,7 @@ pub(crate) fn negotiate(cfg: &SessionConfig, peer: &Open) -> Result<Negotiated, 
         enhanced_route_refresh: cfg.route_refresh
             && has(|c| matches!(c, Capability::EnhancedRouteRefresh)),
         extended_message: cfg.extended_message && has(|c| matches!(c, Capability::ExtendedMessage)),
+        extended_next_hop_ipv4,
         graceful_restart: cfg.graceful_restart.is_some() && peer_gr.is_some(),
         peer_graceful_restart: peer_gr,
         peer_hold_time: peer.hold_time,
@@ -227,6 +246,7 @@ mod tests {
             }),
             families: vec![AfiSafi::IPV4_UNICAST, AfiSafi::IPV6_UNICAST],
             extended_message: true,
+            extended_next_hop: true,
             route_refresh: true,
             max_prefix: None,
             jitter_seed: 1,
@@ -250,7 +270,7 @@ mod tests {
 
     #[test]
     fn local_open_uses_as_trans_and_lists_every_capability() {
-        let open = local_open(&cfg());
+        let open = local_open(&cfg(), false);
         assert_eq!(open.my_as, AS_TRANS);
         assert_eq!(open.asn(), 4_200_000_001);
         assert_eq!(open.version, 4);
@@ -274,17 +294,29 @@ mod tests {
         assert!(!gr.restart_state);
         assert_eq!(gr.families.len(), 2);
         assert!(gr.families.iter().all(|f| f.forwarding_preserved));
+        let restarting = local_open(&cfg(), true);
+        assert_eq!(
+            restarting.capabilities.iter().find_map(|c| match c {
+                Capability::GracefulRestart(gr) => Some(gr.restart_state),
+                _ => None,
+            }),
+            Some(true)
+        );
     }
 
     #[test]
     fn local_open_with_two_octet_as_puts_it_in_my_as() {
-        let open = local_open(&SessionConfig {
-            local_asn: 64512,
-            route_refresh: false,
-            graceful_restart: None,
-            extended_message: false,
-            ..cfg()
-        });
+        let open = local_open(
+            &SessionConfig {
+                local_asn: 64512,
+                route_refresh: false,
+                graceful_restart: None,
+                extended_message: false,
+                extended_next_hop: false,
+                ..cfg()
+            },
+            true,
+        );
         assert_eq!(open.my_as, 64512);
         assert_eq!(
             open.capabilities,
@@ -316,6 +348,31 @@ mod tests {
                 ..Context::default()
             }
         );
+    }
+
+    #[test]
+    fn extended_next_hop_is_offered_and_in_force_only_when_both_sides_offer_it() {
+        let cap = Capability::ExtendedNextHop(vec![ExtendedNextHopFamily::IPV4_UNICAST_OVER_IPV6]);
+        assert!(local_open(&cfg(), false).capabilities.contains(&cap));
+        let off = SessionConfig {
+            extended_next_hop: false,
+            ..cfg()
+        };
+        assert!(!local_open(&off, false).capabilities.contains(&cap));
+        let mut open = peer_open();
+        assert!(!negotiate(&cfg(), &open).unwrap().extended_next_hop_ipv4);
+        open.capabilities.push(cap);
+        assert!(negotiate(&cfg(), &open).unwrap().extended_next_hop_ipv4);
+        assert!(!negotiate(&off, &open).unwrap().extended_next_hop_ipv4);
+        // Another family, or IPv4 with another next hop family, is not ours.
+        let mut other = peer_open();
+        other
+            .capabilities
+            .push(Capability::ExtendedNextHop(vec![ExtendedNextHopFamily {
+                afi_safi: AfiSafi::IPV4_UNICAST,
+                next_hop_afi: crate::bgp::wire::Afi(25),
+            }]));
+        assert!(!negotiate(&cfg(), &other).unwrap().extended_next_hop_ipv4);
     }
 
     #[test]

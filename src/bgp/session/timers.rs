@@ -37,9 +37,10 @@ impl Timer {
 /// value"; 4 minutes is the suggested one.
 pub const OPEN_HOLD_TIME: Duration = Duration::from_secs(240);
 
-/// The retry delay doubles on each consecutive failure up to this ceiling (or up to the
-/// configured ConnectRetryTime if that is larger).
-pub const MAX_BACKOFF: Duration = Duration::from_secs(120);
+/// The wait before the first retry after a failure: the peer may still be tearing the
+/// last session down (FRR clears it for ~10 ms, GoBGP refuses connections for 5 s after
+/// a session ends), so a refused dial is retried soon, and then less and less often.
+pub const FIRST_RETRY: Duration = Duration::from_secs(1);
 
 /// A session that stayed Established this long resets the failure count when it goes
 /// down: the next retry is quick again. A shorter-lived session keeps backing off, which
@@ -114,14 +115,19 @@ impl Backoff {
         self.failures = 0;
     }
 
-    /// `base * 2^(failures-1)` (base itself with no failure), capped at
-    /// max(`MAX_BACKOFF`, `base`), times a jitter factor in [0.75, 1.0] (RFC 4271 section
-    /// 10).
-    pub(crate) fn delay(&mut self, base: Duration) -> Duration {
-        let cap = MAX_BACKOFF.max(base);
-        let doublings = self.failures.saturating_sub(1).min(32);
-        let raw = base
-            .checked_mul(1u32 << doublings.min(31))
+    /// A fresh random draw, for jittering another timer from the same generator.
+    pub(crate) fn draw(&mut self) -> u64 {
+        self.rng.next()
+    }
+
+    /// The wait before the next attempt: [`FIRST_RETRY`] after the first failure,
+    /// doubled on each further one, capped at `cap` (the ConnectRetryTime: the longest
+    /// wait, never the first), times a jitter factor in [0.75, 1.0] (RFC 4271 section
+    /// 10) drawn afresh each time. Without a failure the wait is the first one.
+    pub(crate) fn delay(&mut self, cap: Duration) -> Duration {
+        let doublings = self.failures.saturating_sub(1).min(31);
+        let raw = FIRST_RETRY
+            .checked_mul(1u32 << doublings)
             .unwrap_or(cap)
             .min(cap);
         jitter(raw, self.rng.next())
@@ -182,17 +188,17 @@ mod tests {
     }
 
     #[test]
-    fn backoff_doubles_up_to_the_cap() {
-        let base = Duration::from_secs(5);
+    fn backoff_starts_at_a_second_and_doubles_up_to_the_cap() {
+        let cap = Duration::from_secs(30);
         let mut b = Backoff::new(7);
-        // failures -> un-jittered delay: base, base, 2 base, ... capped at 120s.
-        let want = [5u64, 5, 10, 20, 40, 80, 120, 120, 120];
+        // failures -> un-jittered delay: 1s (also with none), 1s, 2s, 4s... capped.
+        let want = [1u64, 1, 2, 4, 8, 16, 30, 30, 30];
         for (failures, secs) in want.into_iter().enumerate() {
             while b.failures() < failures as u32 {
                 b.fail();
             }
             let want = Duration::from_secs(secs);
-            let got = b.delay(base);
+            let got = b.delay(cap);
             assert!(
                 got >= want * 3 / 4 && got <= want,
                 "failures {failures}: got {got:?}, want within [0.75, 1] x {want:?}"
@@ -200,18 +206,20 @@ mod tests {
         }
         b.reset();
         assert_eq!(b.failures(), 0);
-        assert!(b.delay(base) <= base);
+        assert!(b.delay(cap) <= FIRST_RETRY);
     }
 
     #[test]
-    fn backoff_cap_is_at_least_the_base() {
-        let base = Duration::from_secs(600);
+    fn backoff_never_exceeds_a_cap_below_the_first_retry_and_never_overflows() {
         let mut b = Backoff::new(1);
         for _ in 0..40 {
             b.fail();
         }
-        let d = b.delay(base);
-        assert!(d <= base && d >= base * 3 / 4);
+        let cap = Duration::from_secs(65535);
+        let d = b.delay(cap);
+        assert!(d <= cap && d >= cap * 3 / 4, "{d:?}");
+        let short = Duration::from_millis(500);
+        assert!(b.delay(short) <= short);
     }
 
     #[test]

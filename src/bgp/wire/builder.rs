@@ -2,7 +2,8 @@
 //! UPDATE messages that fit the negotiated maximum size (4096 octets, or 65535 with
 //! RFC 8654), IPv4 unicast in the NLRI / Withdrawn Routes fields and IPv6 unicast in
 //! MP_REACH_NLRI / MP_UNREACH_NLRI (RFC 4760). Each message carries only one of those
-//! four, MP_* first (RFC 7606 section 5.1). It encodes attributes once and writes
+//! four, MP_* first (RFC 7606 section 5.1). With an extended next hop (RFC 8950) IPv4
+//! announcements go in MP_REACH_NLRI (AFI 1, SAFI 1) with an IPv6 next hop instead. It encodes attributes once and writes
 //! prefixes straight into the caller's `BytesMut`. Must not decide which prefixes to
 //! send: the planner does.
 
@@ -36,6 +37,9 @@ pub struct UpdateBuilder {
     /// section 3 says an UPDATE with only MP_REACH SHOULD NOT carry it).
     mp_attrs: Vec<u8>,
     ipv6_next_hop: Option<MpNextHop>,
+    /// RFC 8950: the MP_REACH_NLRI next hop of IPv4 announcements, which then leave the
+    /// NLRI field.
+    ipv4_mp_next_hop: Option<MpNextHop>,
 }
 
 impl UpdateBuilder {
@@ -75,7 +79,26 @@ impl UpdateBuilder {
             has_next_hop: attrs.iter().any(|a| a.type_code() == t::NEXT_HOP),
             mp_attrs: mp.to_vec(),
             ipv6_next_hop,
+            ipv4_mp_next_hop: None,
         })
+    }
+
+    /// Announces IPv4 prefixes in MP_REACH_NLRI (AFI 1, SAFI 1) with `next_hop`, an IPv6
+    /// address (RFC 8950 section 3: 16 octets global, or 32 global and link-local),
+    /// instead of in the NLRI field with NEXT_HOP. Only for a peer that advertised the
+    /// Extended Next Hop Encoding capability for IPv4 unicast. Withdrawals stay in the
+    /// Withdrawn Routes field, which RFC 4760 section 4 allows for IPv4 unicast.
+    pub fn with_ipv4_extended_next_hop(
+        mut self,
+        next_hop: MpNextHop,
+    ) -> Result<UpdateBuilder, EncodeError> {
+        if !matches!(next_hop, MpNextHop::V6 { .. }) {
+            return Err(EncodeError::Builder(
+                "an extended next hop for ipv4 prefixes must be an ipv6 address",
+            ));
+        }
+        self.ipv4_mp_next_hop = Some(next_hop);
+        Ok(self)
     }
 
     /// Appends the UPDATEs announcing `prefixes` (IPv4 first, then IPv6, each in input
@@ -117,40 +140,65 @@ impl UpdateBuilder {
         let mut updates = Vec::new();
         let v4 = family_iter(prefixes, true);
         if v4.clone().next().is_some() {
-            let budget = self.v4_budget()?;
-            for chunk in Chunks::new(v4, self.ctx.add_path_ipv4_unicast, budget) {
-                let chunk = chunk?;
-                updates.push(Update {
-                    attributes: self.attrs.clone(),
-                    nlri: chunk,
-                    ..Update::default()
-                });
+            if let Some(nh) = &self.ipv4_mp_next_hop {
+                self.mp_announce_updates(v4, AfiSafi::IPV4_UNICAST, nh, &mut updates)?;
+            } else {
+                let budget = self.v4_budget()?;
+                for chunk in Chunks::new(v4, self.ctx.add_path_ipv4_unicast, budget) {
+                    let chunk = chunk?;
+                    updates.push(Update {
+                        attributes: self.attrs.clone(),
+                        nlri: chunk,
+                        ..Update::default()
+                    });
+                }
             }
         }
         let v6 = family_iter(prefixes, false);
         if v6.clone().next().is_some() {
-            let (budget, next_hop) = self.v6_budget()?;
-            for chunk in Chunks::new(v6, self.ctx.add_path_ipv6_unicast, budget) {
-                let mut attributes = Vec::with_capacity(self.attrs.len());
-                attributes.push(PathAttribute::MpReach(Box::new(MpReach {
-                    afi_safi: AfiSafi::IPV6_UNICAST,
-                    next_hop: next_hop.clone(),
-                    nlri: chunk?,
-                    raw_nlri: None,
-                })));
-                attributes.extend(
-                    self.attrs
-                        .iter()
-                        .filter(|a| a.type_code() != t::NEXT_HOP)
-                        .cloned(),
-                );
-                updates.push(Update {
-                    attributes,
-                    ..Update::default()
-                });
-            }
+            let nh = self.ipv6_next_hop()?;
+            self.mp_announce_updates(v6, AfiSafi::IPV6_UNICAST, nh, &mut updates)?;
         }
         Ok(updates)
+    }
+
+    /// Announcements of one family in MP_REACH_NLRI, as values.
+    fn mp_announce_updates(
+        &self,
+        prefixes: impl Iterator<Item = Nlri> + Clone,
+        family: AfiSafi,
+        next_hop: &MpNextHop,
+        updates: &mut Vec<Update>,
+    ) -> Result<(), EncodeError> {
+        let budget = self.mp_budget(next_hop);
+        for chunk in Chunks::new(prefixes, self.add_path(family), budget) {
+            let mut attributes = Vec::with_capacity(self.attrs.len());
+            attributes.push(PathAttribute::MpReach(Box::new(MpReach {
+                afi_safi: family,
+                next_hop: next_hop.clone(),
+                nlri: chunk?,
+                raw_nlri: None,
+            })));
+            attributes.extend(
+                self.attrs
+                    .iter()
+                    .filter(|a| a.type_code() != t::NEXT_HOP)
+                    .cloned(),
+            );
+            updates.push(Update {
+                attributes,
+                ..Update::default()
+            });
+        }
+        Ok(())
+    }
+
+    fn add_path(&self, family: AfiSafi) -> bool {
+        if family == AfiSafi::IPV4_UNICAST {
+            self.ctx.add_path_ipv4_unicast
+        } else {
+            self.ctx.add_path_ipv6_unicast
+        }
     }
 
     /// The same messages as [`UpdateBuilder::withdraw`], as values.
@@ -198,12 +246,16 @@ impl UpdateBuilder {
             .saturating_sub(UPDATE_FIXED + self.v4_attrs.len()))
     }
 
-    fn v6_budget(&self) -> Result<(usize, MpNextHop), EncodeError> {
-        let Some(nh) = self.ipv6_next_hop.clone() else {
-            return Err(EncodeError::Builder("ipv6 prefixes need an ipv6 next hop"));
-        };
-        let fixed = UPDATE_FIXED + mp_reach_fixed(&nh) + self.mp_attrs.len();
-        Ok((self.ctx.max_message_len().saturating_sub(fixed), nh))
+    fn ipv6_next_hop(&self) -> Result<&MpNextHop, EncodeError> {
+        self.ipv6_next_hop
+            .as_ref()
+            .ok_or(EncodeError::Builder("ipv6 prefixes need an ipv6 next hop"))
+    }
+
+    /// NLRI octets left in an MP_REACH_NLRI message with this next hop.
+    fn mp_budget(&self, nh: &MpNextHop) -> usize {
+        let fixed = UPDATE_FIXED + mp_reach_fixed(nh) + self.mp_attrs.len();
+        self.ctx.max_message_len().saturating_sub(fixed)
     }
 
     fn v4_withdraw_budget(&self) -> usize {
@@ -221,7 +273,9 @@ impl UpdateBuilder {
     ) -> Result<usize, EncodeError> {
         let mut messages = 0;
         let v4 = family_iter(prefixes, true);
-        if v4.clone().next().is_some() {
+        if let (true, Some(nh)) = (v4.clone().next().is_some(), &self.ipv4_mp_next_hop) {
+            messages += self.mp_announce(v4, AfiSafi::IPV4_UNICAST, nh, out)?;
+        } else if v4.clone().next().is_some() {
             let add_path = self.ctx.add_path_ipv4_unicast;
             let budget = self.v4_budget()?;
             let mut rest = v4;
@@ -237,26 +291,39 @@ impl UpdateBuilder {
         }
         let v6 = family_iter(prefixes, false);
         if v6.clone().next().is_some() {
-            let add_path = self.ctx.add_path_ipv6_unicast;
-            let (budget, nh) = self.v6_budget()?;
-            let mut rest = v6;
-            while let Some((n, bytes)) = plan(&rest, add_path, budget)? {
-                let content = 2 + 1 + attribute::next_hop_len(&nh) + 1 + bytes;
-                let attrs_len = LONG_ATTR_HEADER + content + self.mp_attrs.len();
-                let msg = start_message(out, UPDATE_FIXED + attrs_len);
-                out.put_u16(0);
-                // bounded by the message budget, below 65535
-                out.put_u16(attrs_len as u16);
-                put_mp_header(out, t::MP_REACH_NLRI, content);
-                out.put_u16(AfiSafi::IPV6_UNICAST.afi.0);
-                out.put_u8(AfiSafi::IPV6_UNICAST.safi.0);
-                attribute::put_next_hop(&nh, out)?;
-                out.put_u8(0);
-                write_prefixes(&mut rest, n, AfiSafi::IPV6_UNICAST, add_path, out)?;
-                out.put_slice(&self.mp_attrs);
-                finish_message(out, msg);
-                messages += 1;
-            }
+            let nh = self.ipv6_next_hop()?;
+            messages += self.mp_announce(v6, AfiSafi::IPV6_UNICAST, nh, out)?;
+        }
+        Ok(messages)
+    }
+
+    /// Writes the MP_REACH_NLRI announcements of one family; returns the message count.
+    fn mp_announce(
+        &self,
+        mut rest: impl Iterator<Item = Nlri> + Clone,
+        family: AfiSafi,
+        nh: &MpNextHop,
+        out: &mut BytesMut,
+    ) -> Result<usize, EncodeError> {
+        let add_path = self.add_path(family);
+        let budget = self.mp_budget(nh);
+        let mut messages = 0;
+        while let Some((n, bytes)) = plan(&rest, add_path, budget)? {
+            let content = 2 + 1 + attribute::next_hop_len(nh) + 1 + bytes;
+            let attrs_len = LONG_ATTR_HEADER + content + self.mp_attrs.len();
+            let msg = start_message(out, UPDATE_FIXED + attrs_len);
+            out.put_u16(0);
+            // bounded by the message budget, below 65535
+            out.put_u16(attrs_len as u16);
+            put_mp_header(out, t::MP_REACH_NLRI, content);
+            out.put_u16(family.afi.0);
+            out.put_u8(family.safi.0);
+            attribute::put_next_hop(nh, out)?;
+            out.put_u8(0);
+            write_prefixes(&mut rest, n, family, add_path, out)?;
+            out.put_slice(&self.mp_attrs);
+            finish_message(out, msg);
+            messages += 1;
         }
         Ok(messages)
     }
@@ -556,6 +623,55 @@ mod tests {
             .map(|u| u.mp_reach().unwrap().nlri.len())
             .sum();
         assert_eq!(total, 1000);
+    }
+
+    #[test]
+    fn extended_next_hop_puts_ipv4_in_mp_reach_with_the_ipv6_next_hop() {
+        let ctx = Context {
+            four_octet_as: true,
+            ..Context::default()
+        };
+        let ll = MpNextHop::V6 {
+            global: "2001:db8::1".parse().unwrap(),
+            link_local: Some("fe80::1".parse().unwrap()),
+        };
+        for nh in [nh6(), ll] {
+            let b = UpdateBuilder::new(&ctx, &attrs(), None)
+                .unwrap()
+                .with_ipv4_extended_next_hop(nh.clone())
+                .unwrap();
+            let prefixes = v4_prefixes(2000);
+            let values = b.announce_updates(&prefixes).unwrap();
+            let mut out = BytesMut::new();
+            assert_eq!(b.announce(&prefixes, &mut out).unwrap(), values.len());
+            let mut expect = BytesMut::new();
+            let mut seen = Vec::new();
+            for u in &values {
+                encode_message(&Message::Update(u.clone()), &ctx, &mut expect).unwrap();
+                assert!(u.nlri.is_empty());
+                assert!(!u
+                    .attributes
+                    .iter()
+                    .any(|a| matches!(a, PathAttribute::NextHop(_))));
+                let r = u.mp_reach().unwrap();
+                assert_eq!((r.afi_safi, &r.next_hop), (AfiSafi::IPV4_UNICAST, &nh));
+                seen.extend(r.nlri.iter().map(|n| n.prefix));
+            }
+            assert_eq!(out, expect);
+            assert_eq!(seen, prefixes);
+            for m in split_messages(out.freeze()) {
+                assert!(m.len() <= 4096);
+                let Message::Update(u) = decode_message(&m, &ctx).unwrap() else {
+                    panic!()
+                };
+                assert!(u.errors.is_empty(), "{:?}", u.errors);
+            }
+        }
+        // An IPv4 next hop is not an extended one.
+        let b = UpdateBuilder::new(&ctx, &attrs(), None).unwrap();
+        assert!(b
+            .with_ipv4_extended_next_hop(MpNextHop::V4(Ipv4Addr::new(192, 0, 2, 1)))
+            .is_err());
     }
 
     #[test]

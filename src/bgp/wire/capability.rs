@@ -10,14 +10,15 @@ use nom::Parser;
 use super::error::{DecodeError, EncodeError};
 use super::input::{PResult, Src};
 use super::types::{
-    AddPathFamily, AddPathMode, Afi, AfiSafi, Capability, GracefulRestart, GracefulRestartFamily,
-    Safi,
+    AddPathFamily, AddPathMode, Afi, AfiSafi, Capability, ExtendedNextHopFamily, GracefulRestart,
+    GracefulRestartFamily, Safi,
 };
 
 /// Capability codes (IANA "Capability Codes").
 pub mod code {
     pub const MULTIPROTOCOL: u8 = 1;
     pub const ROUTE_REFRESH: u8 = 2;
+    pub const EXTENDED_NEXT_HOP: u8 = 5;
     pub const EXTENDED_MESSAGE: u8 = 6;
     pub const GRACEFUL_RESTART: u8 = 64;
     pub const FOUR_OCTET_AS: u8 = 65;
@@ -39,6 +40,7 @@ impl Capability {
         match self {
             Capability::Multiprotocol(_) => code::MULTIPROTOCOL,
             Capability::RouteRefresh => code::ROUTE_REFRESH,
+            Capability::ExtendedNextHop(_) => code::EXTENDED_NEXT_HOP,
             Capability::GracefulRestart(_) => code::GRACEFUL_RESTART,
             Capability::FourOctetAs(_) => code::FOUR_OCTET_AS,
             Capability::AddPath(_) => code::ADD_PATH,
@@ -114,6 +116,31 @@ fn decode_one(code: u8, value: &[u8], src: Src<'_>) -> Result<Capability, Decode
         }
         code::EXTENDED_MESSAGE if value.is_empty() => Capability::ExtendedMessage,
         code::EXTENDED_MESSAGE => return Err(malformed("extended message capability has a value")),
+        code::EXTENDED_NEXT_HOP => {
+            // RFC 8950 section 4: triples of NLRI AFI (2 octets), NLRI SAFI (2 octets),
+            // Nexthop AFI (2 octets).
+            if value.is_empty() || value.len() % 6 != 0 {
+                return Err(malformed(
+                    "extended next hop capability length is not a multiple of 6",
+                ));
+            }
+            let mut families = Vec::with_capacity(value.len() / 6);
+            for e in value.chunks_exact(6) {
+                // SAFIs are one octet (IANA "SAFI Values"); a wider one is a value we
+                // cannot have offered anything for: keep the capability as bytes.
+                let [a0, a1, 0, safi, n0, n1] = *e else {
+                    return Ok(unknown());
+                };
+                families.push(ExtendedNextHopFamily {
+                    afi_safi: AfiSafi {
+                        afi: Afi(u16::from_be_bytes([a0, a1])),
+                        safi: Safi(safi),
+                    },
+                    next_hop_afi: Afi(u16::from_be_bytes([n0, n1])),
+                });
+            }
+            Capability::ExtendedNextHop(families)
+        }
         code::FOUR_OCTET_AS => {
             let [a, b, c, d] = value else {
                 return Err(malformed("4-octet as capability length is not 4"));
@@ -214,6 +241,13 @@ pub(crate) fn encode(cap: &Capability, out: &mut BytesMut) -> Result<(), EncodeE
         | Capability::EnhancedRouteRefresh
         | Capability::ExtendedMessage => {}
         Capability::FourOctetAs(asn) => out.put_u32(*asn),
+        Capability::ExtendedNextHop(families) => {
+            for f in families {
+                out.put_u16(f.afi_safi.afi.0);
+                out.put_u16(u16::from(f.afi_safi.safi.0));
+                out.put_u16(f.next_hop_afi.0);
+            }
+        }
         Capability::GracefulRestart(gr) => {
             if gr.restart_time > GR_TIME_MASK {
                 return Err(EncodeError::OutOfRange {
@@ -293,6 +327,11 @@ mod tests {
             &[0x01, 0x04, 0x00, 0x02, 0x00, 0x01],
         );
         round_trip(Capability::RouteRefresh, &[0x02, 0x00]);
+        // RFC 8950 section 4: IPv4 unicast (AFI 1, SAFI 1 in two octets), next hop AFI 2.
+        round_trip(
+            Capability::ExtendedNextHop(vec![ExtendedNextHopFamily::IPV4_UNICAST_OVER_IPV6]),
+            &[0x05, 0x06, 0x00, 0x01, 0x00, 0x01, 0x00, 0x02],
+        );
         round_trip(Capability::EnhancedRouteRefresh, &[0x46, 0x00]);
         round_trip(Capability::ExtendedMessage, &[0x06, 0x00]);
         round_trip(
@@ -342,6 +381,22 @@ mod tests {
         assert_eq!(e.notification().subcode, 0);
         let buf = Bytes::from_static(&[0x01, 0x04, 0x00, 0x01]);
         assert!(decode_capabilities(&buf).is_err());
+    }
+
+    #[test]
+    fn extended_next_hop_of_a_bad_length_is_malformed_and_a_wide_safi_is_kept_unknown() {
+        for bad in [&[0x05, 0x00][..], &[0x05, 0x04, 0x00, 0x01, 0x00, 0x01]] {
+            let e = decode_capabilities(&Bytes::copy_from_slice(bad)).unwrap_err();
+            assert!(matches!(e, DecodeError::MalformedOpen { .. }), "{bad:x?}");
+        }
+        let buf = Bytes::from_static(&[0x05, 0x06, 0x00, 0x01, 0x01, 0x01, 0x00, 0x02]);
+        assert_eq!(
+            decode_capabilities(&buf).unwrap(),
+            vec![Capability::Unknown {
+                code: 5,
+                value: buf.slice(2..)
+            }]
+        );
     }
 
     #[test]

@@ -106,6 +106,9 @@ pub enum Capability {
     Multiprotocol(AfiSafi),
     /// Code 2, RFC 2918.
     RouteRefresh,
+    /// Code 5, RFC 8950: NLRI families the sender accepts with a next hop of another
+    /// address family.
+    ExtendedNextHop(Vec<ExtendedNextHopFamily>),
     /// Code 64, RFC 4724.
     GracefulRestart(GracefulRestart),
     /// Code 65, RFC 6793.
@@ -139,6 +142,23 @@ pub struct GracefulRestartFamily {
     pub afi_safi: AfiSafi,
     /// F bit: forwarding state was preserved for this family.
     pub forwarding_preserved: bool,
+}
+
+/// One entry of the Extended Next Hop Encoding capability (RFC 8950 section 4): NLRI
+/// of `afi_safi` may carry a next hop of `next_hop_afi` (IPv4 unicast with an IPv6 next
+/// hop is AFI 1, SAFI 1, next hop AFI 2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExtendedNextHopFamily {
+    pub afi_safi: AfiSafi,
+    pub next_hop_afi: Afi,
+}
+
+impl ExtendedNextHopFamily {
+    /// IPv4 unicast NLRI with an IPv6 next hop, the case RFC 8950 is for.
+    pub const IPV4_UNICAST_OVER_IPV6: ExtendedNextHopFamily = ExtendedNextHopFamily {
+        afi_safi: AfiSafi::IPV4_UNICAST,
+        next_hop_afi: Afi::IPV6,
+    };
 }
 
 /// One AFI/SAFI entry of the ADD-PATH capability (RFC 7911 section 4).

@@ -9,11 +9,15 @@ use std::str::FromStr;
 
 use serde_json::{json, Map, Value};
 
-use crate::bgp::wire::{LargeCommunity, Origin};
 use crate::config::duration::Compact;
 use crate::config::{Community, Config, Peer};
-use crate::routes::{Conflict, NextHop, Plan, PlannedRoute, RouteAttrs, UnannounceableReason};
-use crate::sources::model::{IpamMode, NodeView, ViewWarning};
+use crate::metrics::board::{large_text, origin_name};
+use crate::routes::next_hop::{family_of, needs_extended_next_hop};
+use crate::routes::plan::unused_next_hop_fields;
+use crate::routes::{
+    AnnounceMode, Conflict, NextHop, Plan, PlannedRoute, RouteAttrs, UnannounceableReason,
+};
+use crate::sources::model::{CidrList, IpamMode, NodeView, ViewWarning};
 
 /// `-o`: how to render a plan.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -103,6 +107,7 @@ pub fn warnings(plan: &Plan, view: &NodeView, config: &Config) -> Vec<Warning> {
         let kind = match w {
             ViewWarning::CiliumConfigAbsent => "cilium-config-absent",
             ViewWarning::ClusterPoolUnknown { .. } => "cluster-pool-unknown",
+            ViewWarning::PoolRangesUnknown { .. } => "pod-ip-pool-unknown",
         };
         out.push(Warning::new(kind, w.to_string(), json!({})));
     }
@@ -113,10 +118,59 @@ pub fn warnings(plan: &Plan, view: &NodeView, config: &Config) -> Vec<Warning> {
             json!({}),
         ));
     }
-    let announced_object = match view.ipam {
-        IpamMode::Kubernetes => "Node",
-        IpamMode::ClusterPool => "CiliumNode",
-    };
+    if view.ipam != IpamMode::MultiPool {
+        let peers: Vec<String> = plan
+            .peers
+            .iter()
+            .filter(|(_, p)| p.peer.pod_cidr_pools.is_some())
+            .map(|(key, _)| key.to_string())
+            .collect();
+        if !peers.is_empty() {
+            out.push(Warning::new(
+                "pod-cidr-pools-inactive",
+                format!(
+                    "pod-cidr-pools is set for peers {} but ipam {} has no pools: every pod \
+                     CIDR is announced to them",
+                    peers.join(", "),
+                    view.ipam
+                ),
+                json!({ "peers": peers, "ipam": view.ipam.as_str() }),
+            ));
+        }
+    }
+    for (key, p) in &plan.peers {
+        let Some(pools) = (view.ipam == IpamMode::MultiPool)
+            .then_some(p.peer.pod_cidr_pools.as_ref())
+            .flatten()
+        else {
+            continue;
+        };
+        let nodes = view
+            .nodes
+            .values()
+            .filter(|n| plan.mode == AnnounceMode::Cluster || n.name == plan.node);
+        for node in nodes {
+            for held in node.pools.iter().filter(|h| !pools.contains_key(&h.pool)) {
+                out.push(Warning::new(
+                    "pool-not-announced",
+                    format!(
+                        "{} of node {} (pool {:?}) not announced to {key}: the pool is not in \
+                         its pod-cidr-pools",
+                        CidrList(&held.cidrs),
+                        node.name,
+                        held.pool
+                    ),
+                    json!({
+                        "peer": key.to_string(),
+                        "node": &*node.name,
+                        "pool": held.pool,
+                        "prefixes": strings(&held.cidrs),
+                    }),
+                ));
+            }
+        }
+    }
+    let announced_object = view.ipam.object();
     for (name, node) in &view.nodes {
         if let Some(drift) = &node.drift {
             out.push(Warning::new(
@@ -200,15 +254,29 @@ pub fn warnings(plan: &Plan, view: &NodeView, config: &Config) -> Vec<Warning> {
         out.push(Warning::new(kind, c.to_string(), fields));
     }
     for u in &plan.unannounceable {
-        let UnannounceableReason::NoInternalIp { family } = u.reason;
-        out.push(Warning::new(
-            "no-next-hop",
-            u.to_string(),
-            json!({
+        let fields = match u.reason {
+            UnannounceableReason::NoInternalIp { family } => json!({
                 "node": &*u.node,
                 "prefix": u.prefix.to_string(),
                 "family": family.to_string(),
             }),
+            UnannounceableReason::NoNextHop { peer, why } => json!({
+                "node": &*u.node,
+                "prefix": u.prefix.to_string(),
+                "family": why.family.to_string(),
+                "peer": peer.to_string(),
+            }),
+        };
+        out.push(Warning::new("no-next-hop", u.to_string(), fields));
+    }
+    for index in unused_next_hop_fields(plan) {
+        out.push(Warning::new(
+            "next-hop-unused",
+            format!(
+                "peers[{index}] next-hop-v4/next-hop-v6 is not used with announce cluster: \
+                 each route's next hop is its own node's InternalIP"
+            ),
+            json!({ "index": index }),
         ));
     }
     out
@@ -226,7 +294,7 @@ pub fn table(plan: &Plan, view: &NodeView, config: &Config) -> String {
         let rows: Vec<Vec<String>> = p
             .routes
             .iter()
-            .map(|(prefix, route)| route_cells(*prefix, route, plan))
+            .map(|(prefix, route)| route_cells(*prefix, route, plan, &p.peer))
             .collect();
         write_rows(&mut s, "  ", &rows);
     }
@@ -273,6 +341,14 @@ pub fn json_value(plan: &Plan, view: &NodeView, config: &Config) -> Value {
                                 if let Value::Object(m) = &mut r {
                                     m.insert("prefix".into(), json!(prefix.to_string()));
                                     m.insert("node".into(), json!(&*route.node));
+                                    m.insert(
+                                        "needs_extended_next_hop".into(),
+                                        json!(needs_extended_next_hop(
+                                            family_of(prefix),
+                                            &route.attrs.next_hop,
+                                            &p.peer
+                                        )),
+                                    );
                                 }
                                 r
                             })
@@ -370,8 +446,17 @@ fn session_details(p: &crate::routes::PeerPlan) -> String {
     if let Some(a) = p.source_address {
         let _ = write!(s, ", source-address {a}");
     }
+    if let Some(a) = peer.next_hop_v4 {
+        let _ = write!(s, ", next-hop-v4 {a}");
+    }
+    if let Some(a) = peer.next_hop_v6 {
+        let _ = write!(s, ", next-hop-v6 {a}");
+    }
     if peer.password.is_some() {
         s.push_str(", md5");
+    }
+    if let Some(r) = &peer.password_secret {
+        let _ = write!(s, ", md5 from {r}");
     }
     if peer.ebgp_multihop {
         s.push_str(", ebgp-multihop");
@@ -397,13 +482,22 @@ fn session_details(p: &crate::routes::PeerPlan) -> String {
     s
 }
 
-fn route_cells(prefix: ipnet::IpNet, route: &PlannedRoute, plan: &Plan) -> Vec<String> {
+fn route_cells(
+    prefix: ipnet::IpNet,
+    route: &PlannedRoute,
+    plan: &Plan,
+    peer: &Peer,
+) -> Vec<String> {
     let a = &route.attrs;
     let mut cells = vec![prefix.to_string()];
     if plan.mode == crate::routes::AnnounceMode::Cluster {
         cells.push(format!("node {}", route.node));
     }
-    cells.push(format!("next-hop {}", next_hop_text(&a.next_hop)));
+    let mut next_hop = format!("next-hop {}", next_hop_text(&a.next_hop));
+    if needs_extended_next_hop(family_of(&prefix), &a.next_hop, peer) {
+        next_hop.push_str(" (RFC 8950 extended next hop: sent only if the peer offers it)");
+    }
+    cells.push(next_hop);
     cells.push(format!("origin {}", origin_name(a.origin)));
     cells.push(if a.as_path.is_empty() {
         "as-path (empty)".to_string()
@@ -464,7 +558,10 @@ fn peer_json(peer: &Peer) -> Value {
         "hold_time_seconds": peer.hold_time.as_secs(),
         "keepalive_time_seconds": peer.keepalive_time.as_secs(),
         "router_id": peer.router_id.map(|r| r.to_string()),
-        "md5": peer.password.is_some(),
+        "next_hop_v4": peer.next_hop_v4.map(|a| a.to_string()),
+        "next_hop_v6": peer.next_hop_v6.map(|a| a.to_string()),
+        "md5": peer.password.is_some() || peer.password_secret.is_some(),
+        "md5_secret": peer.password_secret.as_ref().map(|r| json!({"name": r.name, "key": r.key})),
         "ebgp_multihop": peer.ebgp_multihop,
         "ttl_security": peer.ttl_security,
         "passive": peer.passive,
@@ -501,29 +598,12 @@ fn next_hop_text(next_hop: &NextHop) -> String {
     }
 }
 
-/// RFC 4271 section 5.1.1 names, as routers print them.
-fn origin_name(origin: Origin) -> &'static str {
-    match origin {
-        Origin::Igp => "igp",
-        Origin::Egp => "egp",
-        Origin::Incomplete => "incomplete",
-    }
-}
-
 fn community_strings(a: &RouteAttrs) -> Vec<String> {
     a.communities
         .iter()
         .map(|c| Community(*c).to_string())
         .chain(a.large_communities.iter().map(large_text))
         .collect()
-}
-
-/// The config's notation for a large community (RFC 8092 section 5 writes `a:b:c`).
-fn large_text(l: &LargeCommunity) -> String {
-    format!(
-        "large:{}:{}:{}",
-        l.global_admin, l.local_data1, l.local_data2
-    )
 }
 
 fn strings(nets: &[ipnet::IpNet]) -> Vec<String> {
@@ -642,6 +722,7 @@ warnings:
             json!([{
                 "prefix": "10.5.113.0/24",
                 "node": "n1",
+                "needs_extended_next_hop": false,
                 "next_hop": "session-local",
                 "origin": "incomplete",
                 "as_path": [65083],
@@ -680,6 +761,37 @@ warnings:
                 assert!(out.contains("md5"), "{format:?}: {out}");
             }
         }
+    }
+
+    #[test]
+    fn a_password_secret_shows_as_its_reference() {
+        let text = CONFIG.replacen(
+            "password: s3cret-md5-key",
+            "password-secret: {name: bgp-peer-passwords, key: tor-a}",
+            1,
+        );
+        let config = crate::config::parse(&text).unwrap();
+        let view = view();
+        let plan = plan(
+            &view,
+            &config,
+            &LocalNode::new("n1"),
+            AnnounceMode::Local,
+            &Overrides::default(),
+        );
+        let out = table(&plan, &view, &config);
+        assert!(
+            out.contains("keepalive 30s, md5 from secret bgp-peer-passwords key tor-a, 1 route"),
+            "{out}"
+        );
+        let json = render_plan(&plan, &view, &config, Format::Json);
+        let v: Value = serde_json::from_str(&json).unwrap();
+        let peer = &v["peers"][0];
+        assert_eq!(peer["md5"], true, "{json}");
+        assert_eq!(
+            peer["md5_secret"],
+            json!({"name": "bgp-peer-passwords", "key": "tor-a"})
+        );
     }
 
     #[test]

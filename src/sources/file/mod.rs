@@ -16,6 +16,7 @@
 //! - Nothing is sent before the first good load; afterwards only changed states.
 
 pub mod parse;
+pub mod secrets;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

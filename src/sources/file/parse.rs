@@ -3,8 +3,9 @@
 //! Accepts what `kubectl get nodes,ciliumnodes -o yaml` (or `-o json`) prints and what a
 //! person writes by hand, in any mix: single documents, multi-document YAML, `kind: List`
 //! and typed lists (`NodeList`, whose items may omit `kind`). Of ConfigMaps only
-//! `cilium-config` is read; other kinds are ignored, so a directory can also hold the
-//! bgp-config ConfigMap or anything else.
+//! `cilium-config` is read; CiliumPodIPPools (multi-pool IPAM's ranges) are read when
+//! present, and when none is, their ranges are unknown; other kinds are ignored, so a
+//! directory can also hold the bgp-config ConfigMap or anything else.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -15,7 +16,7 @@ use serde::Deserialize;
 
 use crate::sources::error::SourceError;
 use crate::sources::model::ClusterState;
-use crate::sources::objects::{self, CiliumNode};
+use crate::sources::objects::{self, CiliumNode, CiliumPodIpPool};
 
 /// The ConfigMap read as Cilium's configuration.
 pub const CILIUM_CONFIG_NAME: &str = "cilium-config";
@@ -25,6 +26,7 @@ pub const CILIUM_CONFIG_NAME: &str = "cilium-config";
 pub enum Object {
     Node(Box<Node>),
     CiliumNode(Box<CiliumNode>),
+    CiliumPodIpPool(Box<CiliumPodIpPool>),
     /// The `cilium-config` ConfigMap.
     CiliumConfig(Box<ConfigMap>),
 }
@@ -199,6 +201,9 @@ fn collect(
     let object = match kind.as_str() {
         "Node" => Object::Node(Box::new(serde_json::from_value(value).map_err(typed)?)),
         "CiliumNode" => Object::CiliumNode(Box::new(serde_json::from_value(value).map_err(typed)?)),
+        "CiliumPodIPPool" => {
+            Object::CiliumPodIpPool(Box::new(serde_json::from_value(value).map_err(typed)?))
+        }
         "ConfigMap" => {
             let config_map: ConfigMap = serde_json::from_value(value).map_err(typed)?;
             if config_map.metadata.name.as_deref() != Some(CILIUM_CONFIG_NAME) {
@@ -248,9 +253,17 @@ pub fn cluster_state(files: &[(PathBuf, String)]) -> Result<ClusterState, Source
                     ("Node", name)
                 }
                 Object::CiliumNode(node) => {
-                    let (name, cidrs) = objects::cilium_node_cidrs(&node).map_err(in_file)?;
-                    state.cilium_nodes.insert(name.clone(), cidrs);
+                    let (name, facts) = objects::cilium_node_facts(&node).map_err(in_file)?;
+                    state.insert_cilium_node(name.clone(), facts);
                     ("CiliumNode", name)
+                }
+                Object::CiliumPodIpPool(pool) => {
+                    let (name, ranges) = objects::pod_ip_pool_ranges(&pool).map_err(in_file)?;
+                    state
+                        .pod_ip_pools
+                        .get_or_insert_with(BTreeMap::new)
+                        .insert(name.clone(), ranges);
+                    ("CiliumPodIPPool", name)
                 }
                 Object::CiliumConfig(config_map) => {
                     state.cilium_config =

@@ -4,16 +4,21 @@
 //!
 //! Publishing never blocks the watchers: [`KubeEvents::publish`] queues the report for a
 //! task that owns a kube-rs `Recorder`; a full queue drops the event (it is logged anyway).
-//! Findings that concern no node (IPAM mode, view warnings) are only logged.
+//! Findings that concern no node (IPAM mode, view warnings) are only logged. Every
+//! Event not written (dropped, refused by the API server, or its request failed) is
+//! told to an [`EventObserver`] (the daemon counts them in a metric) with a
+//! [`EventLoss`] reason.
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::Client;
+use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
+
 use tracing::{debug, warn};
 
-use crate::sources::model::{CidrList, IpamMode};
+use crate::sources::model::CidrList;
 use crate::sources::{EventSink, Report};
 
 /// The `reportingController` of our Events.
@@ -25,17 +30,84 @@ const QUEUE: usize = 64;
 /// Events API size limit for `note` (1 kB).
 const NOTE_LIMIT: usize = 1024;
 
+/// Why a Kubernetes Event was not written: a bounded label value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum EventLoss {
+    /// The queue to the publishing task was full: dropped without a request.
+    QueueFull,
+    /// The API server answered with an error status (RBAC, validation, quota...).
+    Refused,
+    /// The request got no answer (connection, timeout, undecodable reply).
+    Failed,
+}
+
+impl EventLoss {
+    pub const ALL: [EventLoss; 3] = [EventLoss::QueueFull, EventLoss::Refused, EventLoss::Failed];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::QueueFull => "queue_full",
+            Self::Refused => "refused",
+            Self::Failed => "failed",
+        }
+    }
+
+    /// The reason of a failed publish.
+    pub fn of(error: &kube::Error) -> EventLoss {
+        match error {
+            kube::Error::Api(_) => EventLoss::Refused,
+            _ => EventLoss::Failed,
+        }
+    }
+}
+
+/// Told of every Event not written. Must not block: `publish` calls it inline.
+pub trait EventObserver: Send + Sync + 'static {
+    fn not_written(&self, loss: EventLoss);
+}
+
+/// An observer that counts nothing (tests, tools).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Unobserved;
+
+impl EventObserver for Unobserved {
+    fn not_written(&self, _loss: EventLoss) {}
+}
+
 /// An [`EventSink`] that publishes through a kube-rs `Recorder` on its own task.
-#[derive(Debug)]
 pub struct KubeEvents {
     queue: mpsc::Sender<Report>,
+    observer: Arc<dyn EventObserver>,
+}
+
+impl std::fmt::Debug for KubeEvents {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KubeEvents")
+            .field("queue", &self.queue)
+            .finish_non_exhaustive()
+    }
 }
 
 impl KubeEvents {
     /// Starts the publishing task; it ends when the `KubeEvents` is dropped.
-    /// `instance` is the reporting instance (the pod or node name).
-    pub fn spawn(client: Client, instance: Option<String>) -> (Self, JoinHandle<()>) {
-        let (queue, mut reports) = mpsc::channel::<Report>(QUEUE);
+    /// `instance` is the reporting instance (the pod or node name); `observer` is told
+    /// of every Event not written.
+    pub fn spawn(
+        client: Client,
+        instance: Option<String>,
+        observer: Arc<dyn EventObserver>,
+    ) -> (Self, JoinHandle<()>) {
+        Self::with_queue(client, instance, observer, QUEUE)
+    }
+
+    /// [`KubeEvents::spawn`] with a queue of `queue` reports (tests fill a short one).
+    pub fn with_queue(
+        client: Client,
+        instance: Option<String>,
+        observer: Arc<dyn EventObserver>,
+        queue: usize,
+    ) -> (Self, JoinHandle<()>) {
+        let (queue, mut reports) = mpsc::channel::<Report>(queue.max(1));
         let recorder = Recorder::new(
             client,
             Reporter {
@@ -43,17 +115,21 @@ impl KubeEvents {
                 instance,
             },
         );
+        let task_observer = Arc::clone(&observer);
         let task = tokio::spawn(async move {
             while let Some(report) = reports.recv().await {
                 let Some((event, regarding)) = event_for(&report) else {
                     continue;
                 };
                 if let Err(e) = recorder.publish(&event, &regarding).await {
-                    warn!(error = %e, reason = %event.reason, "kubernetes event not published");
+                    let loss = EventLoss::of(&e);
+                    task_observer.not_written(loss);
+                    warn!(error = %e, reason = %event.reason, loss = loss.as_str(),
+                        "kubernetes event not published");
                 }
             }
         });
-        (Self { queue }, task)
+        (Self { queue, observer }, task)
     }
 }
 
@@ -63,6 +139,7 @@ impl EventSink for KubeEvents {
             return;
         }
         if self.queue.try_send(report.clone()).is_err() {
+            self.observer.not_written(EventLoss::QueueFull);
             debug!("event queue full, kubernetes event dropped");
         }
     }
@@ -84,10 +161,7 @@ pub fn event_for(report: &Report) -> Option<(Event, ObjectReference)> {
             drift,
             ipam,
         } => {
-            let announced = match ipam {
-                IpamMode::Kubernetes => "the Node's",
-                IpamMode::ClusterPool => "the CiliumNode's",
-            };
+            let announced = format!("the {}'s", ipam.object());
             let note = format!(
                 "Node spec.podCIDRs {} differ from CiliumNode spec.ipam.podCIDRs {}; \
                  ipam {ipam}: {announced} are announced",
@@ -148,7 +222,7 @@ fn truncate(mut note: String) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sources::model::Drift;
+    use crate::sources::model::{Drift, IpamMode};
 
     #[test]
     fn drift_event_is_a_warning_on_the_node_with_both_values() {

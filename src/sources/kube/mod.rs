@@ -13,6 +13,12 @@
 //!   facts; the watch goes on.
 //! - Nothing is sent before every resource completed its first list. A CiliumNode CRD
 //!   that is not installed (404 on the first list) counts as an empty, synced resource.
+//! - CiliumPodIPPools (multi-pool IPAM's ranges) are watched whole in both scopes: a
+//!   cluster has a handful. When their first list is refused (404: CRD not served, 403:
+//!   no RBAC grant) the resource counts as synced and the ranges as unknown
+//!   ([`ClusterState::pod_ip_pools`] `None`): multi-pool CIDRs are then announced
+//!   unchecked, and the view says so. kube-rs keeps retrying; a later list makes them
+//!   known.
 //!
 //! - No request waits for ever: a watch is ended by the server after [`WATCH_TIMEOUT`]
 //!   (and by kube-runtime 5 s later if that close never comes), and every response,
@@ -22,6 +28,7 @@
 //! The mapping object -> facts lives in [`super::objects`]; the rules in [`super::model`].
 
 pub mod events;
+pub mod secrets;
 pub mod store;
 
 use std::collections::BTreeMap;
@@ -32,7 +39,6 @@ use std::time::{Duration, SystemTime};
 
 use futures::stream::{self, BoxStream};
 use futures::StreamExt;
-use ipnet::IpNet;
 use k8s_openapi::api::core::v1::{ConfigMap, Node};
 use kube::runtime::utils::Backoff;
 use kube::runtime::watcher::{self, DefaultBackoff, Event};
@@ -42,10 +48,10 @@ use tracing::{debug, info, warn};
 
 use super::error::SourceError;
 use super::model::{
-    CiliumConfig, CiliumConfigMemory, ClusterState, IpamOverride, KeptChange, NodeFacts,
-    CILIUM_CONFIG_KEPT,
+    CiliumConfig, CiliumConfigMemory, CiliumNodeFacts, ClusterState, IpamOverride, KeptChange,
+    NodeFacts, PoolRanges, CILIUM_CONFIG_KEPT,
 };
-use super::objects::{self, CiliumNode};
+use super::objects::{self, CiliumNode, CiliumPodIpPool};
 use super::{
     snapshot_and_report, Closed, EventSink, ReportTracker, Resource, ResourceStatus, SourceSender,
     SourceUpdate,
@@ -224,6 +230,7 @@ enum Input {
     /// Boxed: a Node is three times the size of the other objects.
     Node(Box<watcher::Result<Event<Node>>>),
     CiliumNode(watcher::Result<Event<CiliumNode>>),
+    PodIpPool(watcher::Result<Event<CiliumPodIpPool>>),
     CiliumConfig(watcher::Result<Event<ConfigMap>>),
     BgpConfig(watcher::Result<Event<ConfigMap>>),
 }
@@ -246,6 +253,10 @@ fn inputs(client: &Client, config: &KubeSourceConfig) -> Vec<BoxStream<'static, 
         watcher::watcher(Api::<CiliumNode>::all(client.clone()), nodes)
             .backoff(RetryBackoff::new(retry))
             .map(Input::CiliumNode)
+            .boxed(),
+        watcher::watcher(Api::<CiliumPodIpPool>::all(client.clone()), base())
+            .backoff(RetryBackoff::new(retry))
+            .map(Input::PodIpPool)
             .boxed(),
         watcher::watcher(
             Api::<ConfigMap>::namespaced(client.clone(), &config.cilium_config.namespace),
@@ -275,7 +286,10 @@ struct WatchState {
     cilium_config_name: String,
     bgp_config: Option<BgpConfigMapRef>,
     nodes: Store<NodeFacts>,
-    cilium_nodes: Store<Vec<IpNet>>,
+    cilium_nodes: Store<CiliumNodeFacts>,
+    pod_ip_pools: Store<PoolRanges>,
+    /// The first list of CiliumPodIPPools was refused: their ranges are unknown.
+    pod_ip_pools_unreadable: bool,
     cilium_config: Store<CiliumConfig>,
     /// The last cilium-config seen: its deletion changes nothing.
     cilium_config_memory: CiliumConfigMemory,
@@ -296,6 +310,8 @@ impl WatchState {
             bgp_config: config.bgp_config.clone(),
             nodes: Store::new(),
             cilium_nodes: Store::new(),
+            pod_ip_pools: Store::new(),
+            pod_ip_pools_unreadable: false,
             cilium_config: Store::new(),
             cilium_config_memory: CiliumConfigMemory::default(),
             bgp_text: Store::new(),
@@ -311,6 +327,7 @@ impl WatchState {
         let mut resources = vec![
             Resource::Nodes,
             Resource::CiliumNodes,
+            Resource::PodIpPools,
             Resource::CiliumConfig,
         ];
         if self.bgp_config.is_some() {
@@ -345,10 +362,28 @@ impl WatchState {
                     self.status.entry(Resource::CiliumNodes).or_default(),
                     item,
                     now,
-                    |n| objects::cilium_node_cidrs(n).map(|(_, cidrs)| cidrs),
+                    |n| objects::cilium_node_facts(n).map(|(_, facts)| facts),
                 );
                 self.cluster_dirty |= changed;
                 Resource::CiliumNodes
+            }
+            Input::PodIpPool(item) => {
+                let listed = matches!(item, Ok(Event::InitDone));
+                // Refused before any list: the ranges are unknown. Refused on a later
+                // relist: API trouble, the last ranges stay.
+                let unknown = is_refused_first_list(&item) && !self.pod_ip_pools.synced();
+                let changed = step(
+                    Resource::PodIpPools,
+                    &mut self.pod_ip_pools,
+                    self.status.entry(Resource::PodIpPools).or_default(),
+                    item,
+                    now,
+                    |p| objects::pod_ip_pool_ranges(p).map(|(_, ranges)| ranges),
+                );
+                let unreadable = !listed && (unknown || self.pod_ip_pools_unreadable);
+                self.cluster_dirty |= changed || unreadable != self.pod_ip_pools_unreadable;
+                self.pod_ip_pools_unreadable = unreadable;
+                Resource::PodIpPools
             }
             Input::CiliumConfig(item) => {
                 let changed = step(
@@ -384,8 +419,10 @@ impl WatchState {
     /// The snapshot to send, when every cluster resource is synced and the facts
     /// differ from the last snapshot sent.
     fn cluster_update(&mut self, events: &dyn EventSink) -> Option<SourceUpdate> {
-        let synced =
-            self.nodes.synced() && self.cilium_nodes.synced() && self.cilium_config.synced();
+        let synced = self.nodes.synced()
+            && self.cilium_nodes.synced()
+            && self.pod_ip_pools.synced()
+            && self.cilium_config.synced();
         if !synced || !(self.cluster_dirty || self.last_cluster.is_none()) {
             return None;
         }
@@ -410,11 +447,15 @@ impl WatchState {
             }
             KeptChange::Unchanged => {}
         }
-        let state = ClusterState {
+        let mut state = ClusterState {
             nodes: self.nodes.live().clone(),
-            cilium_nodes: self.cilium_nodes.live().clone(),
+            pod_ip_pools: (!self.pod_ip_pools_unreadable).then(|| self.pod_ip_pools.live().clone()),
             cilium_config,
+            ..ClusterState::default()
         };
+        for (name, facts) in self.cilium_nodes.live() {
+            state.insert_cilium_node(name.clone(), facts.clone());
+        }
         if self.last_cluster.as_ref() == Some(&state) {
             return None;
         }
@@ -519,6 +560,11 @@ where
     }
 }
 
+/// The first list of a resource was refused as not served (404) or not allowed (403).
+fn is_refused_first_list<K>(item: &watcher::Result<Event<K>>) -> bool {
+    matches!(item, Err(watcher::Error::InitialListFailed(kube::Error::Api(s))) if matches!(s.code, 403 | 404))
+}
+
 /// Keeps the state; marks the resource down unless the error is routine. True only
 /// when a CRD that is not installed made the (never synced) resource empty.
 fn watch_error<F: Clone + PartialEq>(
@@ -539,6 +585,18 @@ fn watch_error<F: Clone + PartialEq>(
             warn!(resource = %resource, error = %error,
                 "ciliumnodes not served (is the cilium crd installed?): treating as none");
             status.synced = true;
+            status.last_error = Some(error.to_string());
+            return store.mark_absent();
+        }
+        watcher::Error::InitialListFailed(kube::Error::Api(s))
+            if matches!(s.code, 403 | 404)
+                && resource == Resource::PodIpPools
+                && !store.synced() =>
+        {
+            warn!(resource = %resource, error = %error,
+                "ciliumpodippools cannot be listed: multi-pool cidrs are not checked against their pools");
+            status.synced = true;
+            status.errors += 1;
             status.last_error = Some(error.to_string());
             return store.mark_absent();
         }
@@ -571,6 +629,7 @@ fn resource_kind(resource: Resource) -> &'static str {
     match resource {
         Resource::Nodes => "Node",
         Resource::CiliumNodes => "CiliumNode",
+        Resource::PodIpPools => "CiliumPodIPPool",
         _ => "ConfigMap",
     }
 }
