@@ -954,6 +954,10 @@ fn an_ipv6_only_node_peers_with_the_identifier_derived_from_its_name() {
     );
     let args: Vec<String> = vec![
         "--node=worker-v6".into(),
+        format!(
+            "--graceful-shutdown-time={}",
+            crate::speaker::GRACEFUL_SHUTDOWN
+        ),
         format!("--bgp-config={}", inputs.config_path().display()),
         format!("--cluster-state={}", inputs.cluster_path().display()),
         format!("--source-address={speaker_addr}"),

@@ -482,9 +482,6 @@ impl Metrics {
         let mut inner = self.lock();
         let now = SystemTime::now();
         for key in plan.peers.keys() {
-            let Some(entry) = self.peer_entry(&mut inner, *key, now) else {
-                continue;
-            };
             let mine: Vec<&Unannounceable> = plan
                 .unannounceable
                 .iter()
@@ -493,6 +490,14 @@ impl Metrics {
                     UnannounceableReason::NoInternalIp { .. } => true,
                 })
                 .collect();
+            // A peer with nothing to report gets no series of its own here: its task
+            // (which may not run yet: startup gate, missing Secret) creates them.
+            if mine.is_empty() && !inner.peers.contains_key(key) {
+                continue;
+            }
+            let Some(entry) = self.peer_entry(&mut inner, *key, now) else {
+                continue;
+            };
             let mut counts: BTreeMap<(&'static str, &'static str), i64> = BTreeMap::new();
             for u in &mine {
                 let afi = if u.prefix.addr().is_ipv4() {

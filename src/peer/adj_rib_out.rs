@@ -1234,7 +1234,7 @@ mod tests {
         // v4(1) goes, v4(4) and v6(1) come: one withdrawal, two announcements pending.
         let mut next: Vec<(IpNet, Arc<RouteAttrs>)> = vec![(v4(2), attrs(2)), (v4(3), attrs(3))];
         next.push((v4(4), attrs(4)));
-        next.push((v6(1), attrs(5)));
+        next.push((v6(1), attrs6(5)));
         rib.set_desired(desired(next));
         let later = start + std::time::Duration::from_secs(7);
         let snap = rib.snapshot(10, later);
