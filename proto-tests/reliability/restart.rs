@@ -234,7 +234,11 @@ fn restart_loop(dir: &std::path::Path, ours: Ours) {
         .unwrap_or_else(|e| panic!("{e}\n{}", speaker.log_tail(30)));
     }
     let withdraws_before = tors.withdraws(node);
-    assert_eq!(withdraws_before, (0, 0), "(BIRD, GoBGP) withdraws at the start");
+    assert_eq!(
+        withdraws_before,
+        (0, 0),
+        "(BIRD, GoBGP) withdraws at the start"
+    );
 
     let mut outcomes: Vec<[Outcome; 3]> = Vec::new();
     for round in 1..=n {
