@@ -205,17 +205,22 @@ struct Speaker {
 }
 
 impl Speaker {
-    /// A peer on 127.0.0.3:`peer_port`; hold time 9 s unless `extra` (lines of
-    /// `    key: value`) sets it.
+    /// A peer on 127.0.0.3:`peer_port`; hold time 9 s and no graceful restart (the
+    /// speaker's default is on) unless `extra` (lines of `    key: value`) sets them.
     fn spec(peer_port: u16, extra: &str) -> PeerSpec {
         let hold = if extra.contains("hold-time:") {
             ""
         } else {
             "    hold-time: 9s\n"
         };
+        let gr = if extra.contains("graceful-restart:") {
+            ""
+        } else {
+            "    graceful-restart: false\n"
+        };
         let text = format!(
             "peers:\n  - peer-address: {PEER}\n    peer-port: {peer_port}\n    peer-asn: {PEER_AS}\n    \
-             my-asn: {SPEAKER_AS}\n    connect-retry-time: 1s\n{hold}{extra}"
+             my-asn: {SPEAKER_AS}\n    connect-retry-time: 1s\n{hold}{gr}{extra}"
         );
         let cfg = config::parse(&text).unwrap_or_else(|e| panic!("{e}"));
         let run = RunOverrides {

@@ -447,7 +447,9 @@ mod tests {
         assert!(!reset(&base, &base));
         assert!(reset(&base, &peer("    hold-time: 30s\n")));
         assert!(reset(&base, &peer("    password: secret\n")));
-        assert!(reset(&base, &peer("    graceful-restart: true\n")));
+        // Graceful restart is on by default: turning it off changes the OPEN.
+        assert!(reset(&base, &peer("    graceful-restart: false\n")));
+        assert!(reset(&base, &peer("    graceful-restart-time: 60s\n")));
         // Attributes are re-sent on the running session.
         assert!(!reset(
             &base,
