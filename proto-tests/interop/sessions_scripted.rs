@@ -664,7 +664,13 @@ async fn a_route_refresh_resends_the_family_between_borr_and_eorr() {
         .copied()
         .collect();
     assert_eq!(again, v4, "every IPv4 route once, in order, nothing else");
-    let st = s.status();
+    // The task publishes its status after it has written the EoRR, so the peer can read
+    // the EoRR before the counters move: wait for them, then check them exactly.
+    let st = s
+        .wait("the route refresh counters", |st| {
+            st.stats.received.route_refresh >= 1 && st.stats.sent.route_refresh >= 2
+        })
+        .await;
     assert_eq!(st.stats.received.route_refresh, 1);
     assert_eq!(st.stats.sent.route_refresh, 2);
     s.stop(Shutdown::Admin(String::new())).await;
