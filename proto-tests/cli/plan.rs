@@ -90,9 +90,9 @@ fn outage_local_plan_announces_the_cilium_node_cidr_to_both_tors_and_warns_of_al
     let want = format!(
         "\
 node master1 (labels: beta.kubernetes.io/arch=amd64, beta.kubernetes.io/os=linux, kubernetes.io/arch=amd64, kubernetes.io/hostname=master1, kubernetes.io/os=linux, node-role.kubernetes.io/control-plane=, topology.kubernetes.io/zone=rack-a) ipam cluster-pool, announce local
-peer 10.5.0.1:179 AS 65000 (eBGP, my AS 65083) peers[0], hold-time 90s, keepalive 30s, 1 route
+peer 10.5.0.1:179 AS 65000 (eBGP, my AS 65083) peers[0], hold-time 90s, keepalive 30s, graceful-restart 120s, 1 route
   10.5.113.0/24  next-hop <session local address>  origin incomplete  as-path 65083
-peer 10.5.0.2:179 AS 65000 (eBGP, my AS 65083) peers[1], hold-time 90s, keepalive 30s, 1 route
+peer 10.5.0.2:179 AS 65000 (eBGP, my AS 65083) peers[1], hold-time 90s, keepalive 30s, graceful-restart 120s, 1 route
   10.5.113.0/24  next-hop <session local address>  origin incomplete  as-path 65083
 peer 10.5.83.251:179 AS 65083 (iBGP) peers[2] not selected for this node (selector kubernetes/route=bgp-peer-83)
 peer 10.5.83.252:179 AS 65083 (iBGP) peers[3] not selected for this node (selector kubernetes/route=bgp-peer-83)
@@ -135,7 +135,7 @@ fn outage_cluster_plan_gives_each_cidr_its_nodes_internal_ip() {
         "{out}"
     );
     assert!(
-        out.contains("peers[1], hold-time 90s, keepalive 30s, 4 routes"),
+        out.contains("peers[1], hold-time 90s, keepalive 30s, graceful-restart 120s, 4 routes"),
         "{out}"
     );
 }
@@ -176,7 +176,7 @@ spec:
         assert!(
             out.contains(&format!(
                 "peer {peer}:179 AS 65000 (eBGP, my AS 65083) peers[{}], hold-time 90s, \
-                 keepalive 30s, source-address 10.5.83.10, 1 route\n  10.5.118.0/24  \
+                 keepalive 30s, source-address 10.5.83.10, graceful-restart 120s, 1 route\n  10.5.118.0/24  \
                  next-hop 10.5.83.10  origin incomplete  as-path 65083\n",
                 if peer == "10.5.0.1" { 0 } else { 1 }
             )),
@@ -187,8 +187,8 @@ spec:
         assert!(
             out.contains(&format!(
                 "peer {peer}:179 AS 65083 (iBGP) peers[{i}], hold-time 90s, keepalive 30s, \
-                 source-address 10.5.83.10, 1 route\n  10.5.118.0/24  next-hop 10.5.83.10  \
-                 origin incomplete  as-path (empty)  local-pref 100\n"
+                 source-address 10.5.83.10, graceful-restart 120s, 1 route\n  10.5.118.0/24  \
+                 next-hop 10.5.83.10  origin incomplete  as-path (empty)  local-pref 100\n"
             )),
             "{out}"
         );
@@ -450,9 +450,9 @@ fn a_node_without_an_ipv6_address_gets_no_ipv6_route_on_an_ipv4_session_and_a_wa
     let out = ok(&table_args.iter().map(String::as_str).collect::<Vec<_>>());
     let want = "\
 node node-b (labels: kubernetes.io/hostname=node-b) ipam kubernetes, announce local
-peer 100.64.0.2:179 AS 65002 (eBGP, my AS 65001) peers[0], hold-time 90s, keepalive 30s, 1 route
+peer 100.64.0.2:179 AS 65002 (eBGP, my AS 65001) peers[0], hold-time 90s, keepalive 30s, graceful-restart 120s, 1 route
   10.244.4.0/24  next-hop <session local address>  origin incomplete  as-path 65001
-peer 100.64.0.4:179 AS 65002 (eBGP, my AS 65001) peers[1], hold-time 90s, keepalive 30s, next-hop-v6 fd00::1, 2 routes
+peer 100.64.0.4:179 AS 65002 (eBGP, my AS 65001) peers[1], hold-time 90s, keepalive 30s, next-hop-v6 fd00::1, graceful-restart 120s, 2 routes
   10.244.4.0/24       next-hop <session local address>  origin incomplete  as-path 65001
   fd00:10:244:4::/64  next-hop fd00::1                  origin incomplete  as-path 65001
 warnings:

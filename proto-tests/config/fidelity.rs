@@ -411,21 +411,23 @@ fn equinix_generated_configmaps_pass_check_with_metallbs_values() {
     let (code, out, err) = run(&["check", &plain, &password]);
     assert_eq!((code, err.as_str()), (0, ""), "{out}");
     let metallb = "eBGP peer-asn 65530 my-asn 65000, hold 90s, keepalive 30s";
+    // Graceful restart is not a MetalLB field: on by default, with its default time.
+    let gr = "graceful-restart 120s";
     let want = format!(
         "\
 {plain}: ok: 4 peers, 2 address pools
-  peers[0] 169.254.255.1:179 {metallb}, nodes: kubernetes.io/hostname=worker-1
-  peers[1] 169.254.255.2:179 {metallb}, nodes: kubernetes.io/hostname=worker-1
-  peers[2] 169.254.255.1:179 {metallb}, nodes: kubernetes.io/hostname=worker-2
-  peers[3] 169.254.255.2:179 {metallb}, nodes: kubernetes.io/hostname=worker-2
+  peers[0] 169.254.255.1:179 {metallb}, {gr}, nodes: kubernetes.io/hostname=worker-1
+  peers[1] 169.254.255.2:179 {metallb}, {gr}, nodes: kubernetes.io/hostname=worker-1
+  peers[2] 169.254.255.1:179 {metallb}, {gr}, nodes: kubernetes.io/hostname=worker-2
+  peers[3] 169.254.255.2:179 {metallb}, {gr}, nodes: kubernetes.io/hostname=worker-2
   pool \"default/ingress-nginx\" bgp 203.0.113.10/32
   pool \"kube-system/dns\" bgp 203.0.113.11/32
 {password}: ok: 5 peers, 2 address pools
-  peers[0] 169.254.255.1:179 {metallb}, md5, nodes: kubernetes.io/hostname=worker-1
-  peers[1] 169.254.255.2:179 {metallb}, md5, nodes: kubernetes.io/hostname=worker-1
-  peers[2] 169.254.255.1:179 {metallb}, md5, nodes: kubernetes.io/hostname=worker-2
-  peers[3] 169.254.255.2:179 {metallb}, md5, nodes: kubernetes.io/hostname=worker-2
-  peers[4] 169.254.255.1:179 {metallb}, router-id 10.70.14.3, source 10.70.14.3, md5, nodes: kubernetes.io/hostname=worker-3
+  peers[0] 169.254.255.1:179 {metallb}, md5, {gr}, nodes: kubernetes.io/hostname=worker-1
+  peers[1] 169.254.255.2:179 {metallb}, md5, {gr}, nodes: kubernetes.io/hostname=worker-1
+  peers[2] 169.254.255.1:179 {metallb}, md5, {gr}, nodes: kubernetes.io/hostname=worker-2
+  peers[3] 169.254.255.2:179 {metallb}, md5, {gr}, nodes: kubernetes.io/hostname=worker-2
+  peers[4] 169.254.255.1:179 {metallb}, router-id 10.70.14.3, source 10.70.14.3, md5, {gr}, nodes: kubernetes.io/hostname=worker-3
   pool \"default/web\" bgp 203.0.113.20/32
   pool \"eip\" bgp 198.51.100.0/29
 "

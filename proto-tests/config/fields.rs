@@ -36,7 +36,8 @@ fn base_peer_defaults() {
     assert!(!p.ebgp_multihop);
     assert_eq!(p.bfd_profile, None);
     assert!(p.node_selectors.is_empty());
-    assert!(!p.graceful_restart);
+    // On by default (not a MetalLB field): a restart of the DaemonSet loses no route.
+    assert!(p.graceful_restart);
     assert_eq!(p.graceful_restart_time, secs(120));
     assert_eq!(p.connect_retry_time, secs(120));
     assert_eq!(p.origin, Origin::Incomplete);
@@ -138,6 +139,7 @@ fn valid_peer_values() {
             p.node_selectors.is_empty()
         }),
         (&[("graceful-restart", "true")], |p| p.graceful_restart),
+        (&[("graceful-restart", "false")], |p| !p.graceful_restart),
         (&[("graceful-restart-time", "300s")], |p| {
             p.graceful_restart_time == secs(300)
         }),
@@ -562,15 +564,15 @@ fn bgp_communities() {
 
 #[test]
 fn speaker_defaults_fold_into_peers() {
-    let text = "speaker:\n  graceful-restart: true\n  graceful-restart-time: 60s\n  origin: igp\n  pod-cidr-communities: [1:1]\n  pod-cidr-local-pref: 150\n  max-prefix: {limit: 10}\n  ttl-security: true\n  passive: true\n  connect-retry-time: 7s\n\
+    let text = "speaker:\n  graceful-restart: false\n  graceful-restart-time: 60s\n  origin: igp\n  pod-cidr-communities: [1:1]\n  pod-cidr-local-pref: 150\n  max-prefix: {limit: 10}\n  ttl-security: true\n  passive: true\n  connect-retry-time: 7s\n\
                 peers:\n\
                 - {peer-address: 10.0.0.1, peer-asn: 65000, my-asn: 65001}\n\
                 - {peer-address: 10.0.0.2, peer-asn: 65001, my-asn: 65001}\n\
-                - {peer-address: 10.0.0.3, peer-asn: 65000, my-asn: 65001, ebgp-multihop: true, origin: incomplete, pod-cidr-communities: [], graceful-restart: false, passive: false}\n";
+                - {peer-address: 10.0.0.3, peer-asn: 65000, my-asn: 65001, ebgp-multihop: true, origin: incomplete, pod-cidr-communities: [], graceful-restart: true, passive: false}\n";
     let c = ok(text);
     let [ebgp, ibgp, multihop] = [&c.peers[0], &c.peers[1], &c.peers[2]];
     for p in [ebgp, ibgp] {
-        assert!(p.graceful_restart && p.passive, "{p:?}");
+        assert!(!p.graceful_restart && p.passive, "{p:?}");
         assert_eq!(p.graceful_restart_time, secs(60));
         assert_eq!(p.connect_retry_time, secs(7));
         assert_eq!(p.origin, Origin::Igp);
@@ -591,7 +593,8 @@ fn speaker_defaults_fold_into_peers() {
     // A peer's own keys replace the defaults, lists included.
     assert_eq!(multihop.origin, Origin::Incomplete);
     assert!(multihop.pod_cidr_communities.is_empty());
-    assert!(!multihop.graceful_restart && !multihop.passive);
+    assert!(multihop.graceful_restart && !multihop.passive);
+    assert!(!c.speaker.graceful_restart);
     assert_eq!(c.speaker.origin, Origin::Igp);
     assert_eq!(
         errors("speaker:\n  orign: igp\n"),

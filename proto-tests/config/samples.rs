@@ -178,8 +178,8 @@ fn check_accepts_the_samples() {
     assert_eq!(code, 0, "{out}");
     let first = format!("{}: ok: 4 peers, 1 address pool\n", files[0].display());
     assert!(out.starts_with(&first), "{out}");
-    assert!(out.contains("  peers[0] 10.5.0.1:179 eBGP peer-asn 65000 my-asn 65083, hold 90s, keepalive 30s, nodes: all\n"), "{out}");
-    assert!(out.contains("  peers[2] 10.5.83.251:179 iBGP peer-asn 65083 my-asn 65083, hold 90s, keepalive 30s, nodes: kubernetes/route=bgp-peer-83\n"), "{out}");
+    assert!(out.contains("  peers[0] 10.5.0.1:179 eBGP peer-asn 65000 my-asn 65083, hold 90s, keepalive 30s, graceful-restart 120s, nodes: all\n"), "{out}");
+    assert!(out.contains("  peers[2] 10.5.83.251:179 iBGP peer-asn 65083 my-asn 65083, hold 90s, keepalive 30s, graceful-restart 120s, nodes: kubernetes/route=bgp-peer-83\n"), "{out}");
     assert!(
         out.contains(&format!(
             "{}: ok: 2 peers, 3 address pools\n",

@@ -49,6 +49,8 @@ fn bgp_config() -> String {
       - match-labels:
           tor2: \"yes\"
 speaker:
+  # SIGTERM at the end is a stop for good (Cease), not a graceful restart.
+  graceful-restart: false
   connect-retry-time: 1s
   origin: igp
   pod-cidr-communities: [\"65001:7\"]

@@ -46,6 +46,8 @@ fn bgp_config() -> String {
       - match-labels:
           tor2: \"yes\"
 speaker:
+  # SIGTERM at the end is a stop for good (Cease), not a graceful restart.
+  graceful-restart: false
   connect-retry-time: 1s
   pod-cidr-communities: [\"65001:100\"]
 ",

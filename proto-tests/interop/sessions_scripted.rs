@@ -210,17 +210,22 @@ struct Speaker {
 }
 
 impl Speaker {
-    /// A peer on 127.0.0.3:`peer_port`; hold time 9 s unless `extra` (lines of
-    /// `    key: value`) sets it.
+    /// A peer on 127.0.0.3:`peer_port`; hold time 9 s and no graceful restart (the
+    /// speaker's default is on) unless `extra` (lines of `    key: value`) sets them.
     fn spec(peer_port: u16, extra: &str) -> PeerSpec {
         let hold = if extra.contains("hold-time:") {
             ""
         } else {
             "    hold-time: 9s\n"
         };
+        let gr = if extra.contains("graceful-restart:") {
+            ""
+        } else {
+            "    graceful-restart: false\n"
+        };
         let text = format!(
             "peers:\n  - peer-address: {PEER}\n    peer-port: {peer_port}\n    peer-asn: {PEER_AS}\n    \
-             my-asn: {SPEAKER_AS}\n    connect-retry-time: 1s\n{hold}{extra}"
+             my-asn: {SPEAKER_AS}\n    connect-retry-time: 1s\n{hold}{gr}{extra}"
         );
         let cfg = config::parse(&text).unwrap_or_else(|e| panic!("{e}"));
         let run = RunOverrides {
@@ -666,7 +671,13 @@ async fn a_route_refresh_resends_the_family_between_borr_and_eorr() {
         .copied()
         .collect();
     assert_eq!(again, v4, "every IPv4 route once, in order, nothing else");
-    let st = s.status();
+    // The task publishes its status after it has written the EoRR, so the peer can read
+    // the EoRR before the counters move: wait for them, then check them exactly.
+    let st = s
+        .wait("the route refresh counters", |st| {
+            st.stats.received.route_refresh >= 1 && st.stats.sent.route_refresh >= 2
+        })
+        .await;
     assert_eq!(st.stats.received.route_refresh, 1);
     assert_eq!(st.stats.sent.route_refresh, 2);
     s.stop(Shutdown::Admin(String::new())).await;

@@ -21,6 +21,12 @@ pub use crate::bgp::wire::{LargeCommunity, Origin};
 pub const BGP_PORT: u16 = 179;
 /// MetalLB's default hold time.
 pub const DEFAULT_HOLD_TIME: Duration = Duration::from_secs(90);
+/// Graceful Restart (RFC 4724) is on unless `graceful-restart: false` says otherwise: a
+/// DaemonSet restarts on every upgrade and rollout, and without it every peer withdraws
+/// the node's pod CIDRs at every restart (RELIABILITY.md). The cost is that a dead
+/// node's routes stay at a GR-capable peer for `graceful-restart-time`; a pod CIDR has no
+/// other path anyway. Not a MetalLB field, so no MetalLB file changes meaning.
+pub const DEFAULT_GRACEFUL_RESTART: bool = true;
 /// RFC 4724 section 4.2 leaves the value to the operator; 120s is the common default
 /// (FRR, BIRD, GoBGP).
 pub const DEFAULT_GRACEFUL_RESTART_TIME: Duration = Duration::from_secs(120);
@@ -485,7 +491,7 @@ pub struct SpeakerOptions {
 impl Default for SpeakerOptions {
     fn default() -> Self {
         SpeakerOptions {
-            graceful_restart: false,
+            graceful_restart: DEFAULT_GRACEFUL_RESTART,
             graceful_restart_time: DEFAULT_GRACEFUL_RESTART_TIME,
             connect_retry_time: DEFAULT_CONNECT_RETRY_TIME,
             // What MetalLB's and Cilium's speakers sent for the routes they originated.

@@ -233,7 +233,9 @@ impl Validator {
         let communities = self.communities(&raw.communities);
         let defaults = self.extensions(&raw.speaker, &communities);
         let speaker = SpeakerOptions {
-            graceful_restart: defaults.graceful_restart.unwrap_or(false),
+            graceful_restart: defaults
+                .graceful_restart
+                .unwrap_or(DEFAULT_GRACEFUL_RESTART),
             graceful_restart_time: defaults
                 .graceful_restart_time
                 .unwrap_or(DEFAULT_GRACEFUL_RESTART_TIME),

@@ -55,9 +55,11 @@ pub struct Settings {
     pub cluster: ClusterSource,
     pub ipam: IpamOverride,
     pub announce: AnnounceMode,
-    /// `--source-address`: every session's local address, overriding the config's.
+    /// `--source-address`: the local address of sessions of its family whose peer sets no
+    /// `source-address` (`routes::source_address`).
     pub source_address: Option<IpAddr>,
-    /// `--router-id`: every session's BGP Identifier, overriding the config's.
+    /// `--router-id`: the BGP Identifier of sessions whose peer sets no `router-id` (a
+    /// peer's own wins; see `routes::router_id`).
     pub router_id: Option<Ipv4Addr>,
     pub metrics_addr: SocketAddr,
     pub listen_addr: Option<SocketAddr>,

@@ -192,7 +192,13 @@ pub(crate) mod tests {
         assert_eq!(change(&base, &base), Keep);
         assert_eq!(change(&base, &peer("    hold-time: 30s\n")), Reset);
         assert_eq!(change(&base, &peer("    password: secret\n")), Reset);
-        assert_eq!(change(&base, &peer("    graceful-restart: true\n")), Reset);
+        // Graceful restart is on by default: turning it off, or another restart time,
+        // changes the OPEN.
+        assert_eq!(change(&base, &peer("    graceful-restart: false\n")), Reset);
+        assert_eq!(
+            change(&base, &peer("    graceful-restart-time: 60s\n")),
+            Reset
+        );
         assert_eq!(change(&base, &peer("    passive: true\n")), Reset);
         assert_eq!(change(&base, &peer("    ttl-security: true\n")), Reset);
         assert_eq!(change(&base, &peer("    router-id: 10.9.9.9\n")), Reset);

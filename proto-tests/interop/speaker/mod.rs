@@ -82,14 +82,20 @@ pub fn runtime() -> Arc<Runtime> {
 }
 
 /// One `peers` entry of a bgp-config, with fast timers (hold time 9 s, connect retry
-/// 1 s) unless `extra` sets them; `extra` adds keys, one `key: value` each.
+/// 1 s) and without graceful restart (the speaker's default is on; a test of it says
+/// `graceful-restart: true`) unless `extra` sets them; `extra` adds keys, one
+/// `key: value` each.
 pub fn peer_config(peer: IpAddr, peer_asn: u32, my_asn: u32, extra: &[&str]) -> config::Peer {
     let mut text = format!(
         "peers:\n  - peer-address: {peer}\n    peer-asn: {peer_asn}\n    my-asn: {my_asn}\n"
     );
-    for (key, default) in [("hold-time", "9s"), ("connect-retry-time", "1s")] {
+    for (key, default) in [
+        ("hold-time:", "9s"),
+        ("connect-retry-time:", "1s"),
+        ("graceful-restart:", "false"),
+    ] {
         if !extra.iter().any(|l| l.starts_with(key)) {
-            text.push_str(&format!("    {key}: {default}\n"));
+            text.push_str(&format!("    {key} {default}\n"));
         }
     }
     for line in extra {

@@ -680,9 +680,9 @@ peers:
         let (plan, view, config) = planned(AnnounceMode::Local);
         let want = "\
 node n1 (labels: rack=a) ipam cluster-pool, announce local
-peer 10.5.0.1:179 AS 65000 (eBGP, my AS 65083) peers[0], hold-time 90s, keepalive 30s, md5, 1 route
+peer 10.5.0.1:179 AS 65000 (eBGP, my AS 65083) peers[0], hold-time 90s, keepalive 30s, md5, graceful-restart 120s, 1 route
   10.5.113.0/24  next-hop <session local address>  origin incomplete  as-path 65083  communities 65083:100
-peer 10.5.83.251:179 AS 65083 (iBGP) peers[1], hold-time 90s, keepalive 30s, 1 route
+peer 10.5.83.251:179 AS 65083 (iBGP) peers[1], hold-time 90s, keepalive 30s, graceful-restart 120s, 1 route
   10.5.113.0/24  next-hop <session local address>  origin incomplete  as-path (empty)  local-pref 100
 peer 10.5.83.252:179 AS 65083 (iBGP) peers[2] not selected for this node (selector rack=b)
 warnings:
@@ -781,7 +781,9 @@ warnings:
         );
         let out = table(&plan, &view, &config);
         assert!(
-            out.contains("keepalive 30s, md5 from secret bgp-peer-passwords key tor-a, 1 route"),
+            out.contains(
+                "keepalive 30s, md5 from secret bgp-peer-passwords key tor-a, graceful-restart 120s, 1 route"
+            ),
             "{out}"
         );
         let json = render_plan(&plan, &view, &config, Format::Json);
