@@ -1,8 +1,6 @@
 //! The config in force across updates: a bad edit or a deletion keeps the last good
 //! config; a rejected content is reported as new only once.
 
-use std::collections::BTreeMap;
-
 use podcidr_speaker::config::state::{ConfigState, ConfigUpdate, Fingerprint};
 
 const GOOD: &str = "peers:\n- {peer-address: 10.0.0.1, peer-asn: 65000, my-asn: 65001}\n";
@@ -126,20 +124,28 @@ fn last_good_config_stays_in_force() {
     assert!(!s.status().source_deleted);
 }
 
+/// A ConfigMap manifest holding `raw` under data key `key` (how `--bgp-config FILE`
+/// gives one; a watched ConfigMap arrives as the text of its key, as in `text_updates`).
+fn manifest(key: &str, raw: &str) -> String {
+    let indented: String = raw.lines().map(|l| format!("    {l}\n")).collect();
+    format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bgp-config\n  namespace: kube-system\ndata:\n  {key}: |\n{indented}"
+    )
+}
+
 #[test]
 fn configmap_updates() {
     let mut s = ConfigState::new();
-    let data = |k: &str, v: &str| BTreeMap::from([(k.to_string(), v.to_string())]);
     assert!(matches!(
-        s.update_configmap(&data("config.yaml", GOOD)),
+        s.update_text(&manifest("config.yaml", GOOD)),
         ConfigUpdate::Applied { .. }
     ));
     // The same config moved to MetalLB's key: another source content, same meaning.
     assert!(matches!(
-        s.update_configmap(&data("config", GOOD)),
+        s.update_text(&manifest("config", GOOD)),
         ConfigUpdate::Unchanged { .. }
     ));
-    match s.update_configmap(&data("other", GOOD2)) {
+    match s.update_text(&manifest("other", GOOD2)) {
         ConfigUpdate::Rejected {
             rejection,
             first_seen: true,

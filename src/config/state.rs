@@ -10,7 +10,7 @@
 //! feeds it) or act on sessions (the daemon plans from an [`ConfigUpdate::Applied`] and
 //! `peer::session_changes` decides what that does to each session).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::fmt;
 use std::sync::Arc;
 
@@ -115,16 +115,6 @@ impl ConfigState {
     pub fn update_text(&mut self, text: &str) -> ConfigUpdate {
         let fingerprint = Fingerprint::of(&[text.as_bytes()]);
         self.update(fingerprint, || super::parse(text))
-    }
-
-    /// A watched ConfigMap's new `data`.
-    pub fn update_configmap(&mut self, data: &BTreeMap<String, String>) -> ConfigUpdate {
-        let parts: Vec<&[u8]> = data
-            .iter()
-            .flat_map(|(k, v)| [k.as_bytes(), v.as_bytes()])
-            .collect();
-        let fingerprint = Fingerprint::of(&parts);
-        self.update(fingerprint, || super::parse_configmap_data(data))
     }
 
     /// The source was deleted: keep what is in force.
