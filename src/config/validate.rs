@@ -622,7 +622,18 @@ impl Validator {
         }
         let bfd_profile = match &r.bfd_profile {
             None => Some(None),
-            Some(b) if bfd_profiles.contains_key(&b.value) => Some(Some(b.value.clone())),
+            Some(b) if bfd_profiles.contains_key(&b.value) => {
+                // Accepted so that MetalLB files stay valid, but not acted on yet: say so
+                // wherever warnings go (`check`, the log when the config is applied).
+                self.warnings.push(ConfigError::invalid(
+                    b.path.clone(),
+                    Some(b.at),
+                    shown(b),
+                    "is not run: this speaker has no BFD yet, so a dead link is found by \
+                     the BGP hold timer (hold-time), not by BFD",
+                ));
+                Some(Some(b.value.clone()))
+            }
             Some(b) => {
                 let known: Vec<&str> = bfd_profiles.keys().map(String::as_str).collect();
                 let hint = closest(&b.value, &known)
