@@ -121,7 +121,7 @@ pub(crate) fn expect(routes: &[(u8, &[&str])], make: fn(&str, u8) -> Route) -> E
 #[derive(Debug, Clone, PartialEq)]
 struct Snapshot {
     bird_imports: BTreeMap<IpAddr, Option<crate::tor::BirdImports>>,
-    bird_times: BTreeMap<IpAddr, BTreeMap<IpNet, String>>,
+    bird_times: BTreeMap<IpAddr, BTreeMap<IpNet, crate::tor::BirdTime>>,
     frr_updates: BTreeMap<IpAddr, u64>,
     frr_times: BTreeMap<IpAddr, BTreeMap<IpNet, Learned>>,
 }

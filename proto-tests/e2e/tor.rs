@@ -48,7 +48,7 @@ pub fn bird_imports(bird: &Bird, neighbor: IpAddr) -> Option<BirdImports> {
 }
 
 /// The time BIRD shows for each route learned from `neighbor`.
-pub fn bird_route_times(bird: &Bird, neighbor: IpAddr) -> BTreeMap<IpNet, String> {
+pub fn bird_route_times(bird: &Bird, neighbor: IpAddr) -> BTreeMap<IpNet, BirdTime> {
     let proto = proto_name(neighbor);
     let text = bird
         .control(&format!("show route all protocol {proto}"))
@@ -67,9 +67,54 @@ pub fn bird_route_times(bird: &Bird, neighbor: IpAddr) -> BTreeMap<IpNet, String
             .split_once(&format!("[{proto} "))
             .and_then(|(_, rest)| rest.split_whitespace().next())
             .unwrap_or_else(|| panic!("bird route line without a time: {line:?}"));
-        out.insert(prefix, time.to_string());
+        let parsed = BirdTime::parse(time)
+            .unwrap_or_else(|| panic!("bird route time {time:?} is not HH:MM:SS.mmm: {line:?}"));
+        out.insert(prefix, parsed);
     }
     out
+}
+
+/// A route's time as `show route` prints it (`HH:MM:SS.mmm`). BIRD keeps the time on
+/// its monotonic clock and converts it to the wall clock at each `show route`, so the
+/// same import can read 1 ms apart from one query to the next: two times are equal when
+/// at most 1 ms apart. A route sent again is far later than that in every test (they
+/// wait before they compare), so equality still means "not re-sent".
+#[derive(Clone, Copy, Eq)]
+pub struct BirdTime {
+    ms: i64,
+}
+
+impl BirdTime {
+    fn parse(text: &str) -> Option<BirdTime> {
+        let (hms, frac) = text.split_once('.')?;
+        let mut parts = hms.split(':').map(|p| p.parse::<i64>().ok());
+        let (h, m, s) = (parts.next()??, parts.next()??, parts.next()??);
+        let ms = frac.parse::<i64>().ok()?;
+        Some(BirdTime {
+            ms: ((h * 60 + m) * 60 + s) * 1000 + ms,
+        })
+    }
+}
+
+impl PartialEq for BirdTime {
+    fn eq(&self, other: &Self) -> bool {
+        // Across midnight the clock wraps: compare on the 24 h circle.
+        let d = (self.ms - other.ms).rem_euclid(86_400_000);
+        d <= 1 || d >= 86_400_000 - 1
+    }
+}
+
+impl std::fmt::Debug for BirdTime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (s, ms) = (self.ms / 1000, self.ms % 1000);
+        write!(
+            f,
+            "{:02}:{:02}:{:02}.{ms:03}",
+            s / 3600,
+            s / 60 % 60,
+            s % 60
+        )
+    }
 }
 
 /// FRR's count of UPDATE messages received from `neighbor`.
