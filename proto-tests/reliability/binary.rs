@@ -192,7 +192,12 @@ fn bird_count(bird: &Bird, from: IpAddr) -> u64 {
 /// Established did not show the negotiated graceful restart yet, so a SIGTERM there sent
 /// Cease 6/2 and BIRD dropped every route (2 of 4 runs). The session now decides
 /// (`Shutdown::Restart`).
+///
+/// Timing-sensitive: the SIGTERM must land while the table is on its way, and the load of
+/// the other tests of this binary running beside it can delay it until the table is out
+/// ("nothing was tested"). So `scripts/test` runs it alone, right after the suite.
 #[test]
+#[ignore = "run alone by scripts/test after the suite (timing-sensitive)"]
 fn sigterm_during_the_initial_table_loses_no_route_at_bird() {
     let n1 = node_ip(1);
     let Some(ns) = isolated!(&[v4(2), n1], Duration::from_secs(150)) else {
