@@ -478,6 +478,11 @@ impl Daemon {
                     self.secrets = Some(view);
                 }
             }
+            SourceUpdate::Lb(update) => {
+                // No source sends these yet: the LoadBalancer planner (issue 17) is
+                // being built. Say so rather than drop them unseen.
+                debug!(?update, "loadbalancer update not planned yet");
+            }
         }
     }
 

@@ -55,6 +55,7 @@ pub mod model;
 pub mod objects;
 pub mod report;
 pub mod secrets;
+pub mod services;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -73,8 +74,9 @@ pub use report::{Report, ReportTracker};
 
 use model::CidrList;
 
-/// What a source sends the daemon. Snapshots, not deltas: the daemon may drop all but
-/// the latest and still be right.
+/// What a source sends the daemon. Snapshots (the daemon may drop all but the latest
+/// and still be right), except [`SourceUpdate::Lb`], which is a delta: every one must
+/// be applied, in order.
 #[derive(Clone, Debug, PartialEq)]
 pub enum SourceUpdate {
     /// The cluster facts after a change, with the view decided from them. Sent once
@@ -86,6 +88,8 @@ pub enum SourceUpdate {
     /// Every Secret the bgp-config names (`password-secret`), after each change. Sent
     /// once each named Secret has been read, then on change.
     Secrets(Arc<secrets::SecretsView>),
+    /// One Service or EndpointSlice whose LoadBalancer facts changed (a delta).
+    Lb(services::LbUpdate),
 }
 
 /// The facts and the view derived from them with the source's `--ipam` setting.
