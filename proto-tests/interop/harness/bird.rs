@@ -71,6 +71,14 @@ impl Bird {
         &self.opts
     }
 
+    /// Pauses (SIGSTOP) or resumes (SIGCONT) BIRD: while paused it reads nothing from
+    /// its sessions, so what a speaker sends waits in the kernel's socket buffers.
+    pub fn pause(&mut self, paused: bool) {
+        if let Some(p) = self.process.as_mut() {
+            p.pause(paused);
+        }
+    }
+
     fn conf_path(&self) -> PathBuf {
         self.dir.join("bird.conf")
     }

@@ -225,6 +225,8 @@ impl Process {
             return Ok(s);
         }
         self.signal(libc::SIGTERM);
+        // A paused process (`pause`) takes its SIGTERM only once it runs again.
+        self.signal(libc::SIGCONT);
         let deadline = Instant::now() + STOP_GRACE;
         while Instant::now() < deadline {
             if !self.is_running() {
@@ -240,6 +242,12 @@ impl Process {
             );
         }
         self.kill()
+    }
+
+    /// SIGSTOP (`true`) or SIGCONT (`false`): a paused process reads nothing, so its
+    /// peers' data waits in the kernel's buffers, and its timers do not run.
+    pub fn pause(&mut self, paused: bool) {
+        self.signal(if paused { libc::SIGSTOP } else { libc::SIGCONT });
     }
 
     /// SIGKILL and reap: the process gets no chance to say goodbye to its peers (for
