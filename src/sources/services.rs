@@ -700,4 +700,56 @@ mod tests {
         assert_eq!(LbUpdate::Synced.key(), None);
         assert_eq!(updates[0].key(), Some(&ObjectKey::new("n", "d")));
     }
+
+    proptest::proptest! {
+        /// Any two sets of facts: the delta is exactly the objects that differ (each
+        /// update changes something, an equal object sends nothing), additions come
+        /// before changes before deletions, and replaying it gives the new set.
+        #[test]
+        fn changes_to_is_exact_for_any_two_sets(
+            old_services in proptest::collection::btree_map(0u8..12, 0u8..3, 0..10),
+            new_services in proptest::collection::btree_map(0u8..12, 0u8..3, 0..10),
+            old_slices in proptest::collection::btree_map(0u8..12, 0u32..3, 0..10),
+            new_slices in proptest::collection::btree_map(0u8..12, 0u32..3, 0..10),
+        ) {
+            let build = |services: &BTreeMap<u8, u8>, slices: &BTreeMap<u8, u32>| {
+                let names: Vec<(String, u8)> =
+                    services.iter().map(|(k, v)| (format!("s{k}"), *v)).collect();
+                let slices: Vec<(String, u32)> =
+                    slices.iter().map(|(k, v)| (format!("e{k}"), *v)).collect();
+                let services: Vec<(&str, u8)> = names.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+                let slices: Vec<(&str, u32)> = slices.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+                facts_of(&services, &slices)
+            };
+            let old = build(&old_services, &old_slices);
+            let new = build(&new_services, &new_slices);
+            let updates = old.changes_to(&new);
+            let differing = new.services.iter().filter(|(k, v)| old.services.get(*k) != Some(*v)).count()
+                + old.services.keys().filter(|k| !new.services.contains_key(*k)).count()
+                + new.slices.iter().filter(|(k, v)| old.slices.get(*k) != Some(*v)).count()
+                + old.slices.keys().filter(|k| !new.slices.contains_key(*k)).count();
+            proptest::prop_assert_eq!(updates.len(), differing);
+            let rank = |u: &LbUpdate| {
+                let (key, gone, services_map, slices_map) = match u {
+                    LbUpdate::Service { key, facts } => (key, facts.is_none(), true, false),
+                    LbUpdate::Slice { key, facts } => (key, facts.is_none(), false, true),
+                    LbUpdate::Synced => unreachable!(),
+                };
+                let existed = (services_map && old.services.contains_key(key))
+                    || (slices_map && old.slices.contains_key(key));
+                match (existed, gone) {
+                    (false, _) => 0,
+                    (true, false) => 1,
+                    (true, true) => 2,
+                }
+            };
+            let ranks: Vec<u8> = updates.iter().map(rank).collect();
+            proptest::prop_assert!(ranks.windows(2).all(|w| w[0] <= w[1]), "{:?}", ranks);
+            let mut replayed = old.clone();
+            for update in &updates {
+                proptest::prop_assert!(replayed.apply(update), "{:?} changes nothing", update);
+            }
+            proptest::prop_assert_eq!(replayed, new);
+        }
+    }
 }
