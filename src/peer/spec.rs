@@ -4,6 +4,7 @@
 //! writes them into the routes (`routes::next_hop`). Pure: reads no file, no socket, no
 //! clock.
 
+use super::bfd::{BfdSpec, SINGLE_HOP_TTL};
 use super::PeerError;
 use crate::bgp::session::{GrConfig, MaxPrefix, MaxPrefixAction, SessionConfig};
 use crate::bgp::wire::AfiSafi;
@@ -112,6 +113,9 @@ pub struct PeerSpec {
     pub session: SessionConfig,
     pub transport: Transport,
     /// Next hops of `NextHop::SessionLocal` routes in the family the session's local
+    /// The BFD session run beside the BGP session (its `bfd-profile`), whose failure
+    /// tears the BGP session down (RFC 5882).
+    pub bfd: Option<BfdSpec>,
     /// How long a session that stops for good (no graceful restart in force) keeps our
     /// routes, re-advertised with GRACEFUL_SHUTDOWN (RFC 8326), before it withdraws them
     /// and sends its Cease. Zero: the Cease at once.
@@ -211,8 +215,42 @@ impl PeerSpec {
                 ttl,
                 connect_timeout: CONNECT_TIMEOUT,
             },
+            bfd: peer.bfd.as_ref().map(|p| bfd_spec(p, peer, source)),
             graceful_shutdown: run.graceful_shutdown,
         })
+    }
+}
+
+/// Defaults of a profile's unset fields: FRR bfdd's (and MetalLB's documentation): 300
+/// ms intervals, multiplier 3, minimum TTL 254.
+pub const BFD_DEFAULT_INTERVAL_MS: u32 = 300;
+pub const BFD_DEFAULT_MULTIPLIER: u32 = 3;
+pub const BFD_DEFAULT_MINIMUM_TTL: u32 = 254;
+
+/// The BFD session of `peer` from its resolved profile: multihop (RFC 5883) exactly
+/// when the BGP session is `ebgp-multihop`, single-hop (RFC 5881, TTL 255 required)
+/// otherwise, from the BGP session's source address.
+fn bfd_spec(profile: &config::BfdProfile, peer: &config::Peer, source: Option<IpAddr>) -> BfdSpec {
+    let ms = |v: Option<u32>| Duration::from_millis(u64::from(v.unwrap_or(BFD_DEFAULT_INTERVAL_MS)));
+    let multihop = peer.ebgp_multihop;
+    // Validated: multiplier 2..255, minimum TTL 1..254.
+    let clamp_u8 = |v: u32| u8::try_from(v).unwrap_or(u8::MAX);
+    BfdSpec {
+        profile: profile.name.clone(),
+        session: crate::bfd::SessionConfig {
+            desired_min_tx: ms(profile.transmit_interval),
+            required_min_rx: ms(profile.receive_interval),
+            detect_mult: clamp_u8(profile.detect_multiplier.unwrap_or(BFD_DEFAULT_MULTIPLIER)),
+            passive: profile.passive_mode,
+        },
+        multihop,
+        min_ttl: if multihop {
+            clamp_u8(profile.minimum_ttl.unwrap_or(BFD_DEFAULT_MINIMUM_TTL))
+        } else {
+            SINGLE_HOP_TTL
+        },
+        remote: peer.address,
+        source,
     }
 }
 
