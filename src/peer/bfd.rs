@@ -174,6 +174,7 @@ enum Command {
         key: PeerKey,
         spec: Option<BfdSpec>,
     },
+    Shutdown,
 }
 
 impl Bfd {
@@ -213,6 +214,13 @@ impl Bfd {
         map.entry(key)
             .or_insert_with(|| watch::channel(None).0)
             .subscribe()
+    }
+
+    /// Ends every session with an AdminDown packet and the task with them, waiting at
+    /// most `bound`.
+    pub async fn shutdown(mut self, bound: Duration) {
+        let _ = self.commands.send(Command::Shutdown);
+        let _ = tokio::time::timeout(bound, &mut self.join).await;
     }
 
     /// Whether the task has ended (it ends only when every handle is dropped, or on a
@@ -286,7 +294,7 @@ impl Task {
                     Some(Command::Configure { key, spec }) => {
                         self.configure(key, spec, Instant::now());
                     }
-                    None => break,
+                    Some(Command::Shutdown) | None => break,
                 },
                 Some(r) = datagrams.recv() => self.received(&r, Instant::now()),
                 () = sleep_until(deadline) => {}
@@ -299,7 +307,9 @@ impl Task {
             }
             self.flush(now);
         }
-        // The daemon is gone: say AdminDown on the way out (RFC 5880 section 6.8.16).
+        // The speaker stops: AdminDown on the way out (RFC 5880 section 6.8.16), so that
+        // peers do not take it for a failure of the path (RFC 5882 section 3.2) and a
+        // graceful restart keeps its routes.
         let now = Instant::now();
         let keys: Vec<PeerKey> = self.sessions.keys().copied().collect();
         for key in keys {
