@@ -227,6 +227,10 @@ pub(crate) struct Task {
     /// The BFD failures already acted on: a failure counted after this tears the
     /// session down (RFC 5882 section 3.2).
     bfd_failures_seen: u64,
+    /// Set while a BFD failure stops the session: the path is down, so the Cease is
+    /// handed to the socket and the connection closed without waiting for the peer
+    /// (which cannot answer) to close its side.
+    path_down: bool,
 }
 
 impl Task {
@@ -267,6 +271,7 @@ impl Task {
             graceful: None,
             bfd,
             bfd_failures_seen,
+            path_down: false,
         })
     }
 
@@ -468,6 +473,7 @@ impl Task {
             detection_ms = status.detection_time.as_millis(),
             "bfd down: tearing the bgp session down (cease/bfd down)"
         );
+        self.path_down = true;
         if self.candidate.is_some() {
             self.input(
                 LinkRole::Candidate,
@@ -486,6 +492,7 @@ impl Task {
             },
         )
         .await;
+        self.path_down = false;
     }
 
     /// Bookkeeping after every event: refill the write buffer, write, and report.
@@ -599,7 +606,12 @@ impl Task {
                 let Some(conn) = self.link_mut(w).and_then(|l| l.conn.take()) else {
                     return;
                 };
-                if notify {
+                if notify && self.path_down {
+                    let mut conn = conn;
+                    // What the socket takes now; the kernel sends it if the path
+                    // comes back before the connection times out.
+                    let _ = conn.try_flush();
+                } else if notify {
                     let deadline = tokio::time::Instant::from_std(now + CLOSE_TIMEOUT);
                     conn.close_gracefully(deadline).await;
                 }
