@@ -59,6 +59,8 @@ const TOR_BOUND: Duration = Duration::from_secs(1);
 const HOLD_SECS: u64 = 3;
 const WAIT: Duration = Duration::from_secs(40);
 pub const BENCH_CUTS: usize = 20;
+/// The TTL BIRD 2.0.12's multihop BFD packets arrive with here (no router between).
+const BIRD_MULTIHOP_TTL: u8 = 64;
 
 const POD_V4: &str = "10.244.1.0/24";
 const POD_V6: &str = "fd00:244:1::/64";
@@ -415,10 +417,18 @@ router bgp {TOR_AS}
     }
 
     fn logs(&self) -> String {
-        self.processes
+        let sessions = match self.kind {
+            Tor::Bird => bird::control(&self.dir.join("bird.ctl"), "show bfd sessions")
+                .map_err(|e| e.to_string()),
+            Tor::Frr => self.vtysh("bfdd", "show bfd peers brief"),
+        };
+        let sessions = sessions.unwrap_or_else(|e| e);
+        let logs: String = self
+            .processes
             .iter()
             .map(|p| format!("--- {}\n{}", p.name(), p.log_tail(30)))
-            .collect()
+            .collect();
+        format!("--- bfd sessions of the switch\n{sessions}\n{logs}")
     }
 }
 
@@ -448,8 +458,10 @@ fn start_speaker(dir: &Path, bfd: bool, multihop: bool) -> (Inputs, Speaker) {
             "  - peer-address: {TOR_LO}\n    peer-asn: {TOR_AS}\n    my-asn: {NODE_AS}\n    hold-time: {HOLD_SECS}s\n    source-address: {NODE_LO}\n    ebgp-multihop: true\n{profile}"
         ));
     }
+    // BIRD 2.0.12 sends multihop BFD with TTL 64, not 255: the default minimum-ttl
+    // (254, FRR's) would drop every packet (and does: the drops are counted as `ttl`).
     inputs.write_config(&format!(
-        "bfd-profiles:\n  - name: fast\n    receive-interval: {INTERVAL_MS}\n    transmit-interval: {INTERVAL_MS}\n    detect-multiplier: {MULTIPLIER}\npeers:\n{peers}speaker:\n  graceful-restart: false\n  connect-retry-time: 1s\n"
+        "bfd-profiles:\n  - name: fast\n    receive-interval: {INTERVAL_MS}\n    transmit-interval: {INTERVAL_MS}\n    detect-multiplier: {MULTIPLIER}\n    minimum-ttl: {BIRD_MULTIHOP_TTL}\npeers:\n{peers}speaker:\n  graceful-restart: false\n  connect-retry-time: 1s\n"
     ));
     let args = vec![
         "--node=n1".to_owned(),

@@ -168,8 +168,15 @@ mod tests {
 /// The BFD task's observer: the metrics themselves (one task for every peer, each
 /// report naming its peer).
 impl BfdObserver for Metrics {
-    fn bfd_state_changed(&self, peer: &PeerKey, _from: BfdState, to: BfdState, diag: Diag) {
-        self.record_bfd_state(*peer, to, diag);
+    fn bfd_state_changed(
+        &self,
+        peer: &PeerKey,
+        _from: BfdState,
+        to: BfdState,
+        diag: Diag,
+        failure: bool,
+    ) {
+        self.record_bfd_state(*peer, to, diag, failure);
     }
 
     fn bfd_packet(&self, peer: &PeerKey, dir: Direction) {

@@ -544,8 +544,9 @@ impl Metrics {
         })
     }
 
-    /// A BFD session changed state (RFC 5880 section 6.2).
-    pub fn record_bfd_state(&self, peer: PeerKey, to: BfdState, diag: Diag) {
+    /// A BFD session changed state (RFC 5880 section 6.2); `failure`: a failure of the
+    /// path (RFC 5882 section 3.2), counted.
+    pub fn record_bfd_state(&self, peer: PeerKey, to: BfdState, diag: Diag, failure: bool) {
         let mut inner = self.lock();
         let Some(entry) = self.peer_entry(&mut inner, peer, SystemTime::now()) else {
             return;
@@ -555,6 +556,9 @@ impl Metrics {
         let bfd = self.bfd_entry(entry);
         bfd.state = Some(to);
         bfd.diag = Some(diag);
+        if failure {
+            bfd.failures = bfd.failures.saturating_add(1);
+        }
         f.bfd_up
             .with_label_values(&[&p])
             .set(i64::from(to == BfdState::Up));
@@ -632,12 +636,13 @@ impl Metrics {
             return;
         };
         let bfd = self.bfd_entry(entry);
-        bfd.state = Some(status.state);
-        bfd.diag = Some(status.diag);
+        // State and diagnostic come from the observer, at once; these only from here.
         bfd.remote_state = Some(status.remote_state);
         bfd.multihop = status.multihop;
         bfd.detection_time = status.detection_time;
-        bfd.failures = status.failures;
+        // The task's count lags behind the observer's (it is read on the daemon's
+        // tick): never go back.
+        bfd.failures = bfd.failures.max(status.failures);
         if status.last_detection.is_some() {
             bfd.last_detection = status.last_detection;
         }
