@@ -17,7 +17,7 @@ use crate::bgp::session::State;
 use crate::bgp::wire::{AfiSafi, MessageType};
 use crate::config::PeerKey;
 use crate::bfd::{Diag, State as BfdState};
-use crate::peer::{BfdObserver, Direction, PeerError, PeerObserver, RouteRefusal};
+use crate::peer::{BfdObserver, BfdStatus, Direction, PeerError, PeerObserver, RouteRefusal};
 
 /// The time from the source event to the hand-over of the latest desired route set to
 /// one peer task, in nanoseconds (shared by the daemon, which writes it, and the task's
@@ -177,6 +177,10 @@ impl BfdObserver for Metrics {
         failure: bool,
     ) {
         self.record_bfd_state(*peer, to, diag, failure);
+    }
+
+    fn bfd_status(&self, peer: &PeerKey, status: &BfdStatus) {
+        self.record_bfd_status(*peer, status);
     }
 
     fn bfd_packet(&self, peer: &PeerKey, dir: Direction) {

@@ -202,6 +202,8 @@ struct BfdEntry {
     diag: Option<Diag>,
     remote_state: Option<BfdState>,
     multihop: bool,
+    local_discr: u32,
+    remote_discr: u32,
     detection_time: Duration,
     failures: u64,
     last_detection: Option<Duration>,
@@ -629,9 +631,18 @@ impl Metrics {
         }
     }
 
-    /// What the peer task's status adds: the detection time in force, the remote's
-    /// state and the failures counted.
-    fn record_bfd_status(&self, entry: &mut PeerEntry, status: Option<&BfdStatus>) {
+    /// A BFD session's published status: the detection time in force, the remote's
+    /// state and discriminator, the failures counted. The peer task's status carries
+    /// the same (read on the daemon's tick, so it may lag: it never goes back).
+    pub fn record_bfd_status(&self, peer: PeerKey, status: &BfdStatus) {
+        let mut inner = self.lock();
+        let Some(entry) = self.peer_entry(&mut inner, peer, SystemTime::now()) else {
+            return;
+        };
+        self.merge_bfd_status(entry, Some(status));
+    }
+
+    fn merge_bfd_status(&self, entry: &mut PeerEntry, status: Option<&BfdStatus>) {
         let Some(status) = status else {
             return;
         };
@@ -639,6 +650,8 @@ impl Metrics {
         // State and diagnostic come from the observer, at once; these only from here.
         bfd.remote_state = Some(status.remote_state);
         bfd.multihop = status.multihop;
+        bfd.local_discr = status.local_discr;
+        bfd.remote_discr = status.remote_discr;
         bfd.detection_time = status.detection_time;
         // The task's count lags behind the observer's (it is read on the daemon's
         // tick): never go back.
@@ -890,7 +903,7 @@ impl Metrics {
             entry.last_error.clone_from(&session_error);
         }
         entry.session_error = session_error;
-        self.record_bfd_status(entry, status.bfd.as_ref());
+        self.merge_bfd_status(entry, status.bfd.as_ref());
     }
 
     /// The entry of `peer`, created (and its series initialised) on first sight; `None`
@@ -1232,6 +1245,8 @@ impl Metrics {
                         diag: b.diag.map_or("none", Diag::name).to_owned(),
                         remote_state: b.remote_state.map(|s| s.name().to_owned()),
                         multihop: b.multihop,
+                        local_discr: b.local_discr,
+                        remote_discr: b.remote_discr,
                         detection_time_ms: millis(b.detection_time),
                         failures: b.failures,
                         last_detection_ms: b.last_detection.map(millis),

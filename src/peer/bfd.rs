@@ -145,6 +145,8 @@ pub trait BfdObserver: Send + Sync {
         _failure: bool,
     ) {
     }
+    /// A session's status, each time it is published (a state change, a new config).
+    fn bfd_status(&self, _peer: &PeerKey, _status: &BfdStatus) {}
     /// A control packet was sent to, or accepted from, a peer.
     fn bfd_packet(&self, _peer: &PeerKey, _dir: Direction) {}
     /// A received packet was dropped, for `reason` (one of [`DROP_REASONS`],
@@ -568,6 +570,7 @@ impl Task {
             last_detection: e.last_detection,
             since: e.since,
         };
+        self.observer.bfd_status(&key, &status);
         let mut map = self.statuses.lock().unwrap_or_else(PoisonError::into_inner);
         map.entry(key)
             .or_insert_with(|| watch::channel(None).0)
