@@ -508,26 +508,35 @@ fn equinix_generated_configmaps_plan_with_metallbs_values() {
     }
 }
 
-// ---- bfd-profile: accepted as MetalLB did, not acted on, and said so ------------------
+// ---- bfd-profile: run (issue 18); what is not run is said so ---------------------------
 
-/// BFD is not implemented yet (issue 18): a peer naming a defined profile stays valid
-/// (MetalLB files keep working) but gets a warning, never silence; an undefined one is
-/// still an error.
+/// A peer naming a defined profile is valid and gets that profile, resolved, with no
+/// warning: BFD runs. Echo mode, which is not run, is warned about where it is set
+/// (never silence); an undefined profile is still an error.
 #[test]
-fn a_bfd_profile_is_accepted_with_a_warning_that_bfd_is_not_run() {
+fn a_bfd_profile_is_run_and_only_echo_mode_is_warned_about() {
     let text = "bfd-profiles:\n- name: fast\n  receive-interval: 300\npeers:\n- peer-address: 10.0.0.1\n  peer-asn: 65000\n  my-asn: 65001\n  bfd-profile: fast\n";
     let c = ok(text);
     assert_eq!(c.peers[0].bfd_profile.as_deref(), Some("fast"));
-    assert_eq!(
-        c.warnings[0].location.map(|l| (l.line, l.column)),
-        Some((8, 16))
-    );
+    let p = c.peers[0].bfd.as_ref().expect("the profile, resolved");
+    assert_eq!((p.name.as_str(), p.receive_interval), ("fast", Some(300)));
+    assert!(warnings(&c).is_empty(), "{:?}", warnings(&c));
+    // Without bfd-profile, no profile and no warning.
+    let c = ok("bfd-profiles:\n- name: fast\npeers:\n- {peer-address: 10.0.0.1, peer-asn: 65000, my-asn: 65001}\n");
+    assert!(c.warnings.is_empty() && c.peers[0].bfd.is_none());
+    // Echo: accepted (MetalLB files stay valid), each setting warned about at its place.
+    let c = ok("bfd-profiles:\n- name: echo\n  echo-mode: true\n  echo-interval: 60\npeers:\n- {peer-address: 10.0.0.1, peer-asn: 65000, my-asn: 65001, bfd-profile: echo}\n");
     assert_eq!(
         warnings(&c),
         [
-            r#"peers[0].bfd-profile: "fast" is not run: this speaker has no BFD yet, so a dead link is found by the BGP hold timer (hold-time), not by BFD"#
+            r#"bfd-profiles[0].echo-mode: true is not run: this speaker sends no BFD echo packets (RFC 5880 section 6.4), only control packets in asynchronous mode"#,
+            r#"bfd-profiles[0].echo-interval: 60 is not run: this speaker sends no BFD echo packets, and asks the peer for none (Required Min Echo RX Interval 0)"#,
         ]
     );
-    // Without bfd-profile, no warning.
-    assert!(ok("bfd-profiles:\n- name: fast\npeers:\n- {peer-address: 10.0.0.1, peer-asn: 65000, my-asn: 65001}\n").warnings.is_empty());
+    assert_eq!(
+        c.warnings[0].location.map(|l| (l.line, l.column)),
+        Some((3, 14))
+    );
+    // echo-mode: false is no warning.
+    assert!(ok("bfd-profiles:\n- name: e\n  echo-mode: false\npeers:\n- {peer-address: 10.0.0.1, peer-asn: 65000, my-asn: 65001, bfd-profile: e}\n").warnings.is_empty());
 }
