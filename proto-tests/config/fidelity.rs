@@ -508,28 +508,19 @@ fn equinix_generated_configmaps_plan_with_metallbs_values() {
     }
 }
 
-// ---- bfd-profile: accepted as MetalLB did, not acted on, and said so ------------------
+// ---- bfd-profile: accepted as MetalLB did, and run (issue 18) ------------------------
 
-/// BFD is not implemented yet (issue 18): a peer naming a defined profile stays valid
-/// (MetalLB files keep working) but gets a warning, never silence; an undefined one is
-/// still an error.
+/// A peer naming a defined profile carries it, resolved, for its BFD session, without a
+/// warning; an undefined one is still an error.
 #[test]
-fn a_bfd_profile_is_accepted_with_a_warning_that_bfd_is_not_run() {
+fn a_bfd_profile_is_resolved_onto_its_peer_without_a_warning() {
     let text = "bfd-profiles:\n- name: fast\n  receive-interval: 300\npeers:\n- peer-address: 10.0.0.1\n  peer-asn: 65000\n  my-asn: 65001\n  bfd-profile: fast\n";
     let c = ok(text);
     assert_eq!(c.peers[0].bfd_profile.as_deref(), Some("fast"));
-    assert_eq!(
-        c.warnings[0].location.map(|l| (l.line, l.column)),
-        Some((8, 16))
-    );
-    assert_eq!(
-        warnings(&c),
-        [
-            r#"peers[0].bfd-profile: "fast" is not run: this speaker has no BFD yet, so a dead link is found by the BGP hold timer (hold-time), not by BFD"#
-        ]
-    );
-    // Without bfd-profile, no warning.
-    assert!(ok("bfd-profiles:\n- name: fast\npeers:\n- {peer-address: 10.0.0.1, peer-asn: 65000, my-asn: 65001}\n").warnings.is_empty());
+    assert_eq!(c.peers[0].bfd.as_ref(), Some(&c.bfd_profiles["fast"]));
+    assert!(warnings(&c).is_empty(), "{:?}", warnings(&c));
+    let c = ok("bfd-profiles:\n- name: fast\npeers:\n- {peer-address: 10.0.0.1, peer-asn: 65000, my-asn: 65001}\n");
+    assert!(c.warnings.is_empty() && c.peers[0].bfd.is_none());
 }
 
 /// The Echo function is not implemented (issue 18): `echo-mode: true` and an

@@ -366,7 +366,7 @@ impl fmt::Display for Summary<'_> {
         if s.peers.is_empty() {
             writeln!(f, "no peers configured")?;
         } else {
-            let mut t = Table::new([
+            let header = [
                 "Neighbor",
                 "AS",
                 "State",
@@ -376,11 +376,38 @@ impl fmt::Display for Summary<'_> {
                 "Rcvd",
                 "Flaps",
                 "Last error",
-            ]);
-            for p in &s.peers {
-                t.row(peer_row(p, s.now_unix));
+            ];
+            // The BFD column only when a peer has a BFD session (a bfd-profile).
+            if s.peers.iter().any(|p| p.bfd.is_some()) {
+                let [n, asn, state, rest @ ..] = header;
+                let [up_down, sent, pending, rcvd, flaps, error] = rest;
+                let mut t = Table::new([
+                    n, asn, state, "BFD", up_down, sent, pending, rcvd, flaps, error,
+                ]);
+                for p in &s.peers {
+                    let [n, asn, state, rest @ ..] = peer_row(p, s.now_unix);
+                    let [up_down, sent, pending, rcvd, flaps, error] = rest;
+                    t.row([
+                        n,
+                        asn,
+                        state,
+                        bfd_cell(p),
+                        up_down,
+                        sent,
+                        pending,
+                        rcvd,
+                        flaps,
+                        error,
+                    ]);
+                }
+                write!(f, "{t}")?;
+            } else {
+                let mut t = Table::new(header);
+                for p in &s.peers {
+                    t.row(peer_row(p, s.now_unix));
+                }
+                write!(f, "{t}")?;
             }
-            write!(f, "{t}")?;
         }
         if s.peers.iter().any(|p| !p.unannounceable.is_empty()) {
             writeln!(f, "\nNot announced to peers (no route planned)")?;
@@ -598,6 +625,23 @@ fn peer_row(p: &PeerReport, now_unix: u64) -> [String; 9] {
     ]
 }
 
+/// A peer's BFD session in one cell: its state, and after a failure the diagnostic and
+/// how long detection took (`down, control_detection_time_expired after 912ms`).
+fn bfd_cell(p: &PeerReport) -> String {
+    let Some(b) = &p.bfd else {
+        return "-".to_owned();
+    };
+    let hop = if b.multihop { " multihop" } else { "" };
+    let mut cell = format!("{}{hop}", b.state);
+    if !b.up && b.diag != "none" {
+        cell.push_str(&format!(", {}", b.diag));
+        if let Some(ms) = b.last_detection_ms {
+            cell.push_str(&format!(" after {ms}ms"));
+        }
+    }
+    cell
+}
+
 fn yes_no(b: bool) -> String {
     if b { "yes" } else { "no" }.to_owned()
 }
@@ -666,6 +710,7 @@ mod tests {
             next_retry_unix: None,
             routes: Some(routes),
             unannounceable: Vec::new(),
+            bfd: None,
         }
     }
 

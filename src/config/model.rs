@@ -103,6 +103,9 @@ pub struct Peer {
     pub ebgp_multihop: bool,
     /// `bfd-profile`: the name of a profile in `Config::bfd_profiles`.
     pub bfd_profile: Option<String>,
+    /// That profile, resolved: the BFD session (RFC 5880) run beside this peer's BGP
+    /// session, whose Down tears the BGP session down (RFC 5882).
+    pub bfd: Option<BfdProfile>,
     /// `node-selectors`, ORed; empty selects every node.
     pub node_selectors: Vec<LabelSelector>,
     /// `graceful-restart`: advertise the Graceful Restart capability (RFC 4724).

@@ -643,18 +643,7 @@ impl Validator {
         }
         let bfd_profile = match &r.bfd_profile {
             None => Some(None),
-            Some(b) if bfd_profiles.contains_key(&b.value) => {
-                // Accepted so that MetalLB files stay valid, but not acted on yet: say so
-                // wherever warnings go (`check`, the log when the config is applied).
-                self.warnings.push(ConfigError::invalid(
-                    b.path.clone(),
-                    Some(b.at),
-                    shown(b),
-                    "is not run: this speaker has no BFD yet, so a dead link is found by \
-                     the BGP hold timer (hold-time), not by BFD",
-                ));
-                Some(Some(b.value.clone()))
-            }
+            Some(b) if bfd_profiles.contains_key(&b.value) => Some(Some(b.value.clone())),
             Some(b) => {
                 let known: Vec<&str> = bfd_profiles.keys().map(String::as_str).collect();
                 let hint = closest(&b.value, &known)
@@ -664,6 +653,11 @@ impl Validator {
                 None
             }
         };
+        let bfd = bfd_profile
+            .as_ref()
+            .and_then(|b| b.as_ref())
+            .and_then(|name| bfd_profiles.get(name))
+            .cloned();
         let next_hop_v4 = self.next_hop(r.next_hop_v4.as_ref(), true);
         let next_hop_v6 = self.next_hop(r.next_hop_v6.as_ref(), false);
         let mut node_selectors = Vec::new();
@@ -727,6 +721,7 @@ impl Validator {
             password_secret: password_secret?,
             ebgp_multihop,
             bfd_profile: bfd_profile?,
+            bfd,
             node_selectors: if selectors_ok {
                 node_selectors
             } else {

@@ -142,3 +142,15 @@ mod tests {
         assert_eq!(labels.len(), MESSAGE_TYPES.len());
     }
 }
+
+/// The `reason` label of a dropped BFD packet: the BFD task's, the decoder's and the
+/// session's bounded names; anything else (none today) is folded into `other`.
+pub fn bfd_drop_reason(reason: &str) -> &'static str {
+    crate::peer::bfd::DROP_REASONS
+        .iter()
+        .chain(crate::bfd::PacketError::REASONS)
+        .chain(crate::bfd::Discard::REASONS)
+        .find(|r| **r == reason)
+        .copied()
+        .unwrap_or("other")
+}

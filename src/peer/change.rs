@@ -7,9 +7,12 @@
 //!   passive, graceful restart, families; the key a `password-secret` names) or in the
 //!   graceful shutdown time: [`SessionChange::Reset`], the session is closed and opened
 //!   again;
-//! - otherwise a change of a live setting (`connect-retry-time`, `max-prefix`):
-//!   [`SessionChange::UpdateLive`], the session keeps running; the daemon keeps the new
-//!   spec, in force when the peer task next starts;
+//! - otherwise a change of a live setting (`connect-retry-time`, `max-prefix`, the BFD
+//!   session of `bfd-profile`): [`SessionChange::UpdateLive`], the session keeps
+//!   running; the daemon keeps the new spec, in force when the peer task next starts,
+//!   and hands a new BFD session to the BFD task at once (new timers: a Poll Sequence,
+//!   RFC 5880 section 6.8.3; a profile added or removed: a BFD session started or
+//!   stopped, the BGP session untouched);
 //! - otherwise [`SessionChange::Keep`].
 //!
 //! Sessions wanted only before are closed, only after are opened. What a session
@@ -80,6 +83,7 @@ fn without_live(spec: &PeerSpec) -> PeerSpec {
     let mut spec = spec.clone();
     spec.session.connect_retry = std::time::Duration::ZERO;
     spec.session.max_prefix = None;
+    spec.bfd = None;
     spec
 }
 
