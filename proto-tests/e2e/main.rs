@@ -26,6 +26,7 @@
 mod harness;
 
 mod bfd;
+mod bfd_rig;
 mod cli;
 mod cluster;
 mod listen;
@@ -38,6 +39,9 @@ mod scrape;
 mod secrets;
 mod speaker;
 mod tor;
+
+// The name the shared BFD rig (bfd_rig.rs, also in the reliability crate) uses.
+use speaker as e2e_speaker;
 
 use std::net::IpAddr;
 use std::time::Duration;

@@ -196,6 +196,10 @@ pub struct BfdReport {
     pub remote_state: Option<String>,
     /// RFC 5883 (port 4784) rather than RFC 5881 single-hop.
     pub multihop: bool,
+    /// Our discriminator and the peer's (0 until its first packet), as in its
+    /// `show bfd` (RFC 5880 section 6.8.1).
+    pub local_discr: u32,
+    pub remote_discr: u32,
     /// The Detection Time in force, in milliseconds.
     pub detection_time_ms: u64,
     /// Times the session failed (Up -> Down, not by the remote's AdminDown).

@@ -202,6 +202,8 @@ struct BfdEntry {
     diag: Option<Diag>,
     remote_state: Option<BfdState>,
     multihop: bool,
+    local_discr: u32,
+    remote_discr: u32,
     detection_time: Duration,
     failures: u64,
     last_detection: Option<Duration>,
@@ -544,8 +546,9 @@ impl Metrics {
         })
     }
 
-    /// A BFD session changed state (RFC 5880 section 6.2).
-    pub fn record_bfd_state(&self, peer: PeerKey, to: BfdState, diag: Diag) {
+    /// A BFD session changed state (RFC 5880 section 6.2); `failure`: a failure of the
+    /// path (RFC 5882 section 3.2), counted.
+    pub fn record_bfd_state(&self, peer: PeerKey, to: BfdState, diag: Diag, failure: bool) {
         let mut inner = self.lock();
         let Some(entry) = self.peer_entry(&mut inner, peer, SystemTime::now()) else {
             return;
@@ -555,6 +558,9 @@ impl Metrics {
         let bfd = self.bfd_entry(entry);
         bfd.state = Some(to);
         bfd.diag = Some(diag);
+        if failure {
+            bfd.failures = bfd.failures.saturating_add(1);
+        }
         f.bfd_up
             .with_label_values(&[&p])
             .set(i64::from(to == BfdState::Up));
@@ -625,19 +631,31 @@ impl Metrics {
         }
     }
 
-    /// What the peer task's status adds: the detection time in force, the remote's
-    /// state and the failures counted.
-    fn record_bfd_status(&self, entry: &mut PeerEntry, status: Option<&BfdStatus>) {
+    /// A BFD session's published status: the detection time in force, the remote's
+    /// state and discriminator, the failures counted. The peer task's status carries
+    /// the same (read on the daemon's tick, so it may lag: it never goes back).
+    pub fn record_bfd_status(&self, peer: PeerKey, status: &BfdStatus) {
+        let mut inner = self.lock();
+        let Some(entry) = self.peer_entry(&mut inner, peer, SystemTime::now()) else {
+            return;
+        };
+        self.merge_bfd_status(entry, Some(status));
+    }
+
+    fn merge_bfd_status(&self, entry: &mut PeerEntry, status: Option<&BfdStatus>) {
         let Some(status) = status else {
             return;
         };
         let bfd = self.bfd_entry(entry);
-        bfd.state = Some(status.state);
-        bfd.diag = Some(status.diag);
+        // State and diagnostic come from the observer, at once; these only from here.
         bfd.remote_state = Some(status.remote_state);
         bfd.multihop = status.multihop;
+        bfd.local_discr = status.local_discr;
+        bfd.remote_discr = status.remote_discr;
         bfd.detection_time = status.detection_time;
-        bfd.failures = status.failures;
+        // The task's count lags behind the observer's (it is read on the daemon's
+        // tick): never go back.
+        bfd.failures = bfd.failures.max(status.failures);
         if status.last_detection.is_some() {
             bfd.last_detection = status.last_detection;
         }
@@ -885,7 +903,7 @@ impl Metrics {
             entry.last_error.clone_from(&session_error);
         }
         entry.session_error = session_error;
-        self.record_bfd_status(entry, status.bfd.as_ref());
+        self.merge_bfd_status(entry, status.bfd.as_ref());
     }
 
     /// The entry of `peer`, created (and its series initialised) on first sight; `None`
@@ -1227,6 +1245,8 @@ impl Metrics {
                         diag: b.diag.map_or("none", Diag::name).to_owned(),
                         remote_state: b.remote_state.map(|s| s.name().to_owned()),
                         multihop: b.multihop,
+                        local_discr: b.local_discr,
+                        remote_discr: b.remote_discr,
                         detection_time_ms: millis(b.detection_time),
                         failures: b.failures,
                         last_detection_ms: b.last_detection.map(millis),

@@ -134,8 +134,19 @@ pub struct BfdStatus {
 /// What the BFD task reports (metrics implement it; every method has a no-op default).
 /// Called inline: cheap, never blocking. Every argument is bounded.
 pub trait BfdObserver: Send + Sync {
-    /// A session changed state; `diag` is why.
-    fn bfd_state_changed(&self, _peer: &PeerKey, _from: State, _to: State, _diag: Diag) {}
+    /// A session changed state; `diag` is why; `failure`: the change is a failure of
+    /// the path (Up -> Down, not by the remote's AdminDown; RFC 5882 section 3.2).
+    fn bfd_state_changed(
+        &self,
+        _peer: &PeerKey,
+        _from: State,
+        _to: State,
+        _diag: Diag,
+        _failure: bool,
+    ) {
+    }
+    /// A session's status, each time it is published (a state change, a new config).
+    fn bfd_status(&self, _peer: &PeerKey, _status: &BfdStatus) {}
     /// A control packet was sent to, or accepted from, a peer.
     fn bfd_packet(&self, _peer: &PeerKey, _dir: Direction) {}
     /// A received packet was dropped, for `reason` (one of [`DROP_REASONS`],
@@ -529,7 +540,8 @@ impl Task {
                     info!(peer = %key, from = %from, to = %to, diag = %diag, remote = %remote, "bfd state changed");
                 }
                 entry.since = now;
-                self.observer.bfd_state_changed(key, from, to, diag);
+                self.observer
+                    .bfd_state_changed(key, from, to, diag, event.is_failure());
                 changed.push(*key);
             }
         }
@@ -555,6 +567,7 @@ impl Task {
             last_detection: e.last_detection,
             since: e.since,
         };
+        self.observer.bfd_status(&key, &status);
         let mut map = self.statuses.lock().unwrap_or_else(PoisonError::into_inner);
         map.entry(key)
             .or_insert_with(|| watch::channel(None).0)
