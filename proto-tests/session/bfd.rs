@@ -690,23 +690,7 @@ fn a_remote_in_demand_mode_gets_no_periodic_packets_but_polls_are_answered() {
 
 /// A packet from the scripted remote (discriminator B_DISCR, 300 ms, multiplier 3).
 fn remote_packet(state: State, your_discr: u32) -> Packet {
-    Packet {
-        version: 1,
-        diag: Diag::None,
-        state,
-        poll: false,
-        final_: false,
-        control_plane_independent: false,
-        auth_present: false,
-        demand: false,
-        multipoint: false,
-        detect_mult: 3,
-        my_discr: B_DISCR,
-        your_discr,
-        desired_min_tx_us: 300_000,
-        required_min_rx_us: 300_000,
-        required_min_echo_rx_us: 0,
-    }
+    Packet::new(state, Diag::None, 3, B_DISCR, your_discr, 300_000, 300_000)
 }
 
 /// A session brought Up by a scripted remote at `t0`, its Poll Sequence done and its

@@ -81,21 +81,10 @@ fn captured_packets_decode_to_their_fields_and_encode_back_to_their_octets() {
         let bytes = hex(c.bytes);
         let p = Packet::decode(&bytes).unwrap_or_else(|e| panic!("{}: {e}", c.what));
         let expected = Packet {
-            version: 1,
-            diag: c.diag,
-            state: c.state,
             poll: c.poll,
             final_: c.final_,
-            control_plane_independent: false,
-            auth_present: false,
-            demand: false,
-            multipoint: false,
-            detect_mult: 3,
-            my_discr: c.my,
-            your_discr: c.your,
-            desired_min_tx_us: c.tx,
-            required_min_rx_us: c.rx,
             required_min_echo_rx_us: c.echo,
+            ..Packet::new(c.state, c.diag, 3, c.my, c.your, c.tx, c.rx)
         };
         assert_eq!(p, expected, "{}", c.what);
         assert_eq!(p.encode().to_vec(), bytes, "{}", c.what);

@@ -49,7 +49,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use super::packet::{Diag, Packet, State, VERSION};
+use super::packet::{Diag, Packet, State};
 
 /// The least Desired Min TX Interval while the session is not Up (RFC 5880 section
 /// 6.8.3).
@@ -398,25 +398,18 @@ impl Session {
         micros(self.config.required_min_rx)
     }
 
+    /// Our packet with P and F clear. The Echo function is not implemented, so it asks
+    /// for no echo packets (a Required Min Echo RX Interval of 0, section 6.8.9).
     fn packet(&self) -> Packet {
-        Packet {
-            version: VERSION,
-            diag: self.diag,
-            state: self.state,
-            poll: false,
-            final_: false,
-            control_plane_independent: false,
-            auth_present: false,
-            demand: false,
-            multipoint: false,
-            detect_mult: self.config.detect_mult,
-            my_discr: self.local_discr,
-            your_discr: self.remote_discr,
-            desired_min_tx_us: self.advertised_tx(),
-            required_min_rx_us: self.advertised_rx(),
-            // The Echo function is not implemented (section 6.8.9).
-            required_min_echo_rx_us: 0,
-        }
+        Packet::new(
+            self.state,
+            self.diag,
+            self.config.detect_mult,
+            self.local_discr,
+            self.remote_discr,
+            self.advertised_tx(),
+            self.advertised_rx(),
+        )
     }
 
     fn change_state(&mut self, to: State, diag: Diag) {
@@ -642,21 +635,8 @@ mod tests {
         let mut s = Session::new(config(300, 300, 3), 1, t0, 0);
         assert!(s.poll_transmit(t0).is_some());
         let quiet = Packet {
-            version: VERSION,
-            diag: Diag::None,
-            state: State::Down,
             poll: true,
-            final_: false,
-            control_plane_independent: false,
-            auth_present: false,
-            demand: false,
-            multipoint: false,
-            detect_mult: 3,
-            my_discr: 2,
-            your_discr: 0,
-            desired_min_tx_us: 1_000_000,
-            required_min_rx_us: 0,
-            required_min_echo_rx_us: 0,
+            ..Packet::new(State::Down, Diag::None, 3, 2, 0, 1_000_000, 0)
         };
         s.handle_packet(t0, &quiet).unwrap();
         assert!(s.poll_transmit(t0).unwrap().final_);
