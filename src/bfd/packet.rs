@@ -231,6 +231,36 @@ impl PacketError {
 }
 
 impl Packet {
+    /// A version 1 packet with every flag clear and no Required Min Echo RX Interval:
+    /// what a session sends before it sets P or F. Intervals in microseconds.
+    pub fn new(
+        state: State,
+        diag: Diag,
+        detect_mult: u8,
+        my_discr: u32,
+        your_discr: u32,
+        desired_min_tx_us: u32,
+        required_min_rx_us: u32,
+    ) -> Packet {
+        Packet {
+            version: VERSION,
+            diag,
+            state,
+            poll: false,
+            final_: false,
+            control_plane_independent: false,
+            auth_present: false,
+            demand: false,
+            multipoint: false,
+            detect_mult,
+            my_discr,
+            your_discr,
+            desired_min_tx_us,
+            required_min_rx_us,
+            required_min_echo_rx_us: 0,
+        }
+    }
+
     /// Decode one UDP payload, `bytes`, applying RFC 5880 section 6.8.6's checks that
     /// need no session, in its order: version 1; Length at least 24 (26 with the A bit)
     /// and no more than the payload; Detect Mult non-zero; M clear; My Discriminator
@@ -337,21 +367,8 @@ mod tests {
 
     fn up() -> Packet {
         Packet {
-            version: 1,
-            diag: Diag::None,
-            state: State::Up,
-            poll: false,
-            final_: false,
-            control_plane_independent: false,
-            auth_present: false,
-            demand: false,
-            multipoint: false,
-            detect_mult: 3,
-            my_discr: 1,
-            your_discr: 2,
-            desired_min_tx_us: 300_000,
-            required_min_rx_us: 300_000,
             required_min_echo_rx_us: 50_000,
+            ..Packet::new(State::Up, Diag::None, 3, 1, 2, 300_000, 300_000)
         }
     }
 

@@ -49,7 +49,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use super::packet::{Diag, Packet, State, VERSION};
+use super::packet::{Diag, Packet, State};
 
 /// The least Desired Min TX Interval while the session is not Up (RFC 5880 section
 /// 6.8.3).
@@ -398,25 +398,18 @@ impl Session {
         micros(self.config.required_min_rx)
     }
 
+    /// Our packet with P and F clear. The Echo function is not implemented, so it asks
+    /// for no echo packets (a Required Min Echo RX Interval of 0, section 6.8.9).
     fn packet(&self) -> Packet {
-        Packet {
-            version: VERSION,
-            diag: self.diag,
-            state: self.state,
-            poll: false,
-            final_: false,
-            control_plane_independent: false,
-            auth_present: false,
-            demand: false,
-            multipoint: false,
-            detect_mult: self.config.detect_mult,
-            my_discr: self.local_discr,
-            your_discr: self.remote_discr,
-            desired_min_tx_us: self.advertised_tx(),
-            required_min_rx_us: self.advertised_rx(),
-            // The Echo function is not implemented (section 6.8.9).
-            required_min_echo_rx_us: 0,
-        }
+        Packet::new(
+            self.state,
+            self.diag,
+            self.config.detect_mult,
+            self.local_discr,
+            self.remote_discr,
+            self.advertised_tx(),
+            self.advertised_rx(),
+        )
     }
 
     fn change_state(&mut self, to: State, diag: Diag) {
@@ -540,4 +533,113 @@ fn splitmix64(state: &mut u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(tx_ms: u64, rx_ms: u64, mult: u8) -> SessionConfig {
+        SessionConfig {
+            desired_min_tx: Duration::from_millis(tx_ms),
+            required_min_rx: Duration::from_millis(rx_ms),
+            detect_mult: mult,
+            passive: false,
+        }
+    }
+
+    #[test]
+    fn discriminators_are_non_zero_and_free() {
+        for seed in 0..64 {
+            let d = allocate_discriminator(seed, |_| false).unwrap();
+            assert_ne!(d, 0);
+        }
+        // A taken value is skipped for the next free one after it.
+        let first = allocate_discriminator(9, |_| false).unwrap();
+        let taken = [first, first.wrapping_add(1)];
+        let next = allocate_discriminator(9, |d| taken.contains(&d)).unwrap();
+        assert!(!taken.contains(&next) && next != 0);
+        assert_eq!(next, first.wrapping_add(2));
+        assert_ne!(
+            allocate_discriminator(1, |_| false),
+            allocate_discriminator(2, |_| false)
+        );
+    }
+
+    #[test]
+    fn config_values_are_kept_to_what_the_wire_can_say() {
+        let s = Session::new(
+            SessionConfig {
+                desired_min_tx: Duration::ZERO,
+                required_min_rx: Duration::from_secs(5000),
+                detect_mult: 0,
+                passive: true,
+            },
+            1,
+            Instant::now(),
+            0,
+        );
+        let c = s.config();
+        assert_eq!(c.desired_min_tx, Duration::from_micros(1));
+        assert_eq!(
+            c.required_min_rx,
+            Duration::from_micros(u64::from(u32::MAX))
+        );
+        assert_eq!(c.detect_mult, 1);
+    }
+
+    #[test]
+    fn the_one_second_floor_holds_until_up_and_a_slower_profile_keeps_its_own() {
+        let t0 = Instant::now();
+        let mut s = Session::new(config(300, 300, 3), 1, t0, 0);
+        let p = s.poll_transmit(t0).unwrap();
+        assert_eq!(
+            (p.desired_min_tx_us, p.required_min_rx_us),
+            (1_000_000, 300_000)
+        );
+        assert_eq!(p.required_min_echo_rx_us, 0);
+        let mut s = Session::new(config(2500, 300, 3), 1, t0, 0);
+        assert_eq!(s.poll_transmit(t0).unwrap().desired_min_tx_us, 2_500_000);
+    }
+
+    #[test]
+    fn jitter_draws_stay_in_the_rfc_ranges() {
+        for (mult, top) in [(3u8, 1_000_000u64), (1, 900_000)] {
+            let mut s = Session::new(config(300, 300, mult), 1, Instant::now(), 42);
+            let draws: Vec<u64> = (0..10_000).map(|_| s.draw_jitter()).collect();
+            assert!(draws.iter().all(|&d| (750_000..=top).contains(&d)));
+            assert!(draws.iter().any(|&d| d < 760_000));
+            assert!(draws.iter().any(|&d| d > top - 10_000));
+        }
+    }
+
+    #[test]
+    fn only_a_fall_from_up_not_caused_by_the_remote_admin_down_is_a_failure() {
+        let e = |from, to, remote| Event::StateChanged {
+            from,
+            to,
+            diag: Diag::None,
+            remote,
+        };
+        assert!(e(State::Up, State::Down, State::Down).is_failure());
+        assert!(e(State::Up, State::Down, State::Init).is_failure());
+        assert!(!e(State::Up, State::Down, State::AdminDown).is_failure());
+        assert!(!e(State::Init, State::Down, State::Down).is_failure());
+        assert!(!e(State::Up, State::AdminDown, State::Up).is_failure());
+        assert!(!e(State::Down, State::Init, State::Down).is_failure());
+    }
+
+    #[test]
+    fn a_remote_asking_for_no_packets_gets_none_but_a_final() {
+        let t0 = Instant::now();
+        let mut s = Session::new(config(300, 300, 3), 1, t0, 0);
+        assert!(s.poll_transmit(t0).is_some());
+        let quiet = Packet {
+            poll: true,
+            ..Packet::new(State::Down, Diag::None, 3, 2, 0, 1_000_000, 0)
+        };
+        s.handle_packet(t0, &quiet).unwrap();
+        assert!(s.poll_transmit(t0).unwrap().final_);
+        assert_eq!(s.poll_transmit(t0 + Duration::from_secs(10)), None);
+    }
 }

@@ -294,6 +294,27 @@ impl Validator {
                 passive_mode: r.passive_mode.as_ref().is_some_and(|b| b.value),
                 minimum_ttl: ranged(&r.minimum_ttl, 1, 254),
             };
+            // The Echo function (RFC 5880 section 6.4) is not implemented: say so rather
+            // than let the profile look as if it ran.
+            if let Some(e) = r.echo_mode.as_ref().filter(|e| e.value) {
+                self.warnings.push(ConfigError::invalid(
+                    e.path.clone(),
+                    Some(e.at),
+                    String::from("true"),
+                    "is not run: this speaker does not implement BFD echo mode, so a \
+                     failure is found by control packets alone (the remote's \
+                     transmit-interval x detect-multiplier)",
+                ));
+            }
+            if let (Some(e), Some(_)) = (&r.echo_interval, profile.echo_interval) {
+                self.warnings.push(ConfigError::invalid(
+                    e.path.clone(),
+                    Some(e.at),
+                    e.value.to_string(),
+                    "has no effect: this speaker does not implement BFD echo mode, so it \
+                     sends no echo packet and asks for none",
+                ));
+            }
             let Some(name) = name else { continue };
             if name.value.is_empty() {
                 self.invalid(name, shown(name), "must not be empty");
@@ -305,27 +326,6 @@ impl Validator {
                 continue;
             }
             first.insert(name.value.clone(), r.path.clone());
-            // The speaker runs asynchronous mode only (RFC 5880 section 3.2): say so where
-            // warnings go (`check`, the log when the config is applied) rather than
-            // accept the setting in silence.
-            if let Some(e) = r.echo_mode.as_ref().filter(|e| e.value) {
-                self.warnings.push(ConfigError::invalid(
-                    e.path.clone(),
-                    Some(e.at),
-                    "true",
-                    "is not run: this speaker sends no BFD echo packets (RFC 5880 \
-                     section 6.4), only control packets in asynchronous mode",
-                ));
-            }
-            if let Some(e) = &r.echo_interval {
-                self.warnings.push(ConfigError::invalid(
-                    e.path.clone(),
-                    Some(e.at),
-                    e.value.to_string(),
-                    "is not run: this speaker sends no BFD echo packets, and asks the \
-                     peer for none (Required Min Echo RX Interval 0)",
-                ));
-            }
             out.insert(
                 name.value.clone(),
                 BfdProfile {

@@ -18,8 +18,8 @@ use prometheus::{
 };
 
 use super::board::{
-    BfdReport, ConfigReport, DriftReport, GateReport, OverlapReport, PeerReport, RefusedReport, SourceReport,
-    Status, UnannounceableReport, ViewReport,
+    BfdReport, ConfigReport, DriftReport, GateReport, OverlapReport, PeerReport, RefusedReport,
+    SourceReport, Status, UnannounceableReport, ViewReport,
 };
 use super::labels::{self, Direction, AFIS, MESSAGE_TYPES};
 use crate::bfd::{Diag, State as BfdState};

@@ -181,10 +181,7 @@ pub struct Bfd {
 
 #[derive(Debug)]
 enum Command {
-    Configure {
-        key: PeerKey,
-        spec: Option<BfdSpec>,
-    },
+    Configure { key: PeerKey, spec: Option<BfdSpec> },
     Shutdown,
 }
 

@@ -303,7 +303,10 @@ fn recvmsg_ttl(socket: &impl AsRawFd, buf: &mut [u8]) -> io::Result<Datagram> {
         }
     }
     let from = sockaddr_to_std(&from).ok_or_else(|| {
-        io::Error::new(io::ErrorKind::InvalidData, "datagram from an unknown address family")
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            "datagram from an unknown address family",
+        )
     })?;
     Ok(Datagram {
         // Not negative, checked above.
@@ -321,9 +324,8 @@ fn sockaddr_to_std(storage: &libc::sockaddr_storage) -> Option<SocketAddr> {
         libc::AF_INET => {
             // SAFETY: the family says the storage holds a sockaddr_in, which it is large
             // and aligned enough for.
-            let sin = unsafe {
-                &*(storage as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>()
-            };
+            let sin =
+                unsafe { &*(storage as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
             let ip = std::net::Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr));
             Some(SocketAddr::new(ip.into(), u16::from_be(sin.sin_port)))
         }

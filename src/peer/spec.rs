@@ -221,31 +221,18 @@ impl PeerSpec {
     }
 }
 
-/// Defaults of a profile's unset fields: FRR bfdd's (and MetalLB's documentation): 300
-/// ms intervals, multiplier 3, minimum TTL 254.
-pub const BFD_DEFAULT_INTERVAL_MS: u32 = 300;
-pub const BFD_DEFAULT_MULTIPLIER: u32 = 3;
-pub const BFD_DEFAULT_MINIMUM_TTL: u32 = 254;
-
-/// The BFD session of `peer` from its resolved profile: multihop (RFC 5883) exactly
-/// when the BGP session is `ebgp-multihop`, single-hop (RFC 5881, TTL 255 required)
-/// otherwise, from the BGP session's source address.
+/// The BFD session of `peer` from its resolved profile (`BfdProfile::session_config`
+/// and `minimum_ttl_in_force`, the one mapping of a profile and its defaults): multihop
+/// (RFC 5883) exactly when the BGP session is `ebgp-multihop`, single-hop (RFC 5881, TTL
+/// 255 required) otherwise, from the BGP session's source address.
 fn bfd_spec(profile: &config::BfdProfile, peer: &config::Peer, source: Option<IpAddr>) -> BfdSpec {
-    let ms = |v: Option<u32>| Duration::from_millis(u64::from(v.unwrap_or(BFD_DEFAULT_INTERVAL_MS)));
     let multihop = peer.ebgp_multihop;
-    // Validated: multiplier 2..255, minimum TTL 1..254.
-    let clamp_u8 = |v: u32| u8::try_from(v).unwrap_or(u8::MAX);
     BfdSpec {
         profile: profile.name.clone(),
-        session: crate::bfd::SessionConfig {
-            desired_min_tx: ms(profile.transmit_interval),
-            required_min_rx: ms(profile.receive_interval),
-            detect_mult: clamp_u8(profile.detect_multiplier.unwrap_or(BFD_DEFAULT_MULTIPLIER)),
-            passive: profile.passive_mode,
-        },
+        session: profile.session_config(),
         multihop,
         min_ttl: if multihop {
-            clamp_u8(profile.minimum_ttl.unwrap_or(BFD_DEFAULT_MINIMUM_TTL))
+            profile.minimum_ttl_in_force()
         } else {
             SINGLE_HOP_TTL
         },
