@@ -209,10 +209,22 @@ pub(crate) mod tests {
         let r = run([192, 0, 2, 10], None);
         let spec = PeerSpec::from_config(&fast, &r).unwrap();
         let bfd = spec.bfd.expect("a bfd session");
-        assert_eq!(bfd.session.desired_min_tx, std::time::Duration::from_millis(100));
-        assert_eq!(bfd.session.required_min_rx, std::time::Duration::from_millis(300));
-        assert_eq!((bfd.session.detect_mult, bfd.multihop, bfd.min_ttl), (3, false, 255));
-        let mh = with("    bfd-profile: p\n    ebgp-multihop: true\n", "    minimum-ttl: 200\n");
+        assert_eq!(
+            bfd.session.desired_min_tx,
+            std::time::Duration::from_millis(100)
+        );
+        assert_eq!(
+            bfd.session.required_min_rx,
+            std::time::Duration::from_millis(300)
+        );
+        assert_eq!(
+            (bfd.session.detect_mult, bfd.multihop, bfd.min_ttl),
+            (3, false, 255)
+        );
+        let mh = with(
+            "    bfd-profile: p\n    ebgp-multihop: true\n",
+            "    minimum-ttl: 200\n",
+        );
         let bfd = PeerSpec::from_config(&mh, &r).unwrap().bfd.unwrap();
         assert_eq!((bfd.multihop, bfd.min_ttl), (true, 200));
     }
