@@ -99,6 +99,41 @@ impl crate::sources::kube::events::EventObserver for Metrics {
     }
 }
 
+/// The BFD task's observer: the metrics themselves (one task for every peer, each
+/// report naming its peer).
+impl BfdObserver for Metrics {
+    fn bfd_state_changed(
+        &self,
+        peer: &PeerKey,
+        _from: BfdState,
+        to: BfdState,
+        diag: Diag,
+        failure: bool,
+    ) {
+        self.record_bfd_state(*peer, to, diag, failure);
+    }
+
+    fn bfd_status(&self, peer: &PeerKey, status: &BfdStatus) {
+        self.record_bfd_status(*peer, status);
+    }
+
+    fn bfd_packet(&self, peer: &PeerKey, dir: Direction) {
+        self.record_bfd_packet(*peer, dir);
+    }
+
+    fn bfd_dropped(&self, peer: Option<&PeerKey>, reason: &'static str) {
+        self.record_bfd_dropped(peer.copied(), reason);
+    }
+
+    fn bfd_detected(&self, peer: &PeerKey, after: Duration) {
+        self.record_bfd_detection(*peer, after);
+    }
+
+    fn bfd_removed(&self, peer: &PeerKey) {
+        self.record_bfd_removed(*peer);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -162,40 +197,5 @@ mod tests {
                 .any(|l| l.contains("type=\"update\"") && l.ends_with(" 1")),
             "{text}"
         );
-    }
-}
-
-/// The BFD task's observer: the metrics themselves (one task for every peer, each
-/// report naming its peer).
-impl BfdObserver for Metrics {
-    fn bfd_state_changed(
-        &self,
-        peer: &PeerKey,
-        _from: BfdState,
-        to: BfdState,
-        diag: Diag,
-        failure: bool,
-    ) {
-        self.record_bfd_state(*peer, to, diag, failure);
-    }
-
-    fn bfd_status(&self, peer: &PeerKey, status: &BfdStatus) {
-        self.record_bfd_status(*peer, status);
-    }
-
-    fn bfd_packet(&self, peer: &PeerKey, dir: Direction) {
-        self.record_bfd_packet(*peer, dir);
-    }
-
-    fn bfd_dropped(&self, peer: Option<&PeerKey>, reason: &'static str) {
-        self.record_bfd_dropped(peer.copied(), reason);
-    }
-
-    fn bfd_detected(&self, peer: &PeerKey, after: Duration) {
-        self.record_bfd_detection(*peer, after);
-    }
-
-    fn bfd_removed(&self, peer: &PeerKey) {
-        self.record_bfd_removed(*peer);
     }
 }
