@@ -23,23 +23,7 @@ use crate::scrape::{get, value};
 const REPEAT: usize = 5;
 
 fn packet(state: State, my: u32, your: u32) -> Packet {
-    Packet {
-        version: 1,
-        diag: Diag::None,
-        state,
-        poll: false,
-        final_: false,
-        control_plane_independent: false,
-        auth_present: false,
-        demand: false,
-        multipoint: false,
-        detect_mult: 3,
-        my_discr: my,
-        your_discr: your,
-        desired_min_tx_us: 100_000,
-        required_min_rx_us: 100_000,
-        required_min_echo_rx_us: 0,
-    }
+    Packet::new(state, Diag::None, 3, my, your, 100_000, 100_000)
 }
 
 fn dropped(metrics: &str, reason: &str) -> f64 {

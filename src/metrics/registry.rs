@@ -549,44 +549,46 @@ impl Metrics {
     /// A BFD session changed state (RFC 5880 section 6.2); `failure`: a failure of the
     /// path (RFC 5882 section 3.2), counted.
     pub fn record_bfd_state(&self, peer: PeerKey, to: BfdState, diag: Diag, failure: bool) {
+        self.with_bfd(peer, |f, p, bfd| {
+            bfd.state = Some(to);
+            bfd.diag = Some(diag);
+            if failure {
+                bfd.failures = bfd.failures.saturating_add(1);
+            }
+            f.bfd_up
+                .with_label_values(&[p])
+                .set(i64::from(to == BfdState::Up));
+            for state in BFD_STATES {
+                f.bfd_state
+                    .with_label_values(&[p, state.name()])
+                    .set(i64::from(state == to));
+            }
+            f.bfd_transitions.with_label_values(&[p, to.name()]).inc();
+        });
+    }
+
+    /// Runs `update` on the peer's BFD entry (created with its series on first sight)
+    /// with the families and the peer's label; nothing for a removed peer.
+    fn with_bfd(&self, peer: PeerKey, update: impl FnOnce(&Families, &str, &mut BfdEntry)) {
         let mut inner = self.lock();
         let Some(entry) = self.peer_entry(&mut inner, peer, SystemTime::now()) else {
             return;
         };
-        let f = &self.families;
-        let p = entry.label.clone();
+        let label = entry.label.clone();
         let bfd = self.bfd_entry(entry);
-        bfd.state = Some(to);
-        bfd.diag = Some(diag);
-        if failure {
-            bfd.failures = bfd.failures.saturating_add(1);
-        }
-        f.bfd_up
-            .with_label_values(&[&p])
-            .set(i64::from(to == BfdState::Up));
-        for state in BFD_STATES {
-            f.bfd_state
-                .with_label_values(&[&p, state.name()])
-                .set(i64::from(state == to));
-        }
-        f.bfd_transitions.with_label_values(&[&p, to.name()]).inc();
+        update(&self.families, &label, bfd);
     }
 
     /// One BFD control packet sent to, or accepted from, the peer.
     pub fn record_bfd_packet(&self, peer: PeerKey, dir: Direction) {
-        let mut inner = self.lock();
-        let Some(entry) = self.peer_entry(&mut inner, peer, SystemTime::now()) else {
-            return;
-        };
-        let f = &self.families;
-        let p = entry.label.clone();
-        let bfd = self.bfd_entry(entry);
-        let (family, count) = match dir {
-            Direction::Sent => (&f.bfd_packets_sent, &mut bfd.packets_sent),
-            Direction::Received => (&f.bfd_packets_received, &mut bfd.packets_received),
-        };
-        *count = count.saturating_add(1);
-        family.with_label_values(&[&p]).inc();
+        self.with_bfd(peer, |f, p, bfd| {
+            let (family, count) = match dir {
+                Direction::Sent => (&f.bfd_packets_sent, &mut bfd.packets_sent),
+                Direction::Received => (&f.bfd_packets_received, &mut bfd.packets_received),
+            };
+            *count = count.saturating_add(1);
+            family.with_label_values(&[p]).inc();
+        });
     }
 
     /// A received BFD packet dropped, for `reason` (a bounded name from the BFD task,
@@ -607,17 +609,12 @@ impl Metrics {
 
     /// A BFD failure detected `after` the last packet received from the peer.
     pub fn record_bfd_detection(&self, peer: PeerKey, after: Duration) {
-        let mut inner = self.lock();
-        let Some(entry) = self.peer_entry(&mut inner, peer, SystemTime::now()) else {
-            return;
-        };
-        let f = &self.families;
-        let p = entry.label.clone();
-        let bfd = self.bfd_entry(entry);
-        bfd.last_detection = Some(after);
-        f.bfd_last_detection
-            .with_label_values(&[&p])
-            .set(after.as_secs_f64());
+        self.with_bfd(peer, |f, p, bfd| {
+            bfd.last_detection = Some(after);
+            f.bfd_last_detection
+                .with_label_values(&[p])
+                .set(after.as_secs_f64());
+        });
     }
 
     /// The peer no longer has a BFD session: its BFD series go.
