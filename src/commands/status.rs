@@ -678,6 +678,7 @@ pub fn duration(secs: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::metrics::board::BfdReport;
     use std::collections::BTreeMap;
 
     #[test]
@@ -734,6 +735,53 @@ mod tests {
             },
             since_unix: pending.is_none().then_some(940),
         }
+    }
+
+    /// The BFD cell: `-` without a session, the state, and after a failure why and how
+    /// long detection took.
+    #[test]
+    fn the_bfd_cell_shows_state_and_the_last_failure() {
+        let mut p = peer_report(RoutesReport {
+            answered: true,
+            established: true,
+            held: 0,
+            pending: 0,
+            unwritten_octets: 0,
+            limit: 0,
+            routes: vec![],
+            pending_routes: vec![],
+        });
+        assert_eq!(bfd_cell(&p), "-");
+        let up = BfdReport {
+            state: "up".into(),
+            up: true,
+            diag: "none".into(),
+            remote_state: Some("up".into()),
+            multihop: false,
+            local_discr: 1,
+            remote_discr: 2,
+            detection_time_ms: 300,
+            failures: 0,
+            last_detection_ms: None,
+            packets_sent: 10,
+            packets_received: 10,
+            packets_dropped: 0,
+        };
+        p.bfd = Some(up.clone());
+        assert_eq!(bfd_cell(&p), "up");
+        p.bfd = Some(BfdReport {
+            state: "down".into(),
+            up: false,
+            diag: "control_detection_time_expired".into(),
+            multihop: true,
+            failures: 1,
+            last_detection_ms: Some(297),
+            ..up
+        });
+        assert_eq!(
+            bfd_cell(&p),
+            "down multihop, control_detection_time_expired after 297ms"
+        );
     }
 
     #[test]
