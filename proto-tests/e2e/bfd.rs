@@ -89,6 +89,47 @@ fn frr_bfdd_single_hop_drops_a_dead_link_in_under_a_second() {
     detection_is_fast(&ns, Tor::Frr, false);
 }
 
+/// A profile's new receive-interval on a config reload reaches the running BFD session
+/// through a Poll Sequence (RFC 5880 section 6.8.3): BIRD slows its transmission to it,
+/// our detection time follows, and neither the BFD nor the BGP session goes down.
+#[test]
+fn new_bfd_timers_on_reload_are_polled_without_a_reset() {
+    let Some(ns) = isolated!(&[NODE_LO.parse().unwrap()], Duration::from_secs(120)) else {
+        return;
+    };
+    let rig = Rig::new(ns.dir());
+    let switch = Switch::start(&rig, Tor::Bird, true);
+    let (inputs, mut speaker) = start_speaker(ns.dir(), true, false);
+    let neighbors = &single_hop()[..1];
+    wait_all_up(&switch, &speaker, neighbors, true);
+    let logs = || format!("{}\n--- speaker\n{}", switch.logs(), speaker.log_tail(40));
+    wait_for(WAIT, "BIRD sends every 100 ms", &logs, &|| {
+        bird_bfd_interval(&switch, NODE_V4) == Some(0.1)
+    });
+    let before = peer_report(TOR_V4).expect("status");
+    inputs.write_config(&speaker_config(true, false, 300));
+    wait_for(WAIT, "BIRD sends every 300 ms", &logs, &|| {
+        bird_bfd_interval(&switch, NODE_V4) == Some(0.3)
+    });
+    wait_for(WAIT, "our detection time is 3 x 300 ms", &logs, &|| {
+        peer_report(TOR_V4)
+            .and_then(|p| p.bfd)
+            .is_some_and(|b| b.detection_time_ms == 900)
+    });
+    let after = peer_report(TOR_V4).expect("status");
+    let (b0, b1) = (before.bfd.expect("bfd"), after.bfd.clone().expect("bfd"));
+    assert!(after.up && b1.up, "{after:?}");
+    assert_eq!(after.flaps, before.flaps, "the BGP session was not reset");
+    assert_eq!(b1.failures, b0.failures, "the BFD session did not fail");
+    assert_eq!(b1.local_discr, b0.local_discr, "the same BFD session");
+    let log = speaker.log_tail(200);
+    assert!(log.contains("bfd timers changed: poll sequence"), "{log}");
+    assert!(log.contains("update-live"), "{log}");
+    assert!(switch.bfd_up(NODE_V4), "{}", switch.logs());
+    let status = speaker.terminate();
+    assert!(status.success(), "{status:?}");
+}
+
 /// The same cut without BFD: the routes stay at the switch until its hold timer fires.
 #[test]
 fn without_bfd_a_dead_link_takes_the_hold_time() {

@@ -380,6 +380,10 @@ router bgp {TOR_AS}
         }
     }
 
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     pub fn vtysh(&self, daemon: &str, command: &str) -> Result<String, String> {
         let mut cmd = Command::new("vtysh");
         cmd.arg("--vty_socket")
@@ -469,6 +473,22 @@ impl Drop for Switch {
 pub fn start_speaker(dir: &Path, bfd: bool, multihop: bool) -> (Inputs, Speaker) {
     let inputs = Inputs::new(dir, "kubernetes", "10.244.0.0/16");
     inputs.write_node(&NodeSpec::new("n1", NODE_V4.parse().unwrap()).node_cidrs(&[POD_V4, POD_V6]));
+    inputs.write_config(&speaker_config(bfd, multihop, INTERVAL_MS));
+    let args = vec![
+        "--node=n1".to_owned(),
+        format!("--graceful-shutdown-time={GRACEFUL_SHUTDOWN}"),
+        format!("--bgp-config={}", inputs.config_path().display()),
+        format!("--cluster-state={}", inputs.cluster_path().display()),
+        format!("--metrics-addr={METRICS}"),
+    ];
+    let speaker = Speaker::start(dir, "n1", &args);
+    (inputs, speaker)
+}
+
+/// The node's bgp-config: sessions to the switch's IPv4 and IPv6 addresses (and with
+/// `multihop`, its loopback), each with the BFD profile `fast` when `bfd`, whose
+/// receive-interval is `rx_ms`.
+pub fn speaker_config(bfd: bool, multihop: bool, rx_ms: u64) -> String {
     let profile = if bfd { "    bfd-profile: fast\n" } else { "" };
     let mut peers = format!(
         "  - peer-address: {TOR_V4}\n    peer-asn: {TOR_AS}\n    my-asn: {NODE_AS}\n    hold-time: {HOLD_SECS}s\n    source-address: {NODE_V4}\n{profile}  - peer-address: {TOR_V6}\n    peer-asn: {TOR_AS}\n    my-asn: {NODE_AS}\n    hold-time: {HOLD_SECS}s\n    source-address: {NODE_V6}\n{profile}"
@@ -480,18 +500,20 @@ pub fn start_speaker(dir: &Path, bfd: bool, multihop: bool) -> (Inputs, Speaker)
     }
     // BIRD 2.0.12 sends multihop BFD with TTL 64, not 255: the default minimum-ttl
     // (254, FRR's) would drop every packet (and does: the drops are counted as `ttl`).
-    inputs.write_config(&format!(
-        "bfd-profiles:\n  - name: fast\n    receive-interval: {INTERVAL_MS}\n    transmit-interval: {INTERVAL_MS}\n    detect-multiplier: {MULTIPLIER}\n    minimum-ttl: {BIRD_MULTIHOP_TTL}\npeers:\n{peers}speaker:\n  graceful-restart: false\n  connect-retry-time: 1s\n"
-    ));
-    let args = vec![
-        "--node=n1".to_owned(),
-        format!("--graceful-shutdown-time={GRACEFUL_SHUTDOWN}"),
-        format!("--bgp-config={}", inputs.config_path().display()),
-        format!("--cluster-state={}", inputs.cluster_path().display()),
-        format!("--metrics-addr={METRICS}"),
-    ];
-    let speaker = Speaker::start(dir, "n1", &args);
-    (inputs, speaker)
+    format!(
+        "bfd-profiles:\n  - name: fast\n    receive-interval: {rx_ms}\n    transmit-interval: {INTERVAL_MS}\n    detect-multiplier: {MULTIPLIER}\n    minimum-ttl: {BIRD_MULTIHOP_TTL}\npeers:\n{peers}speaker:\n  graceful-restart: false\n  connect-retry-time: 1s\n"
+    )
+}
+
+/// BIRD's transmit interval towards `neighbor` (`show bfd sessions`), in seconds.
+pub fn bird_bfd_interval(switch: &Switch, neighbor: &str) -> Option<f64> {
+    let text = bird::control(&switch.dir().join("bird.ctl"), "show bfd sessions").ok()?;
+    text.lines().find_map(|l| {
+        let cols: Vec<&str> = l.split_whitespace().collect();
+        (cols.first() == Some(&neighbor))
+            .then(|| cols.get(4)?.parse().ok())
+            .flatten()
+    })
 }
 
 pub fn peer_report(addr: &str) -> Option<PeerReport> {
