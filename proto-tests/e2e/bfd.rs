@@ -62,7 +62,10 @@ fn detection_is_fast(ns: &Netns, kind: Tor, multihop: bool) {
             );
         }
         let log = speaker.log_tail(400);
-        assert!(log.contains("cease: bfd down"), "no Cease/BFD Down sent:\n{log}");
+        assert!(
+            log.contains("cease: bfd down"),
+            "no Cease/BFD Down sent:\n{log}"
+        );
     }
     // Back after the last cut: the sessions come back by themselves.
     wait_all_up(&switch, &speaker, &neighbors, true);
@@ -101,19 +104,27 @@ fn without_bfd_a_dead_link_takes_the_hold_time() {
     rig.cut();
     thread::sleep(TOR_BOUND + Duration::from_millis(500));
     for (node_addr, tor_addr, afi, prefix) in &neighbors {
-        assert!(switch.holds(node_addr, *afi, prefix), "{node_addr}: dropped early");
+        assert!(
+            switch.holds(node_addr, *afi, prefix),
+            "{node_addr}: dropped early"
+        );
         let p = peer_report(tor_addr).expect("status");
         assert!(p.up && p.bfd.is_none(), "{tor_addr}: {p:?}");
     }
     let hold = Duration::from_secs(HOLD_SECS);
     let logs = || switch.logs();
     for (node_addr, _, afi, prefix) in &neighbors {
-        wait_for(hold + Duration::from_secs(3), "the hold timer drops the routes", &logs, &|| {
-            !switch.holds(node_addr, *afi, prefix)
-        });
+        wait_for(
+            hold + Duration::from_secs(3),
+            "the hold timer drops the routes",
+            &logs,
+            &|| !switch.holds(node_addr, *afi, prefix),
+        );
     }
     let took = cut_at.elapsed();
-    println!("without bfd: the switch dropped the routes {took:?} after the cut (hold time {hold:?})");
+    println!(
+        "without bfd: the switch dropped the routes {took:?} after the cut (hold time {hold:?})"
+    );
     assert!(took >= hold - Duration::from_millis(1000), "{took:?}");
     rig.restore();
 }

@@ -97,7 +97,15 @@ impl Rig {
             vec!["link", "set", "w1", "netns", &w],
             vec!["link", "set", "v1", "netns", &t],
             vec!["addr", "add", &format!("{NODE_V4}/24"), "dev", "v0"],
-            vec!["-6", "addr", "add", &format!("{NODE_V6}/64"), "dev", "v0", "nodad"],
+            vec![
+                "-6",
+                "addr",
+                "add",
+                &format!("{NODE_V6}/64"),
+                "dev",
+                "v0",
+                "nodad",
+            ],
             vec!["link", "set", "v0", "up"],
             vec!["route", "add", &format!("{TOR_LO}/32"), "via", TOR_V4],
         ] {
@@ -118,7 +126,15 @@ impl Rig {
             vec!["link", "set", "lo", "up"],
             vec!["addr", "add", &format!("{TOR_LO}/32"), "dev", "lo"],
             vec!["addr", "add", &format!("{TOR_V4}/24"), "dev", "v1"],
-            vec!["-6", "addr", "add", &format!("{TOR_V6}/64"), "dev", "v1", "nodad"],
+            vec![
+                "-6",
+                "addr",
+                "add",
+                &format!("{TOR_V6}/64"),
+                "dev",
+                "v1",
+                "nodad",
+            ],
             vec!["link", "set", "v1", "up"],
             vec!["route", "add", &format!("{NODE_LO}/32"), "via", NODE_V4],
         ] {
@@ -141,11 +157,17 @@ impl Rig {
 
     /// Packets between node and switch stop (both daemons' links stay up).
     pub fn cut(&self) {
-        ip(Some(&self.wire.pid().to_string()), &["link", "set", "w0", "down"]);
+        ip(
+            Some(&self.wire.pid().to_string()),
+            &["link", "set", "w0", "down"],
+        );
     }
 
     pub fn restore(&self) {
-        ip(Some(&self.wire.pid().to_string()), &["link", "set", "w0", "up"]);
+        ip(
+            Some(&self.wire.pid().to_string()),
+            &["link", "set", "w0", "up"],
+        );
     }
 }
 
@@ -298,9 +320,14 @@ router bgp {TOR_AS}
         let zapi = d.join("zserv.api");
         let wrapped = |program: &str| {
             let mut cmd = rig.in_tor("unshare");
-            cmd.args(["-m", "sh", "-c", "mount --bind \"$0\" /etc/group && exec \"$@\""])
-                .arg(&group_path)
-                .arg(program);
+            cmd.args([
+                "-m",
+                "sh",
+                "-c",
+                "mount --bind \"$0\" /etc/group && exec \"$@\"",
+            ])
+            .arg(&group_path)
+            .arg(program);
             cmd
         };
         let mut zebra = wrapped("/usr/lib/frr/zebra");
@@ -389,16 +416,19 @@ router bgp {TOR_AS}
     /// The switch's BFD session with `neighbor` is up.
     pub fn bfd_up(&self, neighbor: &str) -> bool {
         match self.kind {
-            Tor::Bird => bird::control(&self.dir.join("bird.ctl"), "show bfd sessions")
-                .is_ok_and(|t| {
-                    t.lines()
-                        .any(|l| l.split_whitespace().next() == Some(neighbor) && l.contains(" Up "))
-                }),
+            Tor::Bird => {
+                bird::control(&self.dir.join("bird.ctl"), "show bfd sessions").is_ok_and(|t| {
+                    t.lines().any(|l| {
+                        l.split_whitespace().next() == Some(neighbor) && l.contains(" Up ")
+                    })
+                })
+            }
             Tor::Frr => self.vtysh("bfdd", "show bfd peers json").is_ok_and(|t| {
                 serde_json::from_str::<serde_json::Value>(&t).is_ok_and(|v| {
                     v.as_array().is_some_and(|a| {
                         a.iter().any(|p| {
-                            p["peer"].as_str() == Some(neighbor) && p["status"].as_str() == Some("up")
+                            p["peer"].as_str() == Some(neighbor)
+                                && p["status"].as_str() == Some("up")
                         })
                     })
                 })
@@ -477,29 +507,44 @@ pub fn peer_report(addr: &str) -> Option<PeerReport> {
 pub fn wait_for(within: Duration, what: &str, logs: &dyn Fn() -> String, ok: &dyn Fn() -> bool) {
     let deadline = Instant::now() + within;
     while !ok() {
-        assert!(Instant::now() < deadline, "{what} within {within:?}\n{}", logs());
+        assert!(
+            Instant::now() < deadline,
+            "{what} within {within:?}\n{}",
+            logs()
+        );
         thread::sleep(Duration::from_millis(50));
     }
 }
 
 /// Everything up: the BGP sessions Established with the node's routes at the switch
 /// and, with `bfd`, the BFD sessions Up on both sides.
-pub fn wait_all_up(switch: &Switch, speaker: &Speaker, neighbors: &[(&str, &str, Afi, &str)], bfd: bool) {
+pub fn wait_all_up(
+    switch: &Switch,
+    speaker: &Speaker,
+    neighbors: &[(&str, &str, Afi, &str)],
+    bfd: bool,
+) {
     let logs = || format!("{}\n--- speaker\n{}", switch.logs(), speaker.log_tail(40));
     for (node_addr, tor_addr, afi, prefix) in neighbors {
         wait_for(WAIT, &format!("{tor_addr} established"), &logs, &|| {
             peer_report(tor_addr).is_some_and(|p| p.up)
         });
-        wait_for(WAIT, &format!("{prefix} at the switch from {node_addr}"), &logs, &|| {
-            switch.holds(node_addr, *afi, prefix)
-        });
+        wait_for(
+            WAIT,
+            &format!("{prefix} at the switch from {node_addr}"),
+            &logs,
+            &|| switch.holds(node_addr, *afi, prefix),
+        );
         if bfd {
             wait_for(WAIT, &format!("our bfd with {tor_addr} up"), &logs, &|| {
                 peer_report(tor_addr).is_some_and(|p| p.bfd.as_ref().is_some_and(|b| b.up))
             });
-            wait_for(WAIT, &format!("the switch's bfd with {node_addr} up"), &logs, &|| {
-                switch.bfd_up(node_addr)
-            });
+            wait_for(
+                WAIT,
+                &format!("the switch's bfd with {node_addr} up"),
+                &logs,
+                &|| switch.bfd_up(node_addr),
+            );
         }
     }
 }
@@ -554,8 +599,10 @@ pub fn cut_with_bfd(
         .iter()
         .zip(speaker_down.iter().zip(&tor_lost))
         .map(|((_, tor_addr, ..), (s, t))| {
-            let s = s.unwrap_or_else(|| panic!("the speaker never dropped {tor_addr} after the cut"));
-            let t = t.unwrap_or_else(|| panic!("the switch kept the routes from {tor_addr}'s peer"));
+            let s =
+                s.unwrap_or_else(|| panic!("the speaker never dropped {tor_addr} after the cut"));
+            let t =
+                t.unwrap_or_else(|| panic!("the switch kept the routes from {tor_addr}'s peer"));
             (s, t)
         })
         .collect()
@@ -567,4 +614,3 @@ pub fn single_hop() -> Vec<(&'static str, &'static str, Afi, &'static str)> {
         (NODE_V6, TOR_V6, Afi::Ipv6, POD_V6),
     ]
 }
-

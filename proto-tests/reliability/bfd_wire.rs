@@ -95,7 +95,11 @@ fn malformed_and_spoofed_bfd_packets_are_counted_and_change_nothing() {
             packet(State::Down, 7, ours).encode().to_vec(),
             255,
         ),
-        ("no_session", packet(State::Down, 7, 0).encode().to_vec(), 255),
+        (
+            "no_session",
+            packet(State::Down, 7, 0).encode().to_vec(),
+            255,
+        ),
     ];
     for (_, bytes, ttl) in &cases {
         send(bytes, *ttl);

@@ -13,10 +13,10 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use super::Metrics;
+use crate::bfd::{Diag, State as BfdState};
 use crate::bgp::session::State;
 use crate::bgp::wire::{AfiSafi, MessageType};
 use crate::config::PeerKey;
-use crate::bfd::{Diag, State as BfdState};
 use crate::peer::{BfdObserver, BfdStatus, Direction, PeerError, PeerObserver, RouteRefusal};
 
 /// The time from the source event to the hand-over of the latest desired route set to

@@ -189,6 +189,46 @@ pub(crate) mod tests {
         session_change(Some(&o), Some(&n)).unwrap()
     }
 
+    /// A bfd-profile added, removed, or with new timers is update-live: the BGP session
+    /// keeps running, the BFD task takes the new BFD session.
+    #[test]
+    fn a_bfd_profile_change_is_update_live() {
+        let with = |extra: &str, profile: &str| {
+            let text = format!(
+                "bfd-profiles:\n  - name: p\n{profile}peers:\n  - peer-address: 192.0.2.1\n    peer-asn: 65000\n    my-asn: 65001\n{extra}"
+            );
+            crate::config::parse(&text).unwrap().peers[0].clone()
+        };
+        let none = with("", "");
+        let fast = with("    bfd-profile: p\n", "    transmit-interval: 100\n");
+        let slow = with("    bfd-profile: p\n", "    transmit-interval: 900\n");
+        assert_eq!(change(&none, &fast), SessionChange::UpdateLive);
+        assert_eq!(change(&fast, &slow), SessionChange::UpdateLive);
+        assert_eq!(change(&fast, &none), SessionChange::UpdateLive);
+        assert_eq!(change(&fast, &fast), SessionChange::Keep);
+        let r = run([192, 0, 2, 10], None);
+        let spec = PeerSpec::from_config(&fast, &r).unwrap();
+        let bfd = spec.bfd.expect("a bfd session");
+        assert_eq!(
+            bfd.session.desired_min_tx,
+            std::time::Duration::from_millis(100)
+        );
+        assert_eq!(
+            bfd.session.required_min_rx,
+            std::time::Duration::from_millis(300)
+        );
+        assert_eq!(
+            (bfd.session.detect_mult, bfd.multihop, bfd.min_ttl),
+            (3, false, 255)
+        );
+        let mh = with(
+            "    bfd-profile: p\n    ebgp-multihop: true\n",
+            "    minimum-ttl: 200\n",
+        );
+        let bfd = PeerSpec::from_config(&mh, &r).unwrap().bfd.unwrap();
+        assert_eq!((bfd.multihop, bfd.min_ttl), (true, 200));
+    }
+
     #[test]
     fn session_parameters_reset_live_settings_update_and_attributes_keep() {
         use SessionChange::*;
