@@ -3,9 +3,10 @@
 //! `tokio::` or clock path written inline in code, outside `#[cfg(test)]` modules.
 //!
 //! The rules (a module may not import):
-//! - `bgp` and `routes` (the pure core): tokio, sockets, the clock (`SystemTime`,
-//!   `Instant::now`), `peer`, `metrics`, `daemon`, `commands`, `cli`, `sources` other
-//!   than its pure `sources::model`;
+//! - `bgp`, `bfd` and `routes` (the pure core): tokio, sockets, the clock
+//!   (`SystemTime`, `Instant::now`), `peer`, `metrics`, `daemon`, `commands`, `cli`,
+//!   `sources` other than its pure `sources::model`; `bgp` and `bfd` not `routes` or
+//!   `config` either, and `bfd` not `bgp` (the coupling of the two is `peer`'s);
 //! - `config`: `bgp::session`, `peer`, `daemon`, `commands`;
 //! - `metrics`: a command (`commands`, `cli`) or `daemon`;
 //! - `sources`: `bgp`, `routes`, `peer`, `daemon`, `commands` (it knows nothing of BGP);
@@ -32,7 +33,7 @@ struct Rule {
     allowed: &'static [&'static str],
 }
 
-/// What the pure core (`bgp`, `routes`) may not touch: the runtime, sockets, the clock
+/// What the pure core (`bgp`, `bfd`, `routes`) may not touch: the runtime, sockets, the clock
 /// and every module that does I/O or presents.
 const IMPURE: &[&str] = &[
     "tokio",
@@ -59,6 +60,11 @@ fn rules() -> Vec<Rule> {
         Rule {
             module: "bgp",
             forbidden: with(&["crate::routes", "crate::config"]),
+            allowed: &[],
+        },
+        Rule {
+            module: "bfd",
+            forbidden: with(&["crate::routes", "crate::config", "crate::bgp"]),
             allowed: &[],
         },
         Rule {
@@ -483,6 +489,36 @@ fn checker_flags_a_forbidden_import_of_every_rule() {
             "crate::metrics::Metrics",
         ),
         (
+            "bfd/session.rs",
+            "    let t = Instant::now();",
+            "Instant::now",
+        ),
+        (
+            "bfd/mod.rs",
+            "use std::net::UdpSocket;",
+            "std::net::UdpSocket",
+        ),
+        (
+            "bfd/session.rs",
+            "use tokio::time::Instant;",
+            "tokio::time::Instant",
+        ),
+        (
+            "bfd/packet.rs",
+            "use crate::config::BfdProfile;",
+            "crate::config::BfdProfile",
+        ),
+        (
+            "bfd/session.rs",
+            "use crate::bgp::wire::Notification;",
+            "crate::bgp::wire::Notification",
+        ),
+        (
+            "bfd/session.rs",
+            "use super::super::peer::PeerSpec;",
+            "crate::peer::PeerSpec",
+        ),
+        (
             "routes/plan.rs",
             "use crate::sources::kube::client;",
             "crate::sources::kube::client",
@@ -553,6 +589,9 @@ fn checker_allows_what_the_rules_allow() {
         ),
         ("routes/plan.rs", "use std::time::Duration;"),
         ("bgp/session/fsm.rs", "use std::time::Instant;"),
+        ("bfd/session.rs", "use std::time::{Duration, Instant};"),
+        ("bfd/session.rs", "use super::packet::{Diag, Packet};"),
+        ("config/model.rs", "use crate::bfd::SessionConfig;"),
         ("bgp/session/fsm.rs", "use super::super::wire::Message;"),
         ("config/model.rs", "use crate::bgp::wire::Origin;"),
         (

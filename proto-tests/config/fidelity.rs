@@ -508,26 +508,83 @@ fn equinix_generated_configmaps_plan_with_metallbs_values() {
     }
 }
 
-// ---- bfd-profile: accepted as MetalLB did, not acted on, and said so ------------------
+// ---- bfd-profile: accepted as MetalLB did, and run (issue 18) ------------------------
 
-/// BFD is not implemented yet (issue 18): a peer naming a defined profile stays valid
-/// (MetalLB files keep working) but gets a warning, never silence; an undefined one is
-/// still an error.
+/// A peer naming a defined profile carries it, resolved, for its BFD session, without a
+/// warning; an undefined one is still an error.
 #[test]
-fn a_bfd_profile_is_accepted_with_a_warning_that_bfd_is_not_run() {
+fn a_bfd_profile_is_resolved_onto_its_peer_without_a_warning() {
     let text = "bfd-profiles:\n- name: fast\n  receive-interval: 300\npeers:\n- peer-address: 10.0.0.1\n  peer-asn: 65000\n  my-asn: 65001\n  bfd-profile: fast\n";
     let c = ok(text);
     assert_eq!(c.peers[0].bfd_profile.as_deref(), Some("fast"));
-    assert_eq!(
-        c.warnings[0].location.map(|l| (l.line, l.column)),
-        Some((8, 16))
-    );
+    assert_eq!(c.peers[0].bfd.as_ref(), Some(&c.bfd_profiles["fast"]));
+    assert!(warnings(&c).is_empty(), "{:?}", warnings(&c));
+    let c = ok("bfd-profiles:\n- name: fast\npeers:\n- {peer-address: 10.0.0.1, peer-asn: 65000, my-asn: 65001}\n");
+    assert!(c.warnings.is_empty() && c.peers[0].bfd.is_none());
+}
+
+/// The Echo function is not implemented (issue 18): `echo-mode: true` and an
+/// `echo-interval` stay valid (MetalLB files keep working) and each gets a warning that
+/// says so, at its own line; an out-of-range one is only an error.
+#[test]
+fn echo_mode_and_echo_interval_are_accepted_with_a_warning_that_echo_is_not_run() {
+    let text = "bfd-profiles:\n- name: echo\n  echo-mode: true\n  echo-interval: 50\n- name: plain\n  echo-mode: false\n";
+    let c = ok(text);
     assert_eq!(
         warnings(&c),
         [
-            r#"peers[0].bfd-profile: "fast" is not run: this speaker has no BFD yet, so a dead link is found by the BGP hold timer (hold-time), not by BFD"#
+            "bfd-profiles[0].echo-mode: true is not run: this speaker does not implement BFD echo mode, so a failure is found by control packets alone (the remote's transmit-interval x detect-multiplier)",
+            "bfd-profiles[0].echo-interval: 50 has no effect: this speaker does not implement BFD echo mode, so it sends no echo packet and asks for none",
         ]
     );
-    // Without bfd-profile, no warning.
-    assert!(ok("bfd-profiles:\n- name: fast\npeers:\n- {peer-address: 10.0.0.1, peer-asn: 65000, my-asn: 65001}\n").warnings.is_empty());
+    let lines: Vec<_> = c
+        .warnings
+        .iter()
+        .map(|w| w.location.map(|l| l.line))
+        .collect();
+    assert_eq!(lines, [Some(3), Some(4)]);
+    assert!(ok("bfd-profiles:\n- name: plain\n  echo-mode: false\n")
+        .warnings
+        .is_empty());
+    assert_eq!(
+        errors("bfd-profiles:\n- name: p\n  echo-interval: 5\n"),
+        ["bfd-profiles[0].echo-interval: 5 must be between 10 and 60000"]
+    );
+    // `check` shows them.
+    let report = check_text("f.yaml", text).to_string();
+    assert!(
+        report.contains("warning: f.yaml:3:14: bfd-profiles[0].echo-mode: true is not run"),
+        "{report}"
+    );
+}
+
+/// A profile becomes a BFD session's config in one place, unset fields at MetalLB's and
+/// FRR's defaults: 300 ms both ways, multiplier 3, active, minimum TTL 254.
+#[test]
+fn a_bfd_profile_maps_to_the_session_config_with_metallb_defaults() {
+    use podcidr_speaker::bfd::SessionConfig;
+    let ms = Duration::from_millis;
+    let c = ok("bfd-profiles:\n- name: d\n- name: s\n  receive-interval: 120\n  transmit-interval: 45\n  detect-multiplier: 255\n  passive-mode: true\n  minimum-ttl: 200\n");
+    let d = &c.bfd_profiles["d"];
+    assert_eq!(
+        d.session_config(),
+        SessionConfig {
+            desired_min_tx: ms(300),
+            required_min_rx: ms(300),
+            detect_mult: 3,
+            passive: false,
+        }
+    );
+    assert_eq!(d.minimum_ttl_in_force(), 254);
+    let s = &c.bfd_profiles["s"];
+    assert_eq!(
+        s.session_config(),
+        SessionConfig {
+            desired_min_tx: ms(45),
+            required_min_rx: ms(120),
+            detect_mult: 255,
+            passive: true,
+        }
+    );
+    assert_eq!(s.minimum_ttl_in_force(), 200);
 }

@@ -9,6 +9,7 @@
 //! - [`restart`]: SIGTERM with graceful restart, and a new process taking over.
 //! - [`multipool`]: multi-pool IPAM, a node gaining and releasing pool CIDRs.
 //! - [`secrets`]: TCP MD5 keys from `--secrets-dir`, rotated under FRR and BIRD.
+//! - [`bfd`]: BFD with BIRD and FRR's bfdd over a veth that is cut: detection times.
 //!
 //! The tests with real peers run each in a network namespace of its own through the
 //! interop harness (`isolated!`: the test re-executes itself under `unshare -rn`), BIRD
@@ -24,6 +25,8 @@
 #[path = "../interop/harness/mod.rs"]
 mod harness;
 
+mod bfd;
+mod bfd_rig;
 mod cli;
 mod cluster;
 mod listen;
@@ -36,6 +39,9 @@ mod scrape;
 mod secrets;
 mod speaker;
 mod tor;
+
+// The name the shared BFD rig (bfd_rig.rs, also in the reliability crate) uses.
+use speaker as e2e_speaker;
 
 use std::net::IpAddr;
 use std::time::Duration;

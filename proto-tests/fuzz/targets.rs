@@ -217,3 +217,67 @@ pub fn cluster_state(data: &[u8]) {
         }
     }
 }
+
+/// One input as the UDP payload of a BFD control packet (RFC 5880 section 4.1): decode
+/// never panics; an accepted packet passed section 6.8.6's checks, encodes back to the
+/// same 24 octets but the Length, and decodes from them to itself (unless it had the A
+/// bit, whose 24 octets are too short); a session in each state takes it without
+/// panicking and answers a Poll with a Final.
+pub fn bfd_packet(data: &[u8]) {
+    use podcidr_speaker::bfd::{Packet, PacketError, Session, SessionConfig, State};
+    use std::time::{Duration, Instant};
+
+    let packet = match Packet::decode(data) {
+        Ok(p) => p,
+        Err(e) => {
+            assert!(PacketError::REASONS.contains(&e.reason()), "{e:?}");
+            let _ = e.to_string();
+            return;
+        }
+    };
+    assert!(packet.version == 1 && !packet.multipoint);
+    assert!(packet.detect_mult != 0 && packet.my_discr != 0);
+    assert!(packet.your_discr != 0 || matches!(packet.state, State::Down | State::AdminDown));
+    let bytes = packet.encode();
+    for (i, (a, b)) in bytes.iter().zip(data).enumerate() {
+        if i != 3 {
+            assert_eq!(a, b, "octet {i} changed by decode + encode");
+        }
+    }
+    match Packet::decode(&bytes) {
+        Ok(again) => {
+            assert!(!packet.auth_present);
+            assert_eq!(again, packet, "decode(encode(p)) != p");
+        }
+        Err(e) => assert!(packet.auth_present, "{e}: {packet:?}"),
+    }
+
+    let config = SessionConfig {
+        desired_min_tx: Duration::from_millis(300),
+        required_min_rx: Duration::from_millis(300),
+        detect_mult: 3,
+        passive: false,
+    };
+    let t0 = Instant::now();
+    let your = packet.your_discr.max(1);
+    for admin_down in [false, true] {
+        let mut s = Session::new(config, your, t0, u64::from(packet.my_discr));
+        s.set_admin_down(t0, admin_down);
+        for at in [0u64, 1, 2] {
+            let now = t0 + Duration::from_millis(at);
+            let accepted = s.handle_packet(now, &packet);
+            let mut finals = 0;
+            while let Some(out) = s.poll_transmit(now) {
+                finals += usize::from(out.final_);
+                assert_eq!(Packet::decode(&out.encode()), Ok(out), "we sent {out:?}");
+            }
+            assert_eq!(finals, usize::from(accepted.is_ok() && packet.poll));
+            while s.poll_event().is_some() {}
+        }
+        if let Some(t) = s.poll_timeout() {
+            s.handle_timeout(t);
+            let _ = s.poll_transmit(t);
+        }
+        let _ = s.detection_time();
+    }
+}

@@ -54,6 +54,16 @@ pub fn full_scrape() -> Scrape {
     m.set_received(a, Afi::IPV4, 0);
     m.record_not_announced(a, Afi::IPV6, RouteRefusal::FamilyNotNegotiated, 1);
     m.record_unannounceable(&crate::dual_stack_plan(None));
+    m.record_bfd_state(
+        a,
+        podcidr_speaker::bfd::State::Up,
+        podcidr_speaker::bfd::Diag::None,
+        false,
+    );
+    m.record_bfd_packet(a, podcidr_speaker::peer::Direction::Sent);
+    m.record_bfd_packet(a, podcidr_speaker::peer::Direction::Received);
+    m.record_bfd_dropped(Some(a), "ttl");
+    m.record_bfd_detection(a, Duration::from_millis(300));
     m.record_session_state(a, State::Established, State::Idle, t(4));
     let mut config = ConfigState::new();
     let u =

@@ -42,12 +42,18 @@ const WAIT: Duration = Duration::from_secs(30);
 const IO_TIMEOUT: Duration = Duration::from_secs(5);
 
 fn bgp_config(with_frr: bool) -> String {
+    // A BFD profile BIRD does not answer (no `protocol bfd` there): the BFD series
+    // exist, the session stays Down beside an Established BGP session, as the BFD alert
+    // describes.
     let mut text = format!(
-        "peers:
+        "bfd-profiles:
+  - name: unanswered
+peers:
   - peer-address: {bird}
     peer-asn: {BIRD_AS}
     my-asn: {NODE_AS}
     hold-time: 9s
+    bfd-profile: unanswered
 ",
         bird = v4(2)
     );

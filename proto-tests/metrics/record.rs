@@ -937,6 +937,7 @@ fn peer_status(key: PeerKey, pending: usize, last_error: Option<SessionError>) -
         last_io_error: None,
         next_retry: None,
         finished: false,
+        bfd: None,
     }
 }
 

@@ -16,6 +16,8 @@
 //!   initial table (BIRD).
 //! - `binary`: the built `run` binary: no password in its logs, metrics or status;
 //!   SIGTERM in the middle of the initial table with graceful restart (BIRD).
+//! - `bfd_wire`: malformed and spoofed BFD packets at the speaker's BFD socket during
+//!   an Up session (BIRD): counted by reason, nothing changes.
 //! - `load`: 50,000 nodes, 16 peers, a soak under steady churn in cluster mode.
 //! - `restart`: the binary restarted ten times against BIRD, FRR and GoBGP at once, with
 //!   and without graceful restart; a peer dialing while the speaker waits to retry.
@@ -41,11 +43,15 @@ mod e2e_speaker;
 #[allow(dead_code)]
 #[path = "../e2e/scrape.rs"]
 mod scrape;
+// The BFD rig of the e2e tests (node, wire and switch namespaces).
+#[path = "../e2e/bfd_rig.rs"]
+mod bfd_rig;
 
 /// What proto-tests/e2e/scrape.rs waits at most (the e2e crate's own constant).
 pub const WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 mod abuse;
+mod bfd_wire;
 mod binary;
 mod faults;
 mod fixture;

@@ -10,6 +10,7 @@
 mod harness;
 
 mod backoff;
+mod bfd;
 mod collision;
 mod delay_open;
 mod extended_next_hop;

@@ -1,5 +1,6 @@
 //! Administrative stops: Cease subcodes 2, 3 and 4 with their RFC 9003 Shutdown
-//! Communication, what restarts afterwards and what does not.
+//! Communication, and BFD Down (subcode 10, RFC 9384); what restarts afterwards and what
+//! does not.
 
 use crate::harness::*;
 use podcidr_speaker::bgp::session::{Action, Input, SessionError, State, StopReason, Timer};
@@ -73,6 +74,38 @@ fn admin_reset_sends_cease_4_and_comes_back() {
     let restart = net.sessions[0]
         .deadline(Timer::IdleHold)
         .expect("reset restarts");
+    assert!(restart - net.now <= secs(5));
+    net.run_until(secs(5));
+    assert_eq!(net.state(0), State::Established);
+    assert_eq!(net.sessions[0].stats().established_count, 2);
+}
+
+/// RFC 5882 section 3.2 / RFC 9384: the driver stops an Established session whose BFD
+/// session failed; the peer reads Cease/BFD Down, and the session comes back under the
+/// normal retry, as after any failure.
+#[test]
+fn bfd_down_sends_cease_10_and_comes_back() {
+    let mut net = Net::pair(config(), peer_config());
+    net.start_all();
+    let mark = net.log[0].len();
+    net.input(
+        0,
+        Input::Stop {
+            reason: StopReason::BfdDown,
+        },
+    );
+    let a = net.actions_since(0, mark);
+    assert_eq!(notifications(&a), vec![(6, 10, vec![])]);
+    assert_eq!(a[1], Action::CloseConnection { notify: true });
+    assert_eq!(net.state(0), State::Idle);
+    let Some(SessionError::NotificationReceived(info)) = &net.sessions[1].stats().last_error else {
+        panic!("peer should have received the notification");
+    };
+    assert_eq!((info.code, info.subcode), (6, 10));
+    assert_eq!(info.description(), "cease: bfd down");
+    let restart = net.sessions[0]
+        .deadline(Timer::IdleHold)
+        .expect("a bfd down restarts");
     assert!(restart - net.now <= secs(5));
     net.run_until(secs(5));
     assert_eq!(net.state(0), State::Established);

@@ -366,7 +366,7 @@ impl fmt::Display for Summary<'_> {
         if s.peers.is_empty() {
             writeln!(f, "no peers configured")?;
         } else {
-            let mut t = Table::new([
+            let header = [
                 "Neighbor",
                 "AS",
                 "State",
@@ -376,11 +376,38 @@ impl fmt::Display for Summary<'_> {
                 "Rcvd",
                 "Flaps",
                 "Last error",
-            ]);
-            for p in &s.peers {
-                t.row(peer_row(p, s.now_unix));
+            ];
+            // The BFD column only when a peer has a BFD session (a bfd-profile).
+            if s.peers.iter().any(|p| p.bfd.is_some()) {
+                let [n, asn, state, rest @ ..] = header;
+                let [up_down, sent, pending, rcvd, flaps, error] = rest;
+                let mut t = Table::new([
+                    n, asn, state, "BFD", up_down, sent, pending, rcvd, flaps, error,
+                ]);
+                for p in &s.peers {
+                    let [n, asn, state, rest @ ..] = peer_row(p, s.now_unix);
+                    let [up_down, sent, pending, rcvd, flaps, error] = rest;
+                    t.row([
+                        n,
+                        asn,
+                        state,
+                        bfd_cell(p),
+                        up_down,
+                        sent,
+                        pending,
+                        rcvd,
+                        flaps,
+                        error,
+                    ]);
+                }
+                write!(f, "{t}")?;
+            } else {
+                let mut t = Table::new(header);
+                for p in &s.peers {
+                    t.row(peer_row(p, s.now_unix));
+                }
+                write!(f, "{t}")?;
             }
-            write!(f, "{t}")?;
         }
         if s.peers.iter().any(|p| !p.unannounceable.is_empty()) {
             writeln!(f, "\nNot announced to peers (no route planned)")?;
@@ -598,6 +625,23 @@ fn peer_row(p: &PeerReport, now_unix: u64) -> [String; 9] {
     ]
 }
 
+/// A peer's BFD session in one cell: its state, and after a failure the diagnostic and
+/// how long detection took (`down, control_detection_time_expired after 912ms`).
+fn bfd_cell(p: &PeerReport) -> String {
+    let Some(b) = &p.bfd else {
+        return "-".to_owned();
+    };
+    let hop = if b.multihop { " multihop" } else { "" };
+    let mut cell = format!("{}{hop}", b.state);
+    if !b.up && b.diag != "none" {
+        cell.push_str(&format!(", {}", b.diag));
+        if let Some(ms) = b.last_detection_ms {
+            cell.push_str(&format!(" after {ms}ms"));
+        }
+    }
+    cell
+}
+
 fn yes_no(b: bool) -> String {
     if b { "yes" } else { "no" }.to_owned()
 }
@@ -634,6 +678,7 @@ pub fn duration(secs: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::metrics::board::BfdReport;
     use std::collections::BTreeMap;
 
     #[test]
@@ -666,6 +711,7 @@ mod tests {
             next_retry_unix: None,
             routes: Some(routes),
             unannounceable: Vec::new(),
+            bfd: None,
         }
     }
 
@@ -689,6 +735,53 @@ mod tests {
             },
             since_unix: pending.is_none().then_some(940),
         }
+    }
+
+    /// The BFD cell: `-` without a session, the state, and after a failure why and how
+    /// long detection took.
+    #[test]
+    fn the_bfd_cell_shows_state_and_the_last_failure() {
+        let mut p = peer_report(RoutesReport {
+            answered: true,
+            established: true,
+            held: 0,
+            pending: 0,
+            unwritten_octets: 0,
+            limit: 0,
+            routes: vec![],
+            pending_routes: vec![],
+        });
+        assert_eq!(bfd_cell(&p), "-");
+        let up = BfdReport {
+            state: "up".into(),
+            up: true,
+            diag: "none".into(),
+            remote_state: Some("up".into()),
+            multihop: false,
+            local_discr: 1,
+            remote_discr: 2,
+            detection_time_ms: 300,
+            failures: 0,
+            last_detection_ms: None,
+            packets_sent: 10,
+            packets_received: 10,
+            packets_dropped: 0,
+        };
+        p.bfd = Some(up.clone());
+        assert_eq!(bfd_cell(&p), "up");
+        p.bfd = Some(BfdReport {
+            state: "down".into(),
+            up: false,
+            diag: "control_detection_time_expired".into(),
+            multihop: true,
+            failures: 1,
+            last_detection_ms: Some(297),
+            ..up
+        });
+        assert_eq!(
+            bfd_cell(&p),
+            "down multihop, control_detection_time_expired after 297ms"
+        );
     }
 
     #[test]

@@ -103,6 +103,9 @@ pub struct Peer {
     pub ebgp_multihop: bool,
     /// `bfd-profile`: the name of a profile in `Config::bfd_profiles`.
     pub bfd_profile: Option<String>,
+    /// That profile, resolved: the BFD session (RFC 5880) run beside this peer's BGP
+    /// session, whose Down tears the BGP session down (RFC 5882).
+    pub bfd: Option<BfdProfile>,
     /// `node-selectors`, ORed; empty selects every node.
     pub node_selectors: Vec<LabelSelector>,
     /// `graceful-restart`: advertise the Graceful Restart capability (RFC 4724).
@@ -402,8 +405,11 @@ pub enum PrefixLimitAction {
     Cease,
 }
 
-/// `bfd-profiles` entry, with MetalLB's ranges. Unset values use the BFD daemon's
-/// defaults (FRR: 300ms intervals, multiplier 3, echo 50ms, minimum TTL 254).
+/// `bfd-profiles` entry, with MetalLB's ranges. Unset values take MetalLB's and FRR's
+/// defaults ([`BfdProfile::DEFAULT_INTERVAL_MS`] and the others below), filled in by
+/// [`BfdProfile::session_config`] and [`BfdProfile::minimum_ttl_in_force`], the one
+/// place a profile becomes what a BFD session runs with. `echo-mode` and `echo-interval`
+/// are not run (the Echo function is not implemented; validation warns).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BfdProfile {
     pub name: String,
@@ -419,6 +425,43 @@ pub struct BfdProfile {
     pub passive_mode: bool,
     /// 1..254.
     pub minimum_ttl: Option<u32>,
+}
+
+impl BfdProfile {
+    /// `receive-interval` and `transmit-interval` when unset (MetalLB, FRR bfdd).
+    pub const DEFAULT_INTERVAL_MS: u32 = 300;
+    /// `detect-multiplier` when unset.
+    pub const DEFAULT_DETECT_MULTIPLIER: u32 = 3;
+    /// `minimum-ttl` when unset: one hop between the two systems (MetalLB, FRR).
+    pub const DEFAULT_MINIMUM_TTL: u32 = 254;
+
+    /// What a BFD session runs with: `transmit-interval` as the Desired Min TX Interval,
+    /// `receive-interval` as the Required Min RX Interval, `detect-multiplier` and
+    /// `passive-mode` (RFC 5880 section 6.8.1), unset ones at their defaults.
+    pub fn session_config(&self) -> crate::bfd::SessionConfig {
+        let ms = |v: Option<u32>| {
+            Duration::from_millis(u64::from(v.unwrap_or(Self::DEFAULT_INTERVAL_MS)))
+        };
+        let mult = self
+            .detect_multiplier
+            .unwrap_or(Self::DEFAULT_DETECT_MULTIPLIER);
+        crate::bfd::SessionConfig {
+            desired_min_tx: ms(self.transmit_interval),
+            required_min_rx: ms(self.receive_interval),
+            // Validation keeps it within 2..=255.
+            detect_mult: u8::try_from(mult).unwrap_or(u8::MAX),
+            passive: self.passive_mode,
+        }
+    }
+
+    /// `minimum-ttl` or its default: the least TTL (hop limit) a packet of a multihop
+    /// session (RFC 5883, `ebgp-multihop` peers) may arrive with. Single-hop sessions
+    /// require 255 whatever this says (RFC 5881 section 5).
+    pub fn minimum_ttl_in_force(&self) -> u8 {
+        let ttl = self.minimum_ttl.unwrap_or(Self::DEFAULT_MINIMUM_TTL);
+        // Validation keeps it within 1..=254.
+        u8::try_from(ttl).unwrap_or(u8::MAX)
+    }
 }
 
 /// `address-pools` `protocol`.

@@ -294,6 +294,27 @@ impl Validator {
                 passive_mode: r.passive_mode.as_ref().is_some_and(|b| b.value),
                 minimum_ttl: ranged(&r.minimum_ttl, 1, 254),
             };
+            // The Echo function (RFC 5880 section 6.4) is not implemented: say so rather
+            // than let the profile look as if it ran.
+            if let Some(e) = r.echo_mode.as_ref().filter(|e| e.value) {
+                self.warnings.push(ConfigError::invalid(
+                    e.path.clone(),
+                    Some(e.at),
+                    String::from("true"),
+                    "is not run: this speaker does not implement BFD echo mode, so a \
+                     failure is found by control packets alone (the remote's \
+                     transmit-interval x detect-multiplier)",
+                ));
+            }
+            if let (Some(e), Some(_)) = (&r.echo_interval, profile.echo_interval) {
+                self.warnings.push(ConfigError::invalid(
+                    e.path.clone(),
+                    Some(e.at),
+                    e.value.to_string(),
+                    "has no effect: this speaker does not implement BFD echo mode, so it \
+                     sends no echo packet and asks for none",
+                ));
+            }
             let Some(name) = name else { continue };
             if name.value.is_empty() {
                 self.invalid(name, shown(name), "must not be empty");
@@ -622,18 +643,7 @@ impl Validator {
         }
         let bfd_profile = match &r.bfd_profile {
             None => Some(None),
-            Some(b) if bfd_profiles.contains_key(&b.value) => {
-                // Accepted so that MetalLB files stay valid, but not acted on yet: say so
-                // wherever warnings go (`check`, the log when the config is applied).
-                self.warnings.push(ConfigError::invalid(
-                    b.path.clone(),
-                    Some(b.at),
-                    shown(b),
-                    "is not run: this speaker has no BFD yet, so a dead link is found by \
-                     the BGP hold timer (hold-time), not by BFD",
-                ));
-                Some(Some(b.value.clone()))
-            }
+            Some(b) if bfd_profiles.contains_key(&b.value) => Some(Some(b.value.clone())),
             Some(b) => {
                 let known: Vec<&str> = bfd_profiles.keys().map(String::as_str).collect();
                 let hint = closest(&b.value, &known)
@@ -643,6 +653,11 @@ impl Validator {
                 None
             }
         };
+        let bfd = bfd_profile
+            .as_ref()
+            .and_then(|b| b.as_ref())
+            .and_then(|name| bfd_profiles.get(name))
+            .cloned();
         let next_hop_v4 = self.next_hop(r.next_hop_v4.as_ref(), true);
         let next_hop_v6 = self.next_hop(r.next_hop_v6.as_ref(), false);
         let mut node_selectors = Vec::new();
@@ -706,6 +721,7 @@ impl Validator {
             password_secret: password_secret?,
             ebgp_multihop,
             bfd_profile: bfd_profile?,
+            bfd,
             node_selectors: if selectors_ok {
                 node_selectors
             } else {

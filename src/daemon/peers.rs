@@ -78,6 +78,9 @@ pub struct Peers {
     refused: BTreeMap<PeerKey, String>,
     /// `--graceful-shutdown-time`: added to every bound on a task that stops for good.
     grace: Duration,
+    /// The BFD task of every peer's BFD session, started with the first peer task (it
+    /// binds no socket until a peer has a `bfd-profile`).
+    bfd: Option<peer::Bfd>,
 }
 
 /// A task saying goodbye after it was de-configured.
@@ -95,7 +98,15 @@ impl Peers {
             listener,
             refused: BTreeMap::new(),
             grace,
+            bfd: None,
         }
+    }
+
+    /// The BFD task, started on first use (within the runtime).
+    fn bfd(&mut self) -> &peer::Bfd {
+        let metrics = Arc::clone(&self.metrics);
+        self.bfd
+            .get_or_insert_with(|| peer::Bfd::spawn(metrics as Arc<dyn peer::BfdObserver>))
     }
 
     /// Moves the tasks to `plan`: builds each planned peer's spec (with its key from
@@ -189,7 +200,16 @@ impl Peers {
                     };
                     // update-live: the running task keeps the values it started with
                     // (the driver cannot change them in place); the new spec is in
-                    // force when the task next starts.
+                    // force when the task next starts. The BFD session is the BFD
+                    // task's: it takes the new one now (new timers through a Poll
+                    // Sequence), and the peer task follows it whatever it is.
+                    if r.spec.bfd != spec.bfd {
+                        let bfd = spec.bfd.clone();
+                        self.bfd().configure(*key, bfd);
+                    }
+                    let Some(r) = self.running.get_mut(key) else {
+                        continue;
+                    };
                     r.spec = spec;
                     if !Arc::ptr_eq(&r.routes, &peer_plan.routes) && *r.routes != *peer_plan.routes
                     {
@@ -213,6 +233,9 @@ impl Peers {
             }
         }
         for (key, ..) in &blocked {
+            if let Some(bfd) = &self.bfd {
+                bfd.configure(*key, None);
+            }
             if let Some(r) = self.running.remove(key) {
                 r.stop(Shutdown::Admin(KEY_GONE_MESSAGE.into()));
                 waiting.spawn(join_bounded(r.handle, STOP_TIMEOUT));
@@ -305,6 +328,11 @@ impl Peers {
             });
         }
         while waiting.join_next().await.is_some() {}
+        // After the BGP sessions: AdminDown tells each BFD peer this is no failure of
+        // the path, so a session closed for a graceful restart keeps its routes there.
+        if let Some(bfd) = self.bfd.take() {
+            bfd.shutdown(Duration::from_secs(1)).await;
+        }
     }
 
     fn start(&mut self, key: PeerKey, spec: PeerSpec, routes: Arc<DesiredRoutes>, event: Instant) {
@@ -329,10 +357,23 @@ impl Peers {
             latency: Arc::clone(&latency),
         });
         let asn = spec.session.peer_asn;
+        // Every task follows its peer's BFD status, so that a bfd-profile added later
+        // acts without a BGP reset; a reset with the same BFD addressing keeps the BFD
+        // session running.
+        let bfd = self.bfd();
+        bfd.configure(key, spec.bfd.clone());
+        let bfd_status = bfd.subscribe(key);
         // Before the task exists: it may reach Established before `spawn` returns, and
         // the metrics drop what a peer they do not know (or just removed) reports.
         self.metrics.add_peer(key, asn, SystemTime::now());
-        match peer::spawn(spec.clone(), desired_rx, observer, shutdown_rx, inbound) {
+        match peer::spawn_with_bfd(
+            spec.clone(),
+            desired_rx,
+            observer,
+            shutdown_rx,
+            inbound,
+            Some(bfd_status),
+        ) {
             Ok(handle) => {
                 self.metrics.set_routes_queries(key, handle.queries.clone());
                 self.refused.remove(&key);
@@ -358,6 +399,9 @@ impl Peers {
 
     /// Stops a task for good and forgets the peer's series.
     fn retire(&mut self, key: PeerKey, mode: Shutdown) {
+        if let Some(bfd) = &self.bfd {
+            bfd.configure(key, None);
+        }
         if let Some(r) = self.running.remove(&key) {
             r.stop(mode);
             let join = tokio::spawn(join_bounded(r.handle, STOP_TIMEOUT + self.grace));

@@ -178,6 +178,40 @@ pub struct PeerReport {
     /// of older speakers).
     #[serde(default)]
     pub unannounceable: Vec<UnannounceableReport>,
+    /// The peer's BFD session (RFC 5880), for a peer with a `bfd-profile` (absent
+    /// otherwise, and in documents of older speakers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bfd: Option<BfdReport>,
+}
+
+/// A peer's BFD session as `/status` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BfdReport {
+    /// RFC 5880 state, lowercase: `admin_down`, `down`, `init`, `up`.
+    pub state: String,
+    pub up: bool,
+    /// Our last diagnostic (RFC 5880 section 4.1), lowercase: why it last left Up.
+    pub diag: String,
+    /// The remote's state as last received.
+    pub remote_state: Option<String>,
+    /// RFC 5883 (port 4784) rather than RFC 5881 single-hop.
+    pub multihop: bool,
+    /// Our discriminator and the peer's (0 until its first packet), as in its
+    /// `show bfd` (RFC 5880 section 6.8.1).
+    pub local_discr: u32,
+    pub remote_discr: u32,
+    /// The Detection Time in force, in milliseconds.
+    pub detection_time_ms: u64,
+    /// Times the session failed (Up -> Down, not by the remote's AdminDown).
+    pub failures: u64,
+    /// At the last failure by detection timeout: milliseconds from the last packet
+    /// received to the Down.
+    pub last_detection_ms: Option<u64>,
+    pub packets_sent: u64,
+    pub packets_received: u64,
+    /// Packets for this session dropped after demultiplexing (wrong TTL, wrong source,
+    /// discarded by the session); drops before it are only in the metric.
+    pub packets_dropped: u64,
 }
 
 /// What a peer's Adj-RIB-Out holds and what is still to send, like a router's `show bgp

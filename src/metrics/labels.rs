@@ -83,6 +83,18 @@ pub fn notification(code: u8, subcode: u8) -> (&'static str, &'static str) {
 /// Decimal strings of 0..=11, the numbers [`notification`] can return as labels.
 const NUMBERS: [&str; 12] = ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11"];
 
+/// The `reason` label of a dropped BFD packet: the BFD task's, the decoder's and the
+/// session's bounded names; anything else (none today) is folded into `other`.
+pub fn bfd_drop_reason(reason: &str) -> &'static str {
+    crate::peer::bfd::DROP_REASONS
+        .iter()
+        .chain(crate::bfd::PacketError::REASONS)
+        .chain(crate::bfd::Discard::REASONS)
+        .find(|r| **r == reason)
+        .copied()
+        .unwrap_or("other")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

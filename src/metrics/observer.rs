@@ -13,10 +13,11 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use super::Metrics;
+use crate::bfd::{Diag, State as BfdState};
 use crate::bgp::session::State;
 use crate::bgp::wire::{AfiSafi, MessageType};
 use crate::config::PeerKey;
-use crate::peer::{Direction, PeerError, PeerObserver, RouteRefusal};
+use crate::peer::{BfdObserver, BfdStatus, Direction, PeerError, PeerObserver, RouteRefusal};
 
 /// The time from the source event to the hand-over of the latest desired route set to
 /// one peer task, in nanoseconds (shared by the daemon, which writes it, and the task's
@@ -95,6 +96,41 @@ impl PeerObserver for PeerMetrics {
 impl crate::sources::kube::events::EventObserver for Metrics {
     fn not_written(&self, loss: crate::sources::kube::events::EventLoss) {
         self.record_kube_event_lost(loss);
+    }
+}
+
+/// The BFD task's observer: the metrics themselves (one task for every peer, each
+/// report naming its peer).
+impl BfdObserver for Metrics {
+    fn bfd_state_changed(
+        &self,
+        peer: &PeerKey,
+        _from: BfdState,
+        to: BfdState,
+        diag: Diag,
+        failure: bool,
+    ) {
+        self.record_bfd_state(*peer, to, diag, failure);
+    }
+
+    fn bfd_status(&self, peer: &PeerKey, status: &BfdStatus) {
+        self.record_bfd_status(*peer, status);
+    }
+
+    fn bfd_packet(&self, peer: &PeerKey, dir: Direction) {
+        self.record_bfd_packet(*peer, dir);
+    }
+
+    fn bfd_dropped(&self, peer: Option<&PeerKey>, reason: &'static str) {
+        self.record_bfd_dropped(peer.copied(), reason);
+    }
+
+    fn bfd_detected(&self, peer: &PeerKey, after: Duration) {
+        self.record_bfd_detection(*peer, after);
+    }
+
+    fn bfd_removed(&self, peer: &PeerKey) {
+        self.record_bfd_removed(*peer);
     }
 }
 

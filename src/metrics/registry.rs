@@ -18,15 +18,16 @@ use prometheus::{
 };
 
 use super::board::{
-    ConfigReport, DriftReport, GateReport, OverlapReport, PeerReport, RefusedReport, SourceReport,
-    Status, UnannounceableReport, ViewReport,
+    BfdReport, ConfigReport, DriftReport, GateReport, OverlapReport, PeerReport, RefusedReport,
+    SourceReport, Status, UnannounceableReport, ViewReport,
 };
 use super::labels::{self, Direction, AFIS, MESSAGE_TYPES};
+use crate::bfd::{Diag, State as BfdState};
 use crate::bgp::session::State;
 use crate::bgp::wire::{Afi, ErrorKind, MessageType};
 use crate::config::state::{ConfigStatus, ConfigUpdate};
 use crate::config::PeerKey;
-use crate::peer::{Beat, PeerStatus, RouteRefusal, RoutesQuery};
+use crate::peer::{Beat, BfdStatus, PeerStatus, RouteRefusal, RoutesQuery};
 use crate::routes::{Plan, Unannounceable, UnannounceableReason};
 use crate::sources::kube::events::EventLoss;
 use crate::sources::model::{IpamError, IpamMode, NodeView};
@@ -56,6 +57,14 @@ const STATES: [State; 6] = [
     State::OpenSent,
     State::OpenConfirm,
     State::Established,
+];
+
+/// Every BFD session state (RFC 5880 section 4.1), for the one-hot BFD state series.
+const BFD_STATES: [BfdState; 4] = [
+    BfdState::AdminDown,
+    BfdState::Down,
+    BfdState::Init,
+    BfdState::Up,
 ];
 
 /// The IPAM modes, for the one-hot mode series.
@@ -109,6 +118,13 @@ struct Families {
     cilium_healthy: IntGauge,
     cilium_flaps: prometheus::IntCounter,
     gate_open: IntGauge,
+    bfd_up: IntGaugeVec,
+    bfd_state: IntGaugeVec,
+    bfd_transitions: IntCounterVec,
+    bfd_packets_sent: IntCounterVec,
+    bfd_packets_received: IntCounterVec,
+    bfd_dropped: IntCounterVec,
+    bfd_last_detection: GaugeVec,
 }
 
 /// What the status document holds, plus which labelled series exist (so that removing
@@ -175,6 +191,25 @@ struct PeerEntry {
     notifications: BTreeSet<(&'static str, &'static str, &'static str)>,
     /// Since when the session has not been Established (declared, or left it).
     down_since: Option<Instant>,
+    /// The peer's BFD session, while it has one (its series exist only then).
+    bfd: Option<BfdEntry>,
+}
+
+/// What `/status` shows of a peer's BFD session besides its series.
+#[derive(Debug, Clone, Default)]
+struct BfdEntry {
+    state: Option<BfdState>,
+    diag: Option<Diag>,
+    remote_state: Option<BfdState>,
+    multihop: bool,
+    local_discr: u32,
+    remote_discr: u32,
+    detection_time: Duration,
+    failures: u64,
+    last_detection: Option<Duration>,
+    packets_sent: u64,
+    packets_received: u64,
+    packets_dropped: u64,
 }
 
 impl Metrics {
@@ -472,6 +507,155 @@ impl Metrics {
         for (afi, reason) in &entry.unannounceable {
             let _ = f.unannounceable.remove_label_values(&[p, afi, reason]);
         }
+        self.remove_bfd_series(p);
+    }
+
+    fn remove_bfd_series(&self, p: &str) {
+        let f = &self.families;
+        // Errors: no such series, nothing to delete.
+        let _ = f.bfd_up.remove_label_values(&[p]);
+        for state in BFD_STATES {
+            let _ = f.bfd_state.remove_label_values(&[p, state.name()]);
+            let _ = f.bfd_transitions.remove_label_values(&[p, state.name()]);
+        }
+        let _ = f.bfd_packets_sent.remove_label_values(&[p]);
+        let _ = f.bfd_packets_received.remove_label_values(&[p]);
+        let _ = f.bfd_last_detection.remove_label_values(&[p]);
+    }
+
+    // --- bfd --------------------------------------------------------------------------
+
+    /// The entry of a peer's BFD session, its series created (Down, no packets) on
+    /// first sight.
+    fn bfd_entry<'a>(&self, entry: &'a mut PeerEntry) -> &'a mut BfdEntry {
+        let f = &self.families;
+        let p = entry.label.as_str();
+        entry.bfd.get_or_insert_with(|| {
+            f.bfd_up.with_label_values(&[p]).set(0);
+            for state in BFD_STATES {
+                f.bfd_state
+                    .with_label_values(&[p, state.name()])
+                    .set(i64::from(state == BfdState::Down));
+                f.bfd_transitions
+                    .with_label_values(&[p, state.name()])
+                    .inc_by(0);
+            }
+            f.bfd_packets_sent.with_label_values(&[p]).inc_by(0);
+            f.bfd_packets_received.with_label_values(&[p]).inc_by(0);
+            BfdEntry::default()
+        })
+    }
+
+    /// A BFD session changed state (RFC 5880 section 6.2); `failure`: a failure of the
+    /// path (RFC 5882 section 3.2), counted.
+    pub fn record_bfd_state(&self, peer: PeerKey, to: BfdState, diag: Diag, failure: bool) {
+        self.with_bfd(peer, |f, p, bfd| {
+            bfd.state = Some(to);
+            bfd.diag = Some(diag);
+            if failure {
+                bfd.failures = bfd.failures.saturating_add(1);
+            }
+            f.bfd_up
+                .with_label_values(&[p])
+                .set(i64::from(to == BfdState::Up));
+            for state in BFD_STATES {
+                f.bfd_state
+                    .with_label_values(&[p, state.name()])
+                    .set(i64::from(state == to));
+            }
+            f.bfd_transitions.with_label_values(&[p, to.name()]).inc();
+        });
+    }
+
+    /// Runs `update` on the peer's BFD entry (created with its series on first sight)
+    /// with the families and the peer's label; nothing for a removed peer.
+    fn with_bfd(&self, peer: PeerKey, update: impl FnOnce(&Families, &str, &mut BfdEntry)) {
+        let mut inner = self.lock();
+        let Some(entry) = self.peer_entry(&mut inner, peer, SystemTime::now()) else {
+            return;
+        };
+        let label = entry.label.clone();
+        let bfd = self.bfd_entry(entry);
+        update(&self.families, &label, bfd);
+    }
+
+    /// One BFD control packet sent to, or accepted from, the peer.
+    pub fn record_bfd_packet(&self, peer: PeerKey, dir: Direction) {
+        self.with_bfd(peer, |f, p, bfd| {
+            let (family, count) = match dir {
+                Direction::Sent => (&f.bfd_packets_sent, &mut bfd.packets_sent),
+                Direction::Received => (&f.bfd_packets_received, &mut bfd.packets_received),
+            };
+            *count = count.saturating_add(1);
+            family.with_label_values(&[p]).inc();
+        });
+    }
+
+    /// A received BFD packet dropped, for `reason` (a bounded name from the BFD task,
+    /// the decoder or the session; anything else is folded into `other`); counted for
+    /// the peer in `/status` when it is known.
+    pub fn record_bfd_dropped(&self, peer: Option<PeerKey>, reason: &str) {
+        let reason = labels::bfd_drop_reason(reason);
+        self.families.bfd_dropped.with_label_values(&[reason]).inc();
+        if let Some(peer) = peer {
+            let mut inner = self.lock();
+            if let Some(entry) = inner.peers.get_mut(&peer) {
+                if let Some(bfd) = entry.bfd.as_mut() {
+                    bfd.packets_dropped = bfd.packets_dropped.saturating_add(1);
+                }
+            }
+        }
+    }
+
+    /// A BFD failure detected `after` the last packet received from the peer.
+    pub fn record_bfd_detection(&self, peer: PeerKey, after: Duration) {
+        self.with_bfd(peer, |f, p, bfd| {
+            bfd.last_detection = Some(after);
+            f.bfd_last_detection
+                .with_label_values(&[p])
+                .set(after.as_secs_f64());
+        });
+    }
+
+    /// The peer no longer has a BFD session: its BFD series go.
+    pub fn record_bfd_removed(&self, peer: PeerKey) {
+        let mut inner = self.lock();
+        if let Some(entry) = inner.peers.get_mut(&peer) {
+            entry.bfd = None;
+            let p = entry.label.clone();
+            drop(inner);
+            self.remove_bfd_series(&p);
+        }
+    }
+
+    /// A BFD session's published status: the detection time in force, the remote's
+    /// state and discriminator, the failures counted. The peer task's status carries
+    /// the same (read on the daemon's tick, so it may lag: it never goes back).
+    pub fn record_bfd_status(&self, peer: PeerKey, status: &BfdStatus) {
+        let mut inner = self.lock();
+        let Some(entry) = self.peer_entry(&mut inner, peer, SystemTime::now()) else {
+            return;
+        };
+        self.merge_bfd_status(entry, Some(status));
+    }
+
+    fn merge_bfd_status(&self, entry: &mut PeerEntry, status: Option<&BfdStatus>) {
+        let Some(status) = status else {
+            return;
+        };
+        let bfd = self.bfd_entry(entry);
+        // State and diagnostic come from the observer, at once; these only from here.
+        bfd.remote_state = Some(status.remote_state);
+        bfd.multihop = status.multihop;
+        bfd.local_discr = status.local_discr;
+        bfd.remote_discr = status.remote_discr;
+        bfd.detection_time = status.detection_time;
+        // The task's count lags behind the observer's (it is read on the daemon's
+        // tick): never go back.
+        bfd.failures = bfd.failures.max(status.failures);
+        if status.last_detection.is_some() {
+            bfd.last_detection = status.last_detection;
+        }
     }
 
     /// The plan's routes that no peer task is given, per peer: a prefix without a next
@@ -716,6 +900,7 @@ impl Metrics {
             entry.last_error.clone_from(&session_error);
         }
         entry.session_error = session_error;
+        self.merge_bfd_status(entry, status.bfd.as_ref());
     }
 
     /// The entry of `peer`, created (and its series initialised) on first sight; `None`
@@ -763,6 +948,7 @@ impl Metrics {
                 queries: None,
                 notifications: BTreeSet::new(),
                 down_since: Some(Instant::now()),
+                bfd: None,
             }
         }))
     }
@@ -1050,6 +1236,21 @@ impl Metrics {
                         .filter(|_| e.state == State::Idle)
                         .map(whole_seconds),
                     unannounceable: e.unannounceable_routes.clone(),
+                    bfd: e.bfd.as_ref().map(|b| BfdReport {
+                        state: b.state.map_or("down", BfdState::name).to_owned(),
+                        up: b.state == Some(BfdState::Up),
+                        diag: b.diag.map_or("none", Diag::name).to_owned(),
+                        remote_state: b.remote_state.map(|s| s.name().to_owned()),
+                        multihop: b.multihop,
+                        local_discr: b.local_discr,
+                        remote_discr: b.remote_discr,
+                        detection_time_ms: millis(b.detection_time),
+                        failures: b.failures,
+                        last_detection_ms: b.last_detection.map(millis),
+                        packets_sent: b.packets_sent,
+                        packets_received: b.packets_received,
+                        packets_dropped: b.packets_dropped,
+                    }),
                 })
                 .collect(),
         }
@@ -1246,7 +1447,53 @@ impl Families {
                 "1 once the startup gate let the first announcement through (always 1 \
                  without --cilium-health-addr).",
             ),
+            bfd_up: r.gauge_vec(
+                "bfd_session_up",
+                "1 when the peer's BFD session is Up, else 0; only for peers with a bfd-profile.",
+                &["peer"],
+            ),
+            bfd_state: r.gauge_vec(
+                "bfd_session_state",
+                "1 for the BFD session's current RFC 5880 state, 0 for the other three.",
+                &["peer", "state"],
+            ),
+            bfd_transitions: r.counter_vec(
+                "bfd_session_transitions_total",
+                "BFD state changes, by the state entered.",
+                &["peer", "state"],
+            ),
+            bfd_packets_sent: r.counter_vec(
+                "bfd_packets_sent_total",
+                "BFD control packets sent to the peer.",
+                &["peer"],
+            ),
+            bfd_packets_received: r.counter_vec(
+                "bfd_packets_received_total",
+                "BFD control packets received from the peer and accepted by its session.",
+                &["peer"],
+            ),
+            bfd_dropped: r.counter_vec(
+                "bfd_packets_dropped_total",
+                "Received BFD packets dropped (malformed, wrong TTL, unknown \
+                 discriminator...), by reason.",
+                &["reason"],
+            ),
+            bfd_last_detection: r.float_gauge_vec(
+                "bfd_last_detection_seconds",
+                "At the BFD session's last failure by detection timeout: seconds from the \
+                 last packet received to the session declaring the path down.",
+                &["peer"],
+            ),
         };
+        // Every reason a BFD packet can be dropped for, at zero: a rate exists before
+        // the first drop.
+        for reason in crate::peer::bfd::DROP_REASONS
+            .iter()
+            .chain(crate::bfd::PacketError::REASONS)
+            .chain(crate::bfd::Discard::REASONS)
+        {
+            families.bfd_dropped.with_label_values(&[reason]).inc_by(0);
+        }
         // Until a gate reports: none configured.
         families.cilium_healthy.set(-1);
         families.gate_open.set(1);
@@ -1334,6 +1581,10 @@ fn unix_seconds(t: SystemTime) -> f64 {
 
 fn whole_seconds(t: SystemTime) -> u64 {
     t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 fn saturating_i64(n: u64) -> i64 {

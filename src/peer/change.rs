@@ -7,9 +7,12 @@
 //!   passive, graceful restart, families; the key a `password-secret` names) or in the
 //!   graceful shutdown time: [`SessionChange::Reset`], the session is closed and opened
 //!   again;
-//! - otherwise a change of a live setting (`connect-retry-time`, `max-prefix`):
-//!   [`SessionChange::UpdateLive`], the session keeps running; the daemon keeps the new
-//!   spec, in force when the peer task next starts;
+//! - otherwise a change of a live setting (`connect-retry-time`, `max-prefix`, the BFD
+//!   session of `bfd-profile`): [`SessionChange::UpdateLive`], the session keeps
+//!   running; the daemon keeps the new spec, in force when the peer task next starts,
+//!   and hands a new BFD session to the BFD task at once (new timers: a Poll Sequence,
+//!   RFC 5880 section 6.8.3; a profile added or removed: a BFD session started or
+//!   stopped, the BGP session untouched);
 //! - otherwise [`SessionChange::Keep`].
 //!
 //! Sessions wanted only before are closed, only after are opened. What a session
@@ -80,6 +83,7 @@ fn without_live(spec: &PeerSpec) -> PeerSpec {
     let mut spec = spec.clone();
     spec.session.connect_retry = std::time::Duration::ZERO;
     spec.session.max_prefix = None;
+    spec.bfd = None;
     spec
 }
 
@@ -183,6 +187,46 @@ pub(crate) mod tests {
             PeerSpec::from_config(new, &r).unwrap(),
         );
         session_change(Some(&o), Some(&n)).unwrap()
+    }
+
+    /// A bfd-profile added, removed, or with new timers is update-live: the BGP session
+    /// keeps running, the BFD task takes the new BFD session.
+    #[test]
+    fn a_bfd_profile_change_is_update_live() {
+        let with = |extra: &str, profile: &str| {
+            let text = format!(
+                "bfd-profiles:\n  - name: p\n{profile}peers:\n  - peer-address: 192.0.2.1\n    peer-asn: 65000\n    my-asn: 65001\n{extra}"
+            );
+            crate::config::parse(&text).unwrap().peers[0].clone()
+        };
+        let none = with("", "");
+        let fast = with("    bfd-profile: p\n", "    transmit-interval: 100\n");
+        let slow = with("    bfd-profile: p\n", "    transmit-interval: 900\n");
+        assert_eq!(change(&none, &fast), SessionChange::UpdateLive);
+        assert_eq!(change(&fast, &slow), SessionChange::UpdateLive);
+        assert_eq!(change(&fast, &none), SessionChange::UpdateLive);
+        assert_eq!(change(&fast, &fast), SessionChange::Keep);
+        let r = run([192, 0, 2, 10], None);
+        let spec = PeerSpec::from_config(&fast, &r).unwrap();
+        let bfd = spec.bfd.expect("a bfd session");
+        assert_eq!(
+            bfd.session.desired_min_tx,
+            std::time::Duration::from_millis(100)
+        );
+        assert_eq!(
+            bfd.session.required_min_rx,
+            std::time::Duration::from_millis(300)
+        );
+        assert_eq!(
+            (bfd.session.detect_mult, bfd.multihop, bfd.min_ttl),
+            (3, false, 255)
+        );
+        let mh = with(
+            "    bfd-profile: p\n    ebgp-multihop: true\n",
+            "    minimum-ttl: 200\n",
+        );
+        let bfd = PeerSpec::from_config(&mh, &r).unwrap().bfd.unwrap();
+        assert_eq!((bfd.multihop, bfd.min_ttl), (true, 200));
     }
 
     #[test]

@@ -13,6 +13,7 @@
 //! and `detect_collision` after every input to either.
 
 use super::adj_rib_out::{AdjRibOut, RibSession};
+use super::bfd::BfdStatus;
 use super::listener::Inbound;
 use super::observer::{Direction, PeerObserver};
 use super::socket;
@@ -188,6 +189,9 @@ enum Event {
     DesiredClosed,
     Query(RoutesQuery),
     QueriesClosed,
+    /// The peer's BFD session published a new status.
+    Bfd,
+    BfdClosed,
     Nothing,
 }
 
@@ -217,6 +221,16 @@ pub(crate) struct Task {
     queries: Option<mpsc::Receiver<RoutesQuery>>,
     /// A graceful shutdown in progress.
     graceful: Option<Drain>,
+    /// The peer's BFD session, as the BFD task publishes it (`None` on the channel: no
+    /// session); `None` here: this task follows none.
+    bfd: Option<watch::Receiver<Option<BfdStatus>>>,
+    /// The BFD failures already acted on: a failure counted after this tears the
+    /// session down (RFC 5882 section 3.2).
+    bfd_failures_seen: u64,
+    /// Set while a BFD failure stops the session: the path is down, so the Cease is
+    /// handed to the socket and the connection closed without waiting for the peer
+    /// (which cannot answer) to close its side.
+    path_down: bool,
 }
 
 impl Task {
@@ -226,8 +240,14 @@ impl Task {
         status: watch::Sender<PeerStatus>,
         beat: Arc<Beat>,
         queries: mpsc::Receiver<RoutesQuery>,
+        mut bfd: Option<watch::Receiver<Option<BfdStatus>>>,
     ) -> Result<Task, PeerError> {
         let session = Session::new(spec.session.clone())?;
+        // Failures from before this task started (a BGP reset) are not this session's.
+        let bfd_failures_seen = bfd
+            .as_mut()
+            .and_then(|b| b.borrow_and_update().as_ref().map(|s| s.failures))
+            .unwrap_or(0);
         Ok(Task {
             key: spec.key,
             spec,
@@ -249,6 +269,9 @@ impl Task {
             refill: false,
             queries: Some(queries),
             graceful: None,
+            bfd,
+            bfd_failures_seen,
+            path_down: false,
         })
     }
 
@@ -341,6 +364,8 @@ impl Task {
                     });
                 }
                 Event::QueriesClosed => self.queries = None,
+                Event::Bfd => self.bfd_changed(now).await,
+                Event::BfdClosed => self.bfd = None,
                 Event::Nothing => {}
             }
             self.after_event(now).await;
@@ -378,6 +403,7 @@ impl Task {
         let dial = self.dial.as_mut();
         let refill = self.refill;
         let queries = self.queries.as_mut();
+        let bfd = self.bfd.as_mut();
         tokio::select! {
             biased;
             r = shutdown.changed(), if shutdown_open => match r {
@@ -387,6 +413,12 @@ impl Task {
                     None => Event::Nothing,
                 },
                 Err(_) => Event::ShutdownClosed,
+            },
+            // Before the connection: a BFD failure ends the session before anything
+            // else is read from or written to a path known to be down.
+            r = bfd_changed(bfd) => match r {
+                Ok(()) => Event::Bfd,
+                Err(_) => Event::BfdClosed,
             },
             () = sleep_until(deadline) => Event::Timeout,
             () = writable(main) => Event::Writable(LinkRole::Main),
@@ -412,6 +444,55 @@ impl Task {
             // the beat shows the loop is alive.
             () = tokio::time::sleep(IDLE_WAKE) => Event::Nothing,
         }
+    }
+
+    /// The BFD session's new status: a failure counted since the last one acted on
+    /// tears an Established session down at once with Cease/BFD Down (RFC 5882 section
+    /// 3.2, RFC 9384); it reconnects under the normal retry. A session not yet
+    /// Established is left alone: BGP may come up before BFD (RFC 5882 section 4.2), and
+    /// a BFD session that never came Up never fails.
+    async fn bfd_changed(&mut self, now: Instant) {
+        let Some(status) = self
+            .bfd
+            .as_mut()
+            .and_then(|b| b.borrow_and_update().clone())
+        else {
+            return;
+        };
+        if status.failures <= self.bfd_failures_seen {
+            return;
+        }
+        self.bfd_failures_seen = status.failures;
+        let state = self.main.session.state();
+        if state != State::Established {
+            info!(state = %state, diag = %status.diag, "bfd down: the bgp session is not established, nothing to tear down");
+            return;
+        }
+        warn!(
+            diag = %status.diag,
+            detection_ms = status.detection_time.as_millis(),
+            "bfd down: tearing the bgp session down (cease/bfd down)"
+        );
+        self.path_down = true;
+        if self.candidate.is_some() {
+            self.input(
+                LinkRole::Candidate,
+                now,
+                Input::Stop {
+                    reason: StopReason::BfdDown,
+                },
+            )
+            .await;
+        }
+        self.input(
+            LinkRole::Main,
+            now,
+            Input::Stop {
+                reason: StopReason::BfdDown,
+            },
+        )
+        .await;
+        self.path_down = false;
     }
 
     /// Bookkeeping after every event: refill the write buffer, write, and report.
@@ -525,7 +606,12 @@ impl Task {
                 let Some(conn) = self.link_mut(w).and_then(|l| l.conn.take()) else {
                     return;
                 };
-                if notify {
+                if notify && self.path_down {
+                    let mut conn = conn;
+                    // What the socket takes now; the kernel sends it if the path
+                    // comes back before the connection times out.
+                    let _ = conn.try_flush();
+                } else if notify {
                     let deadline = tokio::time::Instant::from_std(now + CLOSE_TIMEOUT);
                     conn.close_gracefully(deadline).await;
                 }
@@ -1013,7 +1099,9 @@ impl Task {
         let conn = self.main.conn.as_ref();
         let rib = &self.rib;
         let last_io_error = &self.last_io_error;
+        let bfd = self.bfd.as_ref().and_then(|b| b.borrow().clone());
         self.status.send_modify(|s| {
+            s.bfd = bfd;
             s.state = session.state();
             s.local = conn.map(|c| c.local);
             s.remote = conn.map(|c| c.remote);
@@ -1076,6 +1164,15 @@ async fn dialing(dial: Option<&mut Dial>) -> Result<TcpStream, PeerError> {
 async fn accept(inbound: Option<&mut Inbound>) -> Option<TcpStream> {
     match inbound {
         Some(i) => i.recv().await,
+        None => pending().await,
+    }
+}
+
+async fn bfd_changed(
+    bfd: Option<&mut watch::Receiver<Option<BfdStatus>>>,
+) -> Result<(), watch::error::RecvError> {
+    match bfd {
+        Some(b) => b.changed().await,
         None => pending().await,
     }
 }

@@ -31,6 +31,7 @@
 //! ```
 
 mod adj_rib_out;
+pub mod bfd;
 pub mod change;
 mod driver;
 mod error;
@@ -39,6 +40,7 @@ mod observer;
 mod socket;
 mod spec;
 
+pub use self::bfd::{Bfd, BfdObserver, BfdSpec, BfdStatus, NoopBfdObserver};
 pub use adj_rib_out::{
     AdjRibOut, AttrsAsSent, Held, PendingChange, RibSession, RibSnapshot, RouteRefusal,
     RouteRefusals, SentRoute,
@@ -111,6 +113,8 @@ pub struct PeerStatus {
     pub next_retry: Option<Instant>,
     /// The task has ended.
     pub finished: bool,
+    /// The peer's BFD session, when it has one.
+    pub bfd: Option<BfdStatus>,
 }
 
 impl PeerStatus {
@@ -129,6 +133,7 @@ impl PeerStatus {
             last_io_error: None,
             next_retry: None,
             finished: false,
+            bfd: None,
         }
     }
 }
@@ -234,6 +239,19 @@ pub fn spawn(
     shutdown: watch::Receiver<Option<Shutdown>>,
     inbound: Option<Inbound>,
 ) -> Result<PeerHandle, PeerError> {
+    spawn_with_bfd(spec, desired, observer, shutdown, inbound, None)
+}
+
+/// [`spawn`], following the peer's BFD session (from [`Bfd::subscribe`]): when it
+/// fails, an Established session is torn down with Cease/BFD Down (RFC 5882, RFC 9384).
+pub fn spawn_with_bfd(
+    spec: PeerSpec,
+    desired: watch::Receiver<Arc<DesiredRoutes>>,
+    observer: Arc<dyn PeerObserver>,
+    shutdown: watch::Receiver<Option<Shutdown>>,
+    inbound: Option<Inbound>,
+    bfd: Option<watch::Receiver<Option<BfdStatus>>>,
+) -> Result<PeerHandle, PeerError> {
     if spec.session.passive && inbound.is_none() {
         return Err(PeerError::InvalidSpec {
             field: "passive",
@@ -245,7 +263,14 @@ pub fn spawn(
     let (status_tx, status) = watch::channel(PeerStatus::new(key));
     let beat = Arc::new(Beat::new(Instant::now()));
     let (queries, queries_rx) = mpsc::channel(ROUTES_QUERY_QUEUE);
-    let task = driver::Task::new(spec, observer, status_tx, Arc::clone(&beat), queries_rx)?;
+    let task = driver::Task::new(
+        spec,
+        observer,
+        status_tx,
+        Arc::clone(&beat),
+        queries_rx,
+        bfd,
+    )?;
     let join = tokio::spawn(task.run(desired, shutdown, inbound).instrument(span));
     Ok(PeerHandle {
         key,

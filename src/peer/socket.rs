@@ -4,6 +4,12 @@
 //! time. Everything here is set before the handshake, so that the SYN already carries
 //! the signature and the TTL.
 //!
+//! BFD's UDP sockets (RFC 5881 single-hop, RFC 5883 multihop) are made here too: the
+//! receiving socket of a local address and port (3784 or 4784) asks the kernel for each
+//! packet's TTL or hop limit (IP_RECVTTL / IPV6_RECVHOPLIMIT, read back from the
+//! control messages of `recvmsg`), and each session's sending socket is bound to a
+//! source port of 49152-65535 and sends with TTL (hop limit) 255.
+//!
 //! The only module with `unsafe` (Cargo.toml denies `unsafe_code` everywhere else): the
 //! setsockopt and getsockopt calls socket2 does not offer, each with the reason it is
 //! sound.
@@ -16,7 +22,7 @@ use socket2::{Domain, Protocol, SockRef, Socket, Type};
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
-use tokio::net::{TcpSocket, TcpStream};
+use tokio::net::{TcpSocket, TcpStream, UdpSocket};
 
 /// Linux `struct tcp_md5sig` (include/uapi/linux/tcp.h), passed to setsockopt
 /// TCP_MD5SIG: the peer address the key applies to and the key.
@@ -180,6 +186,166 @@ pub(crate) async fn connect(t: Transport) -> Result<TcpStream, PeerError> {
     }
 }
 
+/// The lowest and highest source port of a BFD session (RFC 5881 section 4, RFC 5883
+/// section 5).
+pub(crate) const BFD_SOURCE_PORTS: std::ops::RangeInclusive<u16> = 49152..=65535;
+
+/// The receiving socket of BFD control packets on `local` (a wildcard or a local
+/// address, port 3784 or 4784): each packet's TTL (IPv4) or hop limit (IPv6) comes with
+/// it. SO_REUSEADDR lets the wildcard socket of one session and the address socket of
+/// another share the port (the kernel gives a packet to the most specific one).
+pub(crate) fn bfd_receiver(local: SocketAddr) -> io::Result<UdpSocket> {
+    let socket = Socket::new(Domain::for_address(local), Type::DGRAM, Some(Protocol::UDP))?;
+    socket.set_nonblocking(true)?;
+    socket.set_reuse_address(true)?;
+    let on: libc::c_int = 1;
+    if local.is_ipv6() {
+        socket.set_only_v6(true)?;
+        setsockopt(&socket, libc::IPPROTO_IPV6, libc::IPV6_RECVHOPLIMIT, &on)?;
+    } else {
+        setsockopt(&socket, libc::IPPROTO_IP, libc::IP_RECVTTL, &on)?;
+    }
+    socket.bind(&local.into())?;
+    UdpSocket::from_std(socket.into())
+}
+
+/// The sending socket of one BFD session: bound to `source` (a wildcard lets the
+/// kernel choose the address) and the first free port of [`BFD_SOURCE_PORTS`] from
+/// `first` on, sending with TTL / hop limit 255 (RFC 5881 section 5: the receiver drops
+/// anything less on a single-hop session).
+pub(crate) fn bfd_sender(source: IpAddr, first: u16) -> io::Result<UdpSocket> {
+    let socket = Socket::new(
+        Domain::for_address(SocketAddr::new(source, 0)),
+        Type::DGRAM,
+        Some(Protocol::UDP),
+    )?;
+    socket.set_nonblocking(true)?;
+    if source.is_ipv6() {
+        socket.set_only_v6(true)?;
+        socket.set_unicast_hops_v6(255)?;
+    } else {
+        socket.set_ttl_v4(255)?;
+    }
+    let (lo, hi) = (*BFD_SOURCE_PORTS.start(), *BFD_SOURCE_PORTS.end());
+    let span = u32::from(hi - lo) + 1;
+    let start = u32::from(first.clamp(lo, hi) - lo);
+    let mut last = io::Error::from(io::ErrorKind::AddrInUse);
+    for i in 0..span {
+        // Fits: the offset is below `span`, so the port is at most `hi`.
+        let port = lo + ((start + i) % span) as u16;
+        match socket.bind(&SocketAddr::new(source, port).into()) {
+            Ok(()) => return UdpSocket::from_std(socket.into()),
+            Err(e) if e.kind() == io::ErrorKind::AddrInUse => last = e,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last)
+}
+
+/// One datagram read from a [`bfd_receiver`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Datagram {
+    pub len: usize,
+    pub from: SocketAddr,
+    /// The TTL or hop limit it arrived with; `None` if the kernel gave none (it always
+    /// does once the option is set: such a packet is dropped as spoofable).
+    pub ttl: Option<u8>,
+    /// The payload did not fit the buffer.
+    pub truncated: bool,
+}
+
+/// Reads one datagram and its TTL / hop limit without blocking (`WouldBlock` when none
+/// is queued).
+pub(crate) fn recv_with_ttl(socket: &UdpSocket, buf: &mut [u8]) -> io::Result<Datagram> {
+    socket.try_io(tokio::io::Interest::READABLE, || recvmsg_ttl(socket, buf))
+}
+
+fn recvmsg_ttl(socket: &impl AsRawFd, buf: &mut [u8]) -> io::Result<Datagram> {
+    // SAFETY: sockaddr_storage is plain old data; all zeroes is a valid value.
+    let mut from: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast::<libc::c_void>(),
+        iov_len: buf.len(),
+    };
+    // Room for one int-sized control message (the TTL or the hop limit), u64-aligned
+    // as cmsghdr needs, with slack for anything else the kernel adds.
+    let mut control = [0u64; 16];
+    // SAFETY: msghdr is plain old data; all zeroes is a valid value, filled in below.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_name = (&mut from as *mut libc::sockaddr_storage).cast::<libc::c_void>();
+    msg.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast::<libc::c_void>();
+    msg.msg_controllen = std::mem::size_of_val(&control) as _;
+    // SAFETY: every pointer in `msg` points at a live, exclusively borrowed buffer of
+    // the length given next to it; the kernel writes at most those lengths.
+    let n = unsafe { libc::recvmsg(socket.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut ttl = None;
+    // SAFETY: CMSG_FIRSTHDR/CMSG_NXTHDR walk the control buffer the kernel filled in,
+    // within msg_controllen; each header is read only after the macro returned it
+    // non-null, and CMSG_DATA of an IP_TTL / IPV6_HOPLIMIT message holds one int
+    // (ip(7), ipv6(7)), read unaligned.
+    unsafe {
+        let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+        while !cmsg.is_null() {
+            let h = &*cmsg;
+            let is_ttl = (h.cmsg_level == libc::IPPROTO_IP && h.cmsg_type == libc::IP_TTL)
+                || (h.cmsg_level == libc::IPPROTO_IPV6 && h.cmsg_type == libc::IPV6_HOPLIMIT);
+            if is_ttl {
+                let v = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::c_int>());
+                ttl = u8::try_from(v).ok();
+            }
+            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+        }
+    }
+    let from = sockaddr_to_std(&from).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            "datagram from an unknown address family",
+        )
+    })?;
+    Ok(Datagram {
+        // Not negative, checked above.
+        len: n as usize,
+        from,
+        ttl,
+        truncated: msg.msg_flags & libc::MSG_TRUNC != 0,
+    })
+}
+
+/// The socket address in `storage`, written by the kernel for an AF_INET or AF_INET6
+/// socket.
+fn sockaddr_to_std(storage: &libc::sockaddr_storage) -> Option<SocketAddr> {
+    match libc::c_int::from(storage.ss_family) {
+        libc::AF_INET => {
+            // SAFETY: the family says the storage holds a sockaddr_in, which it is large
+            // and aligned enough for.
+            let sin =
+                unsafe { &*(storage as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
+            let ip = std::net::Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr));
+            Some(SocketAddr::new(ip.into(), u16::from_be(sin.sin_port)))
+        }
+        libc::AF_INET6 => {
+            // SAFETY: as above, for sockaddr_in6.
+            let sin6 = unsafe {
+                &*(storage as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>()
+            };
+            let ip = std::net::Ipv6Addr::from(sin6.sin6_addr.s6_addr);
+            Some(SocketAddr::V6(std::net::SocketAddrV6::new(
+                ip,
+                u16::from_be(sin6.sin6_port),
+                sin6.sin6_flowinfo,
+                sin6.sin6_scope_id,
+            )))
+        }
+        _ => None,
+    }
+}
+
 fn setsockopt<T>(
     socket: &impl AsRawFd,
     level: libc::c_int,
@@ -209,6 +375,63 @@ mod tests {
     use super::*;
     use std::mem::{offset_of, size_of};
     use std::net::Ipv4Addr;
+
+    /// A BFD sender and receiver over loopback, both families: the packet arrives with
+    /// the sender's TTL 255 read from its control message, from a port of 49152-65535;
+    /// a plain socket's packet arrives with the default TTL, which single-hop refuses.
+    #[tokio::test]
+    async fn a_bfd_packet_arrives_with_its_ttl_from_a_bfd_source_port() {
+        for local in [IpAddr::from(Ipv4Addr::LOCALHOST), "::1".parse().unwrap()] {
+            let rx = bfd_receiver(SocketAddr::new(local, 0)).unwrap();
+            let to = rx.local_addr().unwrap();
+            let tx = bfd_sender(local, 65535).unwrap();
+            let port = tx.local_addr().unwrap().port();
+            assert!(BFD_SOURCE_PORTS.contains(&port), "{port}");
+            tx.send_to(&[0x20, 0x40, 0x03, 0x18], to).await.unwrap();
+            let mut buf = [0u8; 64];
+            let d = loop {
+                rx.readable().await.unwrap();
+                match recv_with_ttl(&rx, &mut buf) {
+                    Ok(d) => break d,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                    Err(e) => panic!("{e}"),
+                }
+            };
+            assert_eq!(d.len, 4);
+            assert_eq!(&buf[..4], &[0x20, 0x40, 0x03, 0x18]);
+            assert_eq!(d.from, tx.local_addr().unwrap());
+            assert_eq!(d.ttl, Some(255), "{local}");
+            assert!(!d.truncated);
+
+            let plain = std::net::UdpSocket::bind(SocketAddr::new(local, 0)).unwrap();
+            plain.send_to(&[1, 2, 3], to).unwrap();
+            let d = loop {
+                rx.readable().await.unwrap();
+                match recv_with_ttl(&rx, &mut buf[..2]) {
+                    Ok(d) => break d,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                    Err(e) => panic!("{e}"),
+                }
+            };
+            assert_ne!(d.ttl, Some(255), "{local}: a default TTL");
+            assert!(d.ttl.is_some());
+            assert!(d.truncated, "3 octets into a 2-octet buffer");
+        }
+    }
+
+    /// Two sessions from one address get two source ports.
+    #[test]
+    fn bfd_senders_take_distinct_ports() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let _g = rt.enter();
+        let a = bfd_sender(Ipv4Addr::LOCALHOST.into(), 60000).unwrap();
+        let b = bfd_sender(Ipv4Addr::LOCALHOST.into(), 60000).unwrap();
+        assert_ne!(a.local_addr().unwrap(), b.local_addr().unwrap());
+        assert_eq!(a.ttl().unwrap(), 255);
+    }
 
     /// IP_MINTTL of an IPv4 socket (0: not filtering).
     fn min_ttl(s: &impl AsRawFd) -> libc::c_int {

@@ -4,6 +4,7 @@
 //! writes them into the routes (`routes::next_hop`). Pure: reads no file, no socket, no
 //! clock.
 
+use super::bfd::{BfdSpec, SINGLE_HOP_TTL};
 use super::PeerError;
 use crate::bgp::session::{GrConfig, MaxPrefix, MaxPrefixAction, SessionConfig};
 use crate::bgp::wire::AfiSafi;
@@ -112,6 +113,9 @@ pub struct PeerSpec {
     pub session: SessionConfig,
     pub transport: Transport,
     /// Next hops of `NextHop::SessionLocal` routes in the family the session's local
+    /// The BFD session run beside the BGP session (its `bfd-profile`), whose failure
+    /// tears the BGP session down (RFC 5882).
+    pub bfd: Option<BfdSpec>,
     /// How long a session that stops for good (no graceful restart in force) keeps our
     /// routes, re-advertised with GRACEFUL_SHUTDOWN (RFC 8326), before it withdraws them
     /// and sends its Cease. Zero: the Cease at once.
@@ -211,8 +215,29 @@ impl PeerSpec {
                 ttl,
                 connect_timeout: CONNECT_TIMEOUT,
             },
+            bfd: peer.bfd.as_ref().map(|p| bfd_spec(p, peer, source)),
             graceful_shutdown: run.graceful_shutdown,
         })
+    }
+}
+
+/// The BFD session of `peer` from its resolved profile (`BfdProfile::session_config`
+/// and `minimum_ttl_in_force`, the one mapping of a profile and its defaults): multihop
+/// (RFC 5883) exactly when the BGP session is `ebgp-multihop`, single-hop (RFC 5881, TTL
+/// 255 required) otherwise, from the BGP session's source address.
+fn bfd_spec(profile: &config::BfdProfile, peer: &config::Peer, source: Option<IpAddr>) -> BfdSpec {
+    let multihop = peer.ebgp_multihop;
+    BfdSpec {
+        profile: profile.name.clone(),
+        session: profile.session_config(),
+        multihop,
+        min_ttl: if multihop {
+            profile.minimum_ttl_in_force()
+        } else {
+            SINGLE_HOP_TTL
+        },
+        remote: peer.address,
+        source,
     }
 }
 

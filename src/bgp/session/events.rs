@@ -96,6 +96,9 @@ pub enum StopReason {
     /// peer had advertised graceful restart, RFC 4724 section 4.2): close this connection
     /// without a NOTIFICATION. No automatic restart.
     PeerRestarted,
+    /// The BFD session protecting this one failed (RFC 5882 section 3.2): Cease/BFD
+    /// Down (RFC 9384), then an automatic restart under the normal retry.
+    BfdDown,
 }
 
 impl fmt::Display for StopReason {
@@ -107,6 +110,7 @@ impl fmt::Display for StopReason {
             StopReason::Restart(_) => f.write_str("speaker restart"),
             StopReason::CollisionResolution => f.write_str("connection collision resolution"),
             StopReason::PeerRestarted => f.write_str("peer restarted"),
+            StopReason::BfdDown => f.write_str("bfd down"),
         }
     }
 }

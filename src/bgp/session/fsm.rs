@@ -287,6 +287,7 @@ impl Session {
                 false,
             ),
             StopReason::PeerRestarted => (None, false),
+            StopReason::BfdDown => (Some(Notification::cease(CeaseSubcode::BfdDown)), true),
         };
         // A reset brings back a session that was running, never one that was stopped.
         self.auto_restart = restart && self.auto_restart;

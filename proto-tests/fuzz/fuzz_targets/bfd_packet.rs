@@ -1,0 +1,8 @@
+//! Fuzz target: see `../targets.rs`.
+
+#![no_main]
+
+#[path = "../targets.rs"]
+mod targets;
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| targets::bfd_packet(data));
