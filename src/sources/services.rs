@@ -80,7 +80,10 @@ pub struct SliceFacts {
 impl SliceFacts {
     /// Ready endpoints anywhere.
     pub fn ready(&self) -> u64 {
-        self.ready_by_node.values().map(|n| u64::from(*n)).sum::<u64>()
+        self.ready_by_node
+            .values()
+            .map(|n| u64::from(*n))
+            .sum::<u64>()
             + u64::from(self.ready_without_node)
     }
 }
