@@ -44,10 +44,11 @@ use std::sync::Arc;
 use ipnet::IpNet;
 
 use super::error::RoutesError;
+use super::plan::AnnounceMode;
 use super::{Family, NextHop, RouteAttrs, DEFAULT_LOCAL_PREF};
 use crate::bgp::wire::{LargeCommunity, Origin};
 use crate::config::{Config, Peer, Protocol};
-use crate::sources::model::Labels;
+use crate::sources::model::{CiliumConfig, Labels};
 use crate::sources::services::{LbUpdate, ObjectKey, ServiceFacts, SliceFacts, TrafficPolicy};
 
 /// Nodes with this label announce no LoadBalancer IP (Kubernetes' well-known label;
@@ -72,6 +73,18 @@ impl LbSwitch {
             LbSwitch::Auto => "auto",
             LbSwitch::On => "on",
             LbSwitch::Off => "off",
+        }
+    }
+
+    /// [`LbSwitch::decide`] for a speaker in `mode` with this cilium-config (`None`: it
+    /// does not exist): never in cluster mode, where no speaker is a node's own.
+    pub fn decide_for(self, mode: AnnounceMode, cilium_config: Option<&CiliumConfig>) -> LbEnabled {
+        match mode {
+            AnnounceMode::Cluster => LbEnabled {
+                on: false,
+                why: "--announce cluster: each node's speaker announces its own LoadBalancer IPs",
+            },
+            AnnounceMode::Local => self.decide(cilium_config.map(|c| c.announce_lb_ip)),
         }
     }
 
