@@ -183,6 +183,31 @@ fn lb_warnings(
             ));
         }
     }
+    for (key, p) in &plan.peers {
+        for (family, next_hop) in [
+            (crate::routes::Family::Ipv4, &p.lb.next_hops[0]),
+            (crate::routes::Family::Ipv6, &p.lb.next_hops[1]),
+        ] {
+            let n = lb
+                .planner
+                .routes()
+                .keys()
+                .filter(|r| family_of(r) == family)
+                .count();
+            if next_hop.is_none() && n > 0 && lb.enabled.on {
+                out.push(Warning::new(
+                    "lb-no-next-hop",
+                    format!(
+                        "{n} LoadBalancer route{} of family {family} not announced to {key}: no \
+                         next hop of that family for this peer (next-hop-v4/next-hop-v6, or an \
+                         address of that family on the node)",
+                        if n == 1 { " is" } else { "s are" }
+                    ),
+                    json!({ "peer": key.to_string(), "family": family.to_string(), "routes": n }),
+                ));
+            }
+        }
+    }
     if let Some(entry) = view.nodes.get(&*plan.node) {
         for pod in entry
             .prefixes
