@@ -277,7 +277,7 @@ impl Work {
         self.groups.clear();
         self.entries = 0;
         let mut queued: Vec<(IpNet, Option<Arc<RouteAttrs>>)> = self.queued.drain().collect();
-        queued.sort_by(|a, b| a.0.cmp(&b.0));
+        queued.sort_by_key(|q| q.0);
         self.pending = [0, 0];
         let mut index: HashMap<(Unicast, *const RouteAttrs), usize> = HashMap::new();
         for (p, to) in queued {
