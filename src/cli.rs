@@ -124,8 +124,9 @@ pub struct RunArgs {
     )]
     pub bgp_config: Option<PathBuf>,
 
-    /// Standalone: read Nodes, CiliumNodes and cilium-config from this YAML/JSON file or
-    /// directory instead of the API server, reloaded on change. Needs `--bgp-config`.
+    /// Standalone: read Nodes, CiliumNodes and cilium-config (and, for LoadBalancer IPs,
+    /// Services and EndpointSlices) from this YAML/JSON file or directory instead of the
+    /// API server, reloaded on change. Needs `--bgp-config`.
     #[arg(
         long,
         env = "PODCIDR_CLUSTER_STATE",
