@@ -5,8 +5,9 @@
 //! The rules (a module may not import):
 //! - `bgp`, `bfd` and `routes` (the pure core): tokio, sockets, the clock
 //!   (`SystemTime`, `Instant::now`), `peer`, `metrics`, `daemon`, `commands`, `cli`,
-//!   `sources` other than its pure `sources::model`; `bgp` and `bfd` not `routes` or
-//!   `config` either, and `bfd` not `bgp` (the coupling of the two is `peer`'s);
+//!   `sources` other than its pure `sources::model` and `sources::services`; `bgp` and
+//!   `bfd` not `routes` or `config` either, and `bfd` not `bgp` (the coupling of the two
+//!   is `peer`'s);
 //! - `config`: `bgp::session`, `peer`, `daemon`, `commands`;
 //! - `metrics`: a command (`commands`, `cli`) or `daemon`;
 //! - `sources`: `bgp`, `routes`, `peer`, `daemon`, `commands` (it knows nothing of BGP);
@@ -70,7 +71,7 @@ fn rules() -> Vec<Rule> {
         Rule {
             module: "routes",
             forbidden: with(&[]),
-            allowed: &["crate::sources::model"],
+            allowed: &["crate::sources::model", "crate::sources::services"],
         },
         Rule {
             module: "config",

@@ -35,6 +35,7 @@ pub mod bfd;
 pub mod change;
 mod driver;
 mod error;
+pub mod lb_feed;
 mod listener;
 mod observer;
 mod socket;
@@ -48,6 +49,7 @@ pub use adj_rib_out::{
 pub use change::{session_change, session_changes, SessionChange, SessionChanges};
 pub use driver::{CLOSE_TIMEOUT, WRITE_THRESHOLD};
 pub use error::PeerError;
+pub use lb_feed::{LbFeed, LbTake};
 pub use listener::{Inbound, Listener};
 pub use observer::{Direction, NoopObserver, PeerObserver};
 pub use spec::{
@@ -239,18 +241,28 @@ pub fn spawn(
     shutdown: watch::Receiver<Option<Shutdown>>,
     inbound: Option<Inbound>,
 ) -> Result<PeerHandle, PeerError> {
-    spawn_with_bfd(spec, desired, observer, shutdown, inbound, None)
+    spawn_with(spec, desired, Feeds::default(), observer, shutdown, inbound)
 }
 
-/// [`spawn`], following the peer's BFD session (from [`Bfd::subscribe`]): when it
-/// fails, an Established session is torn down with Cease/BFD Down (RFC 5882, RFC 9384).
-pub fn spawn_with_bfd(
+/// What a peer task follows besides its pod CIDR routes; both optional.
+#[derive(Default)]
+pub struct Feeds {
+    /// LoadBalancer routes: a full set, then per-prefix changes ([`LbFeed`]); the task
+    /// marks only the prefixes they touch pending.
+    pub lb: Arc<LbFeed>,
+    /// The peer's BFD session (from [`Bfd::subscribe`]): when it fails, an Established
+    /// session is torn down with Cease/BFD Down (RFC 5882, RFC 9384).
+    pub bfd: Option<watch::Receiver<Option<BfdStatus>>>,
+}
+
+/// [`spawn`], with the LoadBalancer routes and the BFD session of [`Feeds`].
+pub fn spawn_with(
     spec: PeerSpec,
     desired: watch::Receiver<Arc<DesiredRoutes>>,
+    feeds: Feeds,
     observer: Arc<dyn PeerObserver>,
     shutdown: watch::Receiver<Option<Shutdown>>,
     inbound: Option<Inbound>,
-    bfd: Option<watch::Receiver<Option<BfdStatus>>>,
 ) -> Result<PeerHandle, PeerError> {
     if spec.session.passive && inbound.is_none() {
         return Err(PeerError::InvalidSpec {
@@ -269,9 +281,12 @@ pub fn spawn_with_bfd(
         status_tx,
         Arc::clone(&beat),
         queries_rx,
-        bfd,
+        feeds.bfd,
     )?;
-    let join = tokio::spawn(task.run(desired, shutdown, inbound).instrument(span));
+    let join = tokio::spawn(
+        task.run(desired, feeds.lb, shutdown, inbound)
+            .instrument(span),
+    );
     Ok(PeerHandle {
         key,
         join,
