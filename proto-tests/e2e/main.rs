@@ -8,6 +8,7 @@
 //! - [`reload`]: bgp-config edits under a running speaker.
 //! - [`restart`]: SIGTERM with graceful restart, and a new process taking over.
 //! - [`multipool`]: multi-pool IPAM, a node gaining and releasing pool CIDRs.
+//! - [`lb`]: LoadBalancer Service IPs from three speakers, ECMP path sets at the switches.
 //! - [`secrets`]: TCP MD5 keys from `--secrets-dir`, rotated under FRR and BIRD.
 //!
 //! The tests with real peers run each in a network namespace of its own through the
@@ -26,6 +27,7 @@ mod harness;
 
 mod cli;
 mod cluster;
+mod lb;
 mod listen;
 mod local;
 mod multipool;
