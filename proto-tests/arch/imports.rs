@@ -5,7 +5,7 @@
 //! The rules (a module may not import):
 //! - `bgp` and `routes` (the pure core): tokio, sockets, the clock (`SystemTime`,
 //!   `Instant::now`), `peer`, `metrics`, `daemon`, `commands`, `cli`, `sources` other
-//!   than its pure `sources::model`;
+//!   than its pure `sources::model` and `sources::services`;
 //! - `config`: `bgp::session`, `peer`, `daemon`, `commands`;
 //! - `metrics`: a command (`commands`, `cli`) or `daemon`;
 //! - `sources`: `bgp`, `routes`, `peer`, `daemon`, `commands` (it knows nothing of BGP);
@@ -64,7 +64,7 @@ fn rules() -> Vec<Rule> {
         Rule {
             module: "routes",
             forbidden: with(&[]),
-            allowed: &["crate::sources::model"],
+            allowed: &["crate::sources::model", "crate::sources::services"],
         },
         Rule {
             module: "config",

@@ -8,4 +8,7 @@ pub enum RoutesError {
     /// `--announce` is not one of the known modes.
     #[error("--announce: {value:?} must be local or cluster")]
     UnknownAnnounceMode { value: String },
+    /// `--announce-lb-ips` is not one of the known values.
+    #[error("--announce-lb-ips: {value:?} must be auto, on or off")]
+    UnknownLbSwitch { value: String },
 }

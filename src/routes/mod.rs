@@ -9,10 +9,14 @@
 //!   prefixes claimed by several nodes, attributes) and the tracker of its findings.
 //! - [`next_hop`]: the one next hop rule per (peer, family), and its resolution on a
 //!   session that is up.
+//! - [`lb`]: the LoadBalancer planner (issue 17), incremental: one event about a
+//!   Service or an EndpointSlice re-plans that Service only, and yields the routes it
+//!   changed ([`lb::LbDelta`]); the per-peer attributes of those routes.
 //! - [`router_id`](mod@router_id): the BGP Identifier of a node without a configured one.
 //! - this file: the types the planner hands the peer driver, and [`diff`].
 
 mod error;
+pub mod lb;
 pub mod next_hop;
 pub mod plan;
 pub mod router_id;

@@ -148,6 +148,10 @@ pub struct CiliumConfig {
     pub ipam: Option<String>,
     /// `bgp-announce-pod-cidr`; absent means true.
     pub announce_pod_cidr: bool,
+    /// `bgp-announce-lb-ip` (Cilium's switch for its speaker's LoadBalancer IPs);
+    /// `None` when the key is absent or empty. The sources only read it; the planner
+    /// decides what an absent key means.
+    pub announce_lb_ip: Option<bool>,
     /// `cluster-pool-ipv4-cidr` (one or more CIDRs, separated by spaces or commas).
     pub cluster_pool_v4: Vec<IpNet>,
     /// `cluster-pool-ipv6-cidr`.
@@ -159,6 +163,7 @@ impl Default for CiliumConfig {
         Self {
             ipam: None,
             announce_pod_cidr: true,
+            announce_lb_ip: None,
             cluster_pool_v4: Vec::new(),
             cluster_pool_v6: Vec::new(),
         }
@@ -874,6 +879,7 @@ mod tests {
         CiliumConfig {
             ipam: Some(ipam.to_owned()),
             announce_pod_cidr: true,
+            announce_lb_ip: None,
             cluster_pool_v4: nets(pool_v4),
             cluster_pool_v6: Vec::new(),
         }
@@ -1019,6 +1025,7 @@ mod tests {
             cilium_config: Some(CiliumConfig {
                 ipam: Some("cluster-pool".into()),
                 announce_pod_cidr: true,
+                announce_lb_ip: None,
                 cluster_pool_v4: nets(&["10.0.0.0/16", "10.1.0.0/16"]),
                 cluster_pool_v6: nets(&["fd00:10::/104"]),
             }),

@@ -33,6 +33,7 @@ pub const ANNOTATION_V6_CIDR: &str = "io.cilium.network.ipv6-pod-cidr";
 /// cilium-config keys read by [`cilium_config`].
 pub const KEY_IPAM: &str = "ipam";
 pub const KEY_ANNOUNCE_POD_CIDR: &str = "bgp-announce-pod-cidr";
+pub const KEY_ANNOUNCE_LB_IP: &str = "bgp-announce-lb-ip";
 pub const KEY_POOL_V4: &str = "cluster-pool-ipv4-cidr";
 pub const KEY_POOL_V6: &str = "cluster-pool-ipv6-cidr";
 
@@ -358,8 +359,9 @@ fn named_spec<'a, T>(
 
 /// The keys of Cilium's `cilium-config` ConfigMap this speaker reads.
 ///
-/// `bgp-announce-pod-cidr` accepts what Go's `strconv.ParseBool` accepts (Cilium reads
-/// it with viper). Pool keys hold one or more CIDRs separated by spaces or commas.
+/// `bgp-announce-pod-cidr` and `bgp-announce-lb-ip` accept what Go's
+/// `strconv.ParseBool` accepts (Cilium reads them with viper); anything else fails the
+/// ConfigMap like any bad value. An empty value counts as absent. Pool keys hold one or more CIDRs separated by spaces or commas.
 pub fn cilium_config(config_map: &ConfigMap) -> Result<CiliumConfig, SourceError> {
     const KIND: &str = "ConfigMap";
     let name = object_name(KIND, &config_map.metadata)?;
@@ -367,15 +369,21 @@ pub fn cilium_config(config_map: &ConfigMap) -> Result<CiliumConfig, SourceError
     let data = config_map.data.as_ref().unwrap_or(&empty);
     let field = |key: &str| format!("data[{key}]");
 
-    let announce_pod_cidr = match data.get(KEY_ANNOUNCE_POD_CIDR).map(|s| s.trim()) {
-        None | Some("") => true,
-        Some(text) => parse_bool(text).ok_or_else(|| SourceError::InvalidBool {
-            kind: KIND,
-            name: name.clone(),
-            field: field(KEY_ANNOUNCE_POD_CIDR),
-            value: text.to_owned(),
-        })?,
+    let flag = |key: &str| -> Result<Option<bool>, SourceError> {
+        match data.get(key).map(|s| s.trim()) {
+            None | Some("") => Ok(None),
+            Some(text) => parse_bool(text)
+                .map(Some)
+                .ok_or_else(|| SourceError::InvalidBool {
+                    kind: KIND,
+                    name: name.clone(),
+                    field: field(key),
+                    value: text.to_owned(),
+                }),
+        }
     };
+    let announce_pod_cidr = flag(KEY_ANNOUNCE_POD_CIDR)?.unwrap_or(true);
+    let announce_lb_ip = flag(KEY_ANNOUNCE_LB_IP)?;
     let mut pools = [Vec::new(), Vec::new()];
     for (pool, key, want_v4) in [(0, KEY_POOL_V4, true), (1, KEY_POOL_V6, false)] {
         let Some(text) = data.get(key) else { continue };
@@ -396,6 +404,7 @@ pub fn cilium_config(config_map: &ConfigMap) -> Result<CiliumConfig, SourceError
     Ok(CiliumConfig {
         ipam: data.get(KEY_IPAM).cloned(),
         announce_pod_cidr,
+        announce_lb_ip,
         cluster_pool_v4,
         cluster_pool_v6,
     })
@@ -641,6 +650,7 @@ mod tests {
         let config = cilium_config(&config_map(json!({
             "ipam": "cluster-pool",
             "bgp-announce-pod-cidr": "false",
+            "bgp-announce-lb-ip": "true",
             "cluster-pool-ipv4-cidr": "10.0.0.0/16 10.1.0.0/16,10.2.0.0/16",
             "cluster-pool-ipv6-cidr": "fd00::/104",
             "cluster-pool-ipv4-mask-size": "24"
@@ -651,6 +661,7 @@ mod tests {
             CiliumConfig {
                 ipam: Some("cluster-pool".into()),
                 announce_pod_cidr: false,
+                announce_lb_ip: Some(true),
                 cluster_pool_v4: vec![net("10.0.0.0/16"), net("10.1.0.0/16"), net("10.2.0.0/16")],
                 cluster_pool_v6: vec![net("fd00::/104")],
             }
@@ -671,6 +682,25 @@ mod tests {
         assert!(
             matches!(&err, SourceError::InvalidBool { value, .. } if value == "no"),
             "{err:?}"
+        );
+    }
+
+    #[test]
+    fn announce_lb_ip_is_absent_or_a_go_boolean() {
+        let read = |data| cilium_config(&config_map(data)).map(|c| c.announce_lb_ip);
+        assert_eq!(read(json!({})).unwrap(), None);
+        assert_eq!(read(json!({KEY_ANNOUNCE_LB_IP: " "})).unwrap(), None);
+        for (text, value) in [("true", true), ("T", true), ("0", false), ("FALSE", false)] {
+            assert_eq!(
+                read(json!({KEY_ANNOUNCE_LB_IP: text})).unwrap(),
+                Some(value),
+                "{text}"
+            );
+        }
+        let err = read(json!({KEY_ANNOUNCE_LB_IP: "yes"})).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "ConfigMap cilium-config: data[bgp-announce-lb-ip]: \"yes\" is not a boolean (true or false)"
         );
     }
 

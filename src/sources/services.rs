@@ -9,10 +9,29 @@
 //! sends nothing), and after a relist (410 Gone, reconnect) sends exactly the
 //! differences against what it sent before: the deletions of objects that are gone
 //! and the changes of those that differ.
+//!
+//! Also here, pure (no tokio, no I/O, no logging) and shared by the kube watchers and
+//! the file source: the mapping of a Service ([`service_facts`]) and of an
+//! EndpointSlice, discovery.k8s.io/v1 ([`slice_facts`]) to their facts, and the
+//! differences between two sets of facts ([`LbFacts::changes_to`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::net::IpAddr;
 use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::discovery::v1::{Endpoint, EndpointSlice};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use super::error::SourceError;
+
+/// The label that ties an EndpointSlice to its Service (Kubernetes
+/// `discovery.k8s.io/v1` `LabelServiceName`).
+pub const LABEL_SERVICE_NAME: &str = "kubernetes.io/service-name";
+
+/// The namespace of an object that names none: what `kubectl apply` gives such a file
+/// with the default context. The API server always sets it.
+pub const DEFAULT_NAMESPACE: &str = "default";
 
 /// A namespaced object's identity: `namespace/name`.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -80,7 +99,10 @@ pub struct SliceFacts {
 impl SliceFacts {
     /// Ready endpoints anywhere.
     pub fn ready(&self) -> u64 {
-        self.ready_by_node.values().map(|n| u64::from(*n)).sum::<u64>()
+        self.ready_by_node
+            .values()
+            .map(|n| u64::from(*n))
+            .sum::<u64>()
             + u64::from(self.ready_without_node)
     }
 }
@@ -100,4 +122,503 @@ pub enum LbUpdate {
     /// first list). Sent once per source run; until then the planner announces no LB
     /// route, so a restart never withdraws routes of Services not yet seen.
     Synced,
+}
+
+impl LbUpdate {
+    /// The object this update is about; `None` for [`LbUpdate::Synced`].
+    pub fn key(&self) -> Option<&ObjectKey> {
+        match self {
+            Self::Service { key, .. } | Self::Slice { key, .. } => Some(key),
+            Self::Synced => None,
+        }
+    }
+}
+
+/// Every Service's and EndpointSlice's facts, by object: what a source has sent, or
+/// what a one-shot command reads from the cluster-state files.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LbFacts {
+    pub services: BTreeMap<ObjectKey, ServiceFacts>,
+    pub slices: BTreeMap<ObjectKey, SliceFacts>,
+}
+
+impl LbFacts {
+    /// The updates that turn `self` into `new`: exactly the objects that differ.
+    /// Additions first, then changes, then deletions (each: Services, then slices), so
+    /// that endpoints moving from a deleted slice to a new one are never all absent in
+    /// between.
+    pub fn changes_to(&self, new: &LbFacts) -> Vec<LbUpdate> {
+        let services = changes(&self.services, &new.services);
+        let slices = changes(&self.slices, &new.slices);
+        let mut out = Vec::new();
+        for kind in [Change::Added, Change::Changed, Change::Deleted] {
+            for (key, facts, _) in services.iter().filter(|c| c.2 == kind) {
+                out.push(LbUpdate::Service {
+                    key: ObjectKey::clone(key),
+                    facts: facts.cloned(),
+                });
+            }
+            for (key, facts, _) in slices.iter().filter(|c| c.2 == kind) {
+                out.push(LbUpdate::Slice {
+                    key: ObjectKey::clone(key),
+                    facts: facts.cloned(),
+                });
+            }
+        }
+        out
+    }
+
+    /// Applies one update (a receiver's side). True when it changed anything.
+    pub fn apply(&mut self, update: &LbUpdate) -> bool {
+        fn put<F: PartialEq>(
+            map: &mut BTreeMap<ObjectKey, F>,
+            key: &ObjectKey,
+            facts: Option<F>,
+        ) -> bool {
+            match facts {
+                Some(facts) if map.get(key) == Some(&facts) => false,
+                Some(facts) => {
+                    map.insert(key.clone(), facts);
+                    true
+                }
+                None => map.remove(key).is_some(),
+            }
+        }
+        match update {
+            LbUpdate::Service { key, facts } => put(&mut self.services, key, facts.clone()),
+            LbUpdate::Slice { key, facts } => put(&mut self.slices, key, facts.clone()),
+            LbUpdate::Synced => false,
+        }
+    }
+}
+
+/// How an object differs between two sets of facts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Change {
+    Added,
+    Changed,
+    Deleted,
+}
+
+/// The objects of `old` and `new` whose facts differ, in key order, with their new
+/// facts (`None`: deleted). Linear in the size of both maps (one merge of two sorted
+/// walks).
+pub fn changes<'a, F: PartialEq>(
+    old: &'a BTreeMap<ObjectKey, F>,
+    new: &'a BTreeMap<ObjectKey, F>,
+) -> Vec<(&'a ObjectKey, Option<&'a F>, Change)> {
+    let mut out = Vec::new();
+    let mut old_iter = old.iter().peekable();
+    let mut new_iter = new.iter().peekable();
+    loop {
+        match (old_iter.peek(), new_iter.peek()) {
+            (None, None) => break,
+            (Some((k, _)), None) => {
+                out.push((*k, None, Change::Deleted));
+                old_iter.next();
+            }
+            (None, Some((k, v))) => {
+                out.push((*k, Some(*v), Change::Added));
+                new_iter.next();
+            }
+            (Some((ko, vo)), Some((kn, vn))) => match ko.cmp(kn) {
+                std::cmp::Ordering::Less => {
+                    out.push((*ko, None, Change::Deleted));
+                    old_iter.next();
+                }
+                std::cmp::Ordering::Greater => {
+                    out.push((*kn, Some(*vn), Change::Added));
+                    new_iter.next();
+                }
+                std::cmp::Ordering::Equal => {
+                    if vo != vn {
+                        out.push((*kn, Some(*vn), Change::Changed));
+                    }
+                    old_iter.next();
+                    new_iter.next();
+                }
+            },
+        }
+    }
+    out
+}
+
+/// A Service's key and the facts the LoadBalancer planner needs.
+///
+/// - `spec.type` `LoadBalancer` (exactly, as the API server spells it) sets
+///   `load_balancer`; any other type or none is not a LoadBalancer.
+/// - `spec.loadBalancerClass`: an empty string counts as unset.
+/// - `spec.externalTrafficPolicy`: `Cluster` or absent, or `Local`. Any other value
+///   (the API server accepts no other) fails the object: guessing `Cluster` would
+///   announce a `Local` Service from nodes without its endpoints.
+/// - `status.loadBalancer.ingress[]`: each `ip` that parses (spaces around it trimmed)
+///   goes to `ingress_ips`, once; an entry with only a `hostname` (a cloud
+///   load balancer's DNS name) or an `ip` that does not parse goes to `ingress_refused`
+///   as written (the `ip` when present, else the `hostname`; an entry with neither as
+///   an empty string). `ipMode` and `ports` are not read: they do not change what is
+///   announced.
+pub fn service_facts(service: &Service) -> Result<(ObjectKey, ServiceFacts), SourceError> {
+    const KIND: &str = "Service";
+    let key = object_key(KIND, &service.metadata)?;
+    let spec = service.spec.as_ref();
+    let policy = match spec
+        .and_then(|s| s.external_traffic_policy.as_deref())
+        .map(str::trim)
+    {
+        None | Some("") | Some("Cluster") => TrafficPolicy::Cluster,
+        Some("Local") => TrafficPolicy::Local,
+        Some(other) => {
+            return Err(SourceError::Malformed {
+                kind: KIND,
+                name: key.to_string(),
+                field: "spec.externalTrafficPolicy".into(),
+                reason: format!("{other:?} is not Cluster or Local"),
+            })
+        }
+    };
+    let mut facts = ServiceFacts {
+        load_balancer: spec.and_then(|s| s.type_.as_deref()) == Some("LoadBalancer"),
+        class: spec
+            .and_then(|s| s.load_balancer_class.as_deref())
+            .filter(|c| !c.is_empty())
+            .map(Arc::from),
+        policy,
+        ..ServiceFacts::default()
+    };
+    let ingress = service
+        .status
+        .as_ref()
+        .and_then(|s| s.load_balancer.as_ref())
+        .and_then(|lb| lb.ingress.as_deref())
+        .unwrap_or_default();
+    let mut seen = HashSet::new();
+    for entry in ingress {
+        let ip = entry.ip.as_deref().map(str::trim).filter(|s| !s.is_empty());
+        match ip.map(|text| (text, text.parse::<IpAddr>())) {
+            Some((_, Ok(ip))) => {
+                if seen.insert(ip) {
+                    facts.ingress_ips.push(ip);
+                }
+            }
+            Some((text, Err(_))) => facts.ingress_refused.push(text.to_owned()),
+            None => facts
+                .ingress_refused
+                .push(entry.hostname.clone().unwrap_or_default()),
+        }
+    }
+    Ok((key, facts))
+}
+
+/// An EndpointSlice's key and the ready endpoints it holds, by node.
+///
+/// Readiness follows the EndpointConditions API (discovery.k8s.io/v1): `ready` "nil
+/// should be interpreted as true"; `terminating` "nil should be interpreted as false".
+/// An endpoint counts when `ready` is true or unset and `terminating` is not true.
+/// `ready` alone is not enough: it may stay true on a terminating endpoint when the
+/// Service sets `publishNotReadyAddresses`, and a node whose only endpoints are going
+/// away should stop attracting traffic. `serving` (ready regardless of terminating) is
+/// not read: announcing a Service from terminating endpoints would hold its route
+/// through a rollout's drain, which is what withdrawing on the last ready endpoint
+/// exists to avoid.
+///
+/// An endpoint with no (or an empty) `nodeName` counts in `ready_without_node`. Each
+/// endpoint counts once whatever its number of `addresses` (a dual-stack Service has
+/// one slice per family; the planner asks "any ready endpoint", never how many Pods).
+/// A slice without the `kubernetes.io/service-name` label (or with an empty one)
+/// belongs to no Service.
+pub fn slice_facts(slice: &EndpointSlice) -> Result<(ObjectKey, SliceFacts), SourceError> {
+    let key = object_key("EndpointSlice", &slice.metadata)?;
+    let service = slice
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(LABEL_SERVICE_NAME))
+        .map(|name| name.trim())
+        .filter(|name| !name.is_empty())
+        .map(|name| ObjectKey {
+            namespace: Arc::clone(&key.namespace),
+            name: Arc::from(name),
+        });
+    let mut facts = SliceFacts {
+        service,
+        ..SliceFacts::default()
+    };
+    for endpoint in slice.endpoints.iter().filter(|e| endpoint_ready(e)) {
+        match endpoint.node_name.as_deref().filter(|n| !n.is_empty()) {
+            Some(node) => {
+                let count = facts.ready_by_node.entry(Arc::from(node)).or_insert(0);
+                *count = count.saturating_add(1);
+            }
+            None => facts.ready_without_node = facts.ready_without_node.saturating_add(1),
+        }
+    }
+    Ok((key, facts))
+}
+
+/// `conditions.ready` true or unset, and `conditions.terminating` not true.
+fn endpoint_ready(endpoint: &Endpoint) -> bool {
+    let conditions = endpoint.conditions.as_ref();
+    let ready = conditions.and_then(|c| c.ready).unwrap_or(true);
+    let terminating = conditions.and_then(|c| c.terminating).unwrap_or(false);
+    ready && !terminating
+}
+
+/// `namespace/name`; a missing namespace is [`DEFAULT_NAMESPACE`], a missing name an
+/// error.
+fn object_key(kind: &'static str, meta: &ObjectMeta) -> Result<ObjectKey, SourceError> {
+    let name = meta
+        .name
+        .as_deref()
+        .filter(|n| !n.is_empty())
+        .ok_or(SourceError::MissingName { kind })?;
+    let namespace = meta
+        .namespace
+        .as_deref()
+        .filter(|n| !n.is_empty())
+        .unwrap_or(DEFAULT_NAMESPACE);
+    Ok(ObjectKey::new(namespace, name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn service(value: serde_json::Value) -> Service {
+        serde_json::from_value(value).unwrap()
+    }
+
+    fn slice(value: serde_json::Value) -> EndpointSlice {
+        serde_json::from_value(value).unwrap()
+    }
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    /// A dual-stack LoadBalancer Service as the API server returns it, with a status
+    /// written by an allocator.
+    #[test]
+    fn load_balancer_service_reads_type_class_policy_and_ips() {
+        let (key, facts) = service_facts(&service(json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "web", "namespace": "shop", "resourceVersion": "812",
+                "annotations": {"metallb.universe.tf/address-pool": "public"}},
+            "spec": {
+                "type": "LoadBalancer", "loadBalancerClass": "io.cilium/bgp",
+                "externalTrafficPolicy": "Local", "healthCheckNodePort": 31234,
+                "clusterIP": "10.96.0.10", "ipFamilies": ["IPv4", "IPv6"],
+                "ipFamilyPolicy": "PreferDualStack",
+                "ports": [{"port": 80, "targetPort": 8080, "protocol": "TCP", "nodePort": 30080}],
+                "selector": {"app": "web"}
+            },
+            "status": {"loadBalancer": {"ingress": [
+                {"ip": "192.0.2.10", "ipMode": "VIP"},
+                {"ip": "2001:db8::10"},
+                {"ip": "192.0.2.10"},
+                {"hostname": "web.lb.example"},
+                {"ip": "192.0.2.300"},
+                {}
+            ]}}
+        })))
+        .unwrap();
+        assert_eq!(key, ObjectKey::new("shop", "web"));
+        assert_eq!(key.to_string(), "shop/web");
+        assert_eq!(
+            facts,
+            ServiceFacts {
+                load_balancer: true,
+                class: Some(Arc::from("io.cilium/bgp")),
+                policy: TrafficPolicy::Local,
+                ingress_ips: vec![ip("192.0.2.10"), ip("2001:db8::10")],
+                ingress_refused: vec![
+                    "web.lb.example".to_owned(),
+                    "192.0.2.300".to_owned(),
+                    String::new()
+                ],
+            }
+        );
+    }
+
+    #[test]
+    fn other_types_and_bare_services_have_default_facts() {
+        for value in [
+            json!({"metadata": {"name": "a", "namespace": "n"}}),
+            json!({"metadata": {"name": "a", "namespace": "n"}, "spec": {"type": "ClusterIP"}, "status": {}}),
+            json!({"metadata": {"name": "a", "namespace": "n"}, "spec": {"type": "loadbalancer"}}),
+            json!({"metadata": {"name": "a", "namespace": "n"},
+                "spec": {"type": "NodePort", "externalTrafficPolicy": "Cluster", "loadBalancerClass": ""},
+                "status": {"loadBalancer": {}}}),
+        ] {
+            let (_, facts) = service_facts(&service(value.clone())).unwrap();
+            assert_eq!(facts, ServiceFacts::default(), "{value}");
+        }
+    }
+
+    #[test]
+    fn service_without_namespace_is_in_default_and_without_name_fails() {
+        let (key, _) = service_facts(&service(json!({"metadata": {"name": "a"}}))).unwrap();
+        assert_eq!(key, ObjectKey::new(DEFAULT_NAMESPACE, "a"));
+        let err = service_facts(&service(json!({"metadata": {"namespace": "n"}}))).unwrap_err();
+        assert_eq!(err, SourceError::MissingName { kind: "Service" });
+    }
+
+    #[test]
+    fn unknown_traffic_policy_fails_the_service_naming_the_field() {
+        let err = service_facts(&service(json!({
+            "metadata": {"name": "a", "namespace": "n"},
+            "spec": {"type": "LoadBalancer", "externalTrafficPolicy": "OnlyLocal"}
+        })))
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "Service n/a: spec.externalTrafficPolicy: \"OnlyLocal\" is not Cluster or Local"
+        );
+    }
+
+    /// An EndpointSlice as the EndpointSlice controller writes it during a rollout:
+    /// one ready Pod per node, one terminating, one not ready yet, one ready without a
+    /// node, one with conditions unset.
+    #[test]
+    fn slice_counts_ready_endpoints_per_node() {
+        let (key, facts) = slice_facts(&slice(json!({
+            "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"name": "web-x7k2p", "namespace": "shop", "generateName": "web-",
+                "labels": {"kubernetes.io/service-name": "web",
+                    "endpointslice.kubernetes.io/managed-by": "endpointslice-controller.k8s.io"},
+                "ownerReferences": [{"apiVersion": "v1", "kind": "Service", "name": "web", "uid": "u1"}]},
+            "addressType": "IPv4",
+            "ports": [{"name": "", "port": 8080, "protocol": "TCP"}],
+            "endpoints": [
+                {"addresses": ["10.0.1.5"], "nodeName": "n1", "zone": "a",
+                    "conditions": {"ready": true, "serving": true, "terminating": false},
+                    "targetRef": {"kind": "Pod", "name": "web-1", "namespace": "shop"}},
+                {"addresses": ["10.0.1.6"], "nodeName": "n1",
+                    "conditions": {"ready": true, "serving": true}},
+                {"addresses": ["10.0.2.5"], "nodeName": "n2",
+                    "conditions": {"ready": false, "serving": true, "terminating": true}},
+                {"addresses": ["10.0.2.6"], "nodeName": "n2",
+                    "conditions": {"ready": true, "serving": true, "terminating": true}},
+                {"addresses": ["10.0.3.5"], "nodeName": "n3",
+                    "conditions": {"ready": false, "serving": false, "terminating": false}},
+                {"addresses": ["10.0.4.5"], "nodeName": "n4"},
+                {"addresses": ["10.0.5.5"], "conditions": {"ready": true}},
+                {"addresses": ["10.0.5.6"], "nodeName": "", "conditions": {}}
+            ]
+        })))
+        .unwrap();
+        assert_eq!(key, ObjectKey::new("shop", "web-x7k2p"));
+        assert_eq!(facts.service, Some(ObjectKey::new("shop", "web")));
+        let by_node: Vec<(&str, u32)> = facts
+            .ready_by_node
+            .iter()
+            .map(|(n, c)| (&**n, *c))
+            .collect();
+        assert_eq!(by_node, [("n1", 2), ("n4", 1)]);
+        assert_eq!(facts.ready_without_node, 2);
+        assert_eq!(facts.ready(), 5);
+    }
+
+    #[test]
+    fn slice_without_service_label_or_endpoints_belongs_to_nothing() {
+        let (key, facts) = slice_facts(&slice(json!({
+            "metadata": {"name": "manual", "namespace": "n", "labels": {"app": "x"}},
+            "addressType": "IPv4", "endpoints": null
+        })))
+        .unwrap();
+        assert_eq!(key, ObjectKey::new("n", "manual"));
+        assert_eq!(facts, SliceFacts::default());
+        let (_, facts) = slice_facts(&slice(json!({
+            "metadata": {"name": "m", "namespace": "n", "labels": {LABEL_SERVICE_NAME: ""}},
+            "addressType": "FQDN", "endpoints": [{"addresses": ["a.example"]}]
+        })))
+        .unwrap();
+        assert_eq!(facts.service, None);
+        assert_eq!(facts.ready_without_node, 1);
+        let err = slice_facts(&slice(
+            json!({"metadata": {}, "addressType": "IPv4", "endpoints": []}),
+        ))
+        .unwrap_err();
+        assert_eq!(
+            err,
+            SourceError::MissingName {
+                kind: "EndpointSlice"
+            }
+        );
+    }
+
+    #[test]
+    fn odd_objects_map_without_panicking() {
+        // Shapes that deserialize but carry nothing usable; none may panic.
+        for value in [
+            json!({"metadata": {"name": "a"}, "spec": {}, "status": {"loadBalancer": {"ingress": []}}}),
+            json!({"metadata": {"name": "a"}, "spec": {"type": ""},
+                "status": {"loadBalancer": {"ingress": [{"ip": ""}, {"ip": " 192.0.2.1 "}, {"hostname": ""}]}}}),
+        ] {
+            let _ = service_facts(&service(value));
+        }
+        let (_, facts) = service_facts(&service(json!({"metadata": {"name": "a"},
+            "status": {"loadBalancer": {"ingress": [{"ip": " 192.0.2.1 "}, {"ip": "fe80::1%eth0"}]}}})))
+        .unwrap();
+        assert_eq!(facts.ingress_ips, [ip("192.0.2.1")]);
+        assert_eq!(facts.ingress_refused, ["fe80::1%eth0"]);
+    }
+
+    fn facts_of(services: &[(&str, u8)], slices: &[(&str, u32)]) -> LbFacts {
+        let mut facts = LbFacts::default();
+        for (name, last) in services {
+            facts.services.insert(
+                ObjectKey::new("n", name),
+                ServiceFacts {
+                    load_balancer: true,
+                    ingress_ips: vec![IpAddr::from([192, 0, 2, *last])],
+                    ..ServiceFacts::default()
+                },
+            );
+        }
+        for (name, ready) in slices {
+            facts.slices.insert(
+                ObjectKey::new("n", name),
+                SliceFacts {
+                    ready_without_node: *ready,
+                    ..SliceFacts::default()
+                },
+            );
+        }
+        facts
+    }
+
+    #[test]
+    fn changes_are_exactly_the_differences_additions_first() {
+        let old = facts_of(&[("a", 1), ("b", 2), ("c", 3)], &[("s1", 1), ("s2", 1)]);
+        let new = facts_of(&[("b", 2), ("c", 9), ("d", 4)], &[("s2", 1), ("s3", 1)]);
+        let updates = old.changes_to(&new);
+        let summary: Vec<String> = updates
+            .iter()
+            .map(|u| match u {
+                LbUpdate::Service { key, facts } => format!("svc {key} {}", facts.is_some()),
+                LbUpdate::Slice { key, facts } => format!("slice {key} {}", facts.is_some()),
+                LbUpdate::Synced => "synced".into(),
+            })
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                "svc n/d true",
+                "slice n/s3 true",
+                "svc n/c true",
+                "svc n/a false",
+                "slice n/s1 false"
+            ]
+        );
+        let mut replayed = old.clone();
+        for update in &updates {
+            assert!(replayed.apply(update), "{update:?} changes something");
+        }
+        assert_eq!(replayed, new);
+        assert!(new.changes_to(&new).is_empty());
+        assert!(!replayed.apply(&LbUpdate::Synced));
+        assert_eq!(LbUpdate::Synced.key(), None);
+        assert_eq!(updates[0].key(), Some(&ObjectKey::new("n", "d")));
+    }
 }
