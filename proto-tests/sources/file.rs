@@ -1,6 +1,7 @@
 //! The standalone file source on real files: the outage samples under
 //! config/cluster-state, reloads within a second, node deletion by removal from the
-//! file, bad files keeping the last good state, and the bgp-config text file.
+//! file, bad files keeping the last good state, and the bgp-config text file; the
+//! Services and EndpointSlices of the files as LoadBalancer facts and their deltas.
 
 // A test crate: a failed unwrap is a failed test (clippy.toml covers #[test] fns only),
 // and its harness may call libc (signals, process groups, raw sockets): the rules of
@@ -14,6 +15,9 @@ use std::time::{Duration, Instant};
 use ipnet::IpNet;
 use podcidr_speaker::sources::file::{self, FileSourceConfig, DEFAULT_POLL};
 use podcidr_speaker::sources::model::{node_view, IpamMode, IpamOverride, NodeView};
+use podcidr_speaker::sources::services::{
+    LbFacts, LbUpdate, ObjectKey, ServiceFacts, SliceFacts, TrafficPolicy,
+};
 use podcidr_speaker::sources::{
     channel, ClusterSnapshot, Resource, ResourceStatus, SourceReceiver, SourceUpdate,
 };
@@ -76,11 +80,16 @@ impl Drop for Running {
 }
 
 fn start(path: PathBuf) -> Running {
+    start_with(path, false)
+}
+
+fn start_with(path: PathBuf, load_balancers: bool) -> Running {
     let (tx, rx) = channel(8);
     let config = FileSourceConfig {
         path,
         ipam: IpamOverride::Auto,
         poll: DEFAULT_POLL,
+        load_balancers,
     };
     let task = tokio::spawn(async move {
         let _ = file::run(config, tx).await;
@@ -646,4 +655,303 @@ async fn multi_pool_allocations_follow_the_file_and_pools_may_be_elsewhere() {
         assert_eq!(view.nodes["a"].prefixes, nets(&["10.10.0.32/27"]));
     })
     .await;
+}
+
+fn key(namespace: &str, name: &str) -> ObjectKey {
+    ObjectKey::new(namespace, name)
+}
+
+fn by_node(slice: &SliceFacts) -> Vec<(String, u32)> {
+    slice
+        .ready_by_node
+        .iter()
+        .map(|(n, c)| (n.to_string(), *c))
+        .collect()
+}
+
+/// The sample `kubectl get nodes,services,endpointslices -A -o yaml`: every Service's
+/// facts (types, classes, policies, dual-stack IPs, a hostname-only ingress) and every
+/// slice's ready endpoints per node, read through the same entry `plan` uses.
+#[test]
+fn load_balancer_sample_gives_every_services_and_slices_facts() {
+    let files = file::load_files(&samples().join("load-balancers.yaml")).unwrap();
+    assert_eq!(files.state.nodes.len(), 3);
+    assert_eq!(
+        files.state.cilium_config.as_ref().unwrap().announce_lb_ip,
+        Some(true)
+    );
+    let lb = &files.lb;
+    assert_eq!(
+        lb.services
+            .keys()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>(),
+        [
+            "default/kubernetes",
+            "shop/api",
+            "shop/legacy",
+            "shop/other-class",
+            "shop/pending",
+            "shop/web"
+        ]
+    );
+    let ip = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
+    assert_eq!(
+        lb.services[&key("shop", "web")],
+        ServiceFacts {
+            load_balancer: true,
+            class: None,
+            policy: TrafficPolicy::Local,
+            ingress_ips: vec![ip("198.51.100.10")],
+            ingress_refused: vec![],
+        }
+    );
+    assert_eq!(
+        lb.services[&key("shop", "api")].ingress_ips,
+        [ip("198.51.100.11"), ip("2001:db8:100::11")]
+    );
+    assert_eq!(
+        lb.services[&key("shop", "legacy")].ingress_refused,
+        ["legacy.lb.example.net"]
+    );
+    assert_eq!(
+        lb.services[&key("shop", "other-class")].class.as_deref(),
+        Some("example.com/other-lb")
+    );
+    let pending = &lb.services[&key("shop", "pending")];
+    assert!(pending.load_balancer && pending.ingress_ips.is_empty());
+    assert!(!lb.services[&key("default", "kubernetes")].load_balancer);
+
+    let web = &lb.slices[&key("shop", "web-8kq2x")];
+    assert_eq!(web.service, Some(key("shop", "web")));
+    // n3's endpoint is terminating: not ready.
+    assert_eq!(by_node(web), [("n1".into(), 1), ("n2".into(), 1)]);
+    for name in ["api-4hd8s", "api-x2v9q"] {
+        let slice = &lb.slices[&key("shop", name)];
+        assert_eq!(slice.service, Some(key("shop", "api")), "{name}");
+        assert_eq!(by_node(slice), [("n2".into(), 1)], "{name}");
+    }
+    // The node facts are those `load` gives.
+    assert_eq!(
+        files.state,
+        file::load(&samples().join("load-balancers.yaml")).unwrap()
+    );
+}
+
+fn service_doc(namespace: &str, name: &str, ips: &[&str], annotation: &str) -> String {
+    let ingress: String = ips.iter().map(|ip| format!("\n      - ip: {ip}")).collect();
+    format!(
+        "---\napiVersion: v1\nkind: Service\nmetadata:\n  name: {name}\n  namespace: {namespace}\n  annotations: {{note: {annotation}}}\nspec:\n  type: LoadBalancer\n  externalTrafficPolicy: Local\nstatus:\n  loadBalancer:\n    ingress:{ingress}\n"
+    )
+}
+
+fn slice_doc(namespace: &str, name: &str, service: &str, nodes: &[&str]) -> String {
+    let endpoints: String = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            format!("\n- addresses: [10.244.0.{i}]\n  nodeName: {n}\n  conditions: {{ready: true}}")
+        })
+        .collect();
+    format!(
+        "---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: {name}\n  namespace: {namespace}\n  labels: {{kubernetes.io/service-name: {service}}}\naddressType: IPv4\nendpoints:{endpoints}\n"
+    )
+}
+
+impl Running {
+    /// The LoadBalancer updates that arrive until nothing more comes for a while,
+    /// skipping cluster snapshots.
+    async fn lb_updates(&mut self) -> Vec<LbUpdate> {
+        let mut out = Vec::new();
+        // Up to two polls plus the load: then the updates of one load are all queued.
+        let quiet = DEFAULT_POLL * 4;
+        loop {
+            match tokio::time::timeout(quiet, self.rx.updates.recv()).await {
+                Ok(Some(SourceUpdate::Lb(update))) => out.push(update),
+                Ok(Some(SourceUpdate::Cluster(_))) => {}
+                Ok(other) => panic!("unexpected {other:?}"),
+                Err(_) if out.is_empty() => {}
+                Err(_) => return out,
+            }
+        }
+    }
+}
+
+fn summary(updates: &[LbUpdate]) -> Vec<String> {
+    updates
+        .iter()
+        .map(|u| match u {
+            LbUpdate::Service {
+                key,
+                facts: Some(f),
+            } => format!("service {key} {:?}", f.ingress_ips),
+            LbUpdate::Service { key, facts: None } => format!("service {key} deleted"),
+            LbUpdate::Slice {
+                key,
+                facts: Some(f),
+            } => format!("slice {key} {:?}", by_node(f)),
+            LbUpdate::Slice { key, facts: None } => format!("slice {key} deleted"),
+            LbUpdate::Synced => "synced".into(),
+        })
+        .collect()
+}
+
+/// On start every Service and EndpointSlice once, then `Synced`; then, per edit,
+/// exactly the objects whose facts changed: an annotation-only edit sends nothing, a
+/// removed file deletes its objects, a broken file sends nothing and its fix sends only
+/// the differences against what was sent before it broke.
+#[tokio::test]
+async fn lb_facts_are_sent_once_then_exactly_the_differences() {
+    bounded(async {
+        let dir = scratch("lb-deltas");
+        std::fs::write(dir.join("nodes.yaml"), node_doc("n1", "10.1.0.0/24")).unwrap();
+        let services = |a_ips: &[&str], note: &str| {
+            service_doc("shop", "a", a_ips, note) + &service_doc("shop", "b", &["192.0.2.2"], "x")
+        };
+        write_atomic(&dir.join("services.yaml"), &services(&["192.0.2.1"], "one"));
+        write_atomic(
+            &dir.join("slices.yaml"),
+            &(slice_doc("shop", "a-1", "a", &["n1", "n2"])
+                + &slice_doc("shop", "b-1", "b", &["n2"])),
+        );
+        let mut source = start_with(dir.clone(), true);
+        let first = source.lb_updates().await;
+        assert_eq!(
+            summary(&first),
+            [
+                "service shop/a [192.0.2.1]",
+                "service shop/b [192.0.2.2]",
+                "slice shop/a-1 [(\"n1\", 1), (\"n2\", 1)]",
+                "slice shop/b-1 [(\"n2\", 1)]",
+                "synced"
+            ]
+        );
+        let mut seen = LbFacts::default();
+        for update in &first {
+            seen.apply(update);
+        }
+        assert_eq!(seen, file::load_files(&dir).unwrap().lb);
+
+        // An annotation-only edit: nothing.
+        write_atomic(&dir.join("services.yaml"), &services(&["192.0.2.1"], "two"));
+        source.status(|s| s.relists >= 2).await;
+        tokio::time::sleep(DEFAULT_POLL * 3).await;
+        source.no_update();
+
+        // a's IP changes, a-1 loses n2, c is new.
+        write_atomic(
+            &dir.join("services.yaml"),
+            &(services(&["192.0.2.9", "2001:db8::9"], "two")
+                + &service_doc("other", "c", &["192.0.2.3"], "x")),
+        );
+        write_atomic(
+            &dir.join("slices.yaml"),
+            &(slice_doc("shop", "a-1", "a", &["n1"]) + &slice_doc("shop", "b-1", "b", &["n2"])),
+        );
+        let updates = source.lb_updates().await;
+        for update in &updates {
+            seen.apply(update);
+        }
+        assert_eq!(seen, file::load_files(&dir).unwrap().lb);
+        // The two files may be loaded together or one after the other.
+        let mut got = summary(&updates);
+        got.sort();
+        assert_eq!(
+            got,
+            [
+                "service other/c [192.0.2.3]",
+                "service shop/a [192.0.2.9, 2001:db8::9]",
+                "slice shop/a-1 [(\"n1\", 1)]",
+            ]
+        );
+
+        // A broken file: nothing, the last good facts stay.
+        write_atomic(
+            &dir.join("slices.yaml"),
+            "kind: EndpointSlice\nmetadata: {name: [\n",
+        );
+        source.status(|s| !s.up).await;
+        tokio::time::sleep(DEFAULT_POLL * 3).await;
+        source.no_update();
+
+        // Fixed without b-1, and the services file removed: exactly those deletions.
+        std::fs::remove_file(dir.join("services.yaml")).unwrap();
+        write_atomic(
+            &dir.join("slices.yaml"),
+            &slice_doc("shop", "a-1", "a", &["n1"]),
+        );
+        let updates = source.lb_updates().await;
+        assert_eq!(
+            summary(&updates),
+            [
+                "service other/c deleted",
+                "service shop/a deleted",
+                "service shop/b deleted",
+                "slice shop/b-1 deleted",
+            ]
+        );
+        for update in &updates {
+            seen.apply(update);
+        }
+        assert_eq!(seen, file::load_files(&dir).unwrap().lb);
+        assert!(!updates.contains(&LbUpdate::Synced), "synced is sent once");
+    })
+    .await;
+}
+
+/// Without `load_balancers` the source sends no LoadBalancer update at all.
+#[tokio::test]
+async fn lb_facts_are_not_sent_when_not_asked_for() {
+    bounded(async {
+        let dir = scratch("lb-off");
+        std::fs::write(dir.join("nodes.yaml"), node_doc("n1", "10.1.0.0/24")).unwrap();
+        write_atomic(
+            &dir.join("s.yaml"),
+            &service_doc("shop", "a", &["192.0.2.1"], "x"),
+        );
+        let mut source = start(dir);
+        source.cluster().await;
+        source.status(|s| s.synced).await;
+        tokio::time::sleep(DEFAULT_POLL * 3).await;
+        source.no_update();
+    })
+    .await;
+}
+
+/// A Service defined twice, an EndpointSlice of the removed v1beta1 API, and a Service
+/// whose policy is not one Kubernetes knows each fail the load, naming what is wrong.
+#[test]
+fn bad_services_and_slices_fail_the_load_with_a_clear_error() {
+    let dir = scratch("lb-bad");
+    let load = |files: &[(&str, String)]| {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            std::fs::remove_file(entry.unwrap().path()).unwrap();
+        }
+        for (name, text) in files {
+            std::fs::write(dir.join(name), text).unwrap();
+        }
+        file::load_files(&dir).unwrap_err().to_string()
+    };
+    let svc = service_doc("shop", "a", &["192.0.2.1"], "x");
+    let err = load(&[("one.yaml", svc.clone()), ("two.yaml", svc)]);
+    assert!(err.starts_with("Service shop/a is defined twice"), "{err}");
+    let err = load(&[(
+        "s.yaml",
+        slice_doc("shop", "a-1", "a", &["n1"])
+            .replace("discovery.k8s.io/v1", "discovery.k8s.io/v1beta1"),
+    )]);
+    assert!(
+        err.contains("apiVersion \"discovery.k8s.io/v1beta1\" is not read"),
+        "{err}"
+    );
+    let err = load(&[(
+        "s.yaml",
+        service_doc("shop", "a", &[], "x").replace("Local", "Everywhere"),
+    )]);
+    assert!(
+        err.ends_with(
+            "Service shop/a: spec.externalTrafficPolicy: \"Everywhere\" is not Cluster or Local"
+        ),
+        "{err}"
+    );
 }

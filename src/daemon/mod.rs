@@ -275,6 +275,8 @@ async fn start_sources(
                 path: path.clone(),
                 ipam: settings.ipam,
                 poll,
+                // Not planned yet (issue 17): the updates would only be logged.
+                load_balancers: false,
             };
             tasks.spawn(async move {
                 let _ = sources::file::run(config, tx).await;

@@ -280,6 +280,24 @@ pub fn log_report(report: &Report) {
     }
 }
 
+/// Logs what an operator must hear about one LoadBalancer update, given the Service's
+/// facts sent before it: ingress entries without a usable IP (once per change of that
+/// list, so a Service rewritten every second does not log every second).
+fn log_lb_update(update: &services::LbUpdate, before: Option<&services::ServiceFacts>) {
+    let services::LbUpdate::Service {
+        key,
+        facts: Some(facts),
+    } = update
+    else {
+        return;
+    };
+    let was = before.map(|f| &f.ingress_refused);
+    if !facts.ingress_refused.is_empty() && was != Some(&facts.ingress_refused) {
+        warn!(service = %key, refused = ?facts.ingress_refused,
+            "loadbalancer ingress without a usable ip (a hostname, or not an ip address): not announced");
+    }
+}
+
 /// Computes the snapshot for `state`, logs and publishes what is new.
 fn snapshot_and_report(
     state: ClusterState,

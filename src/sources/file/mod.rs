@@ -1,6 +1,6 @@
 //! The standalone sources: `--cluster-state PATH` (a YAML/JSON file, or a directory of
-//! them, holding Nodes, CiliumNodes and optionally cilium-config) and `--bgp-config
-//! FILE`, each polled for changes.
+//! them, holding Nodes, CiliumNodes and optionally cilium-config, Services and
+//! EndpointSlices) and `--bgp-config FILE`, each polled for changes.
 //!
 //! - Change detection polls metadata (size, mtime and ctime to the nanosecond, inode)
 //!   every `poll` (250 ms by default): editors and `kubectl ... > file` replace or
@@ -14,6 +14,11 @@
 //!   A missing path is such an error, not an empty cluster.
 //! - Removing a Node from the files is that node's deletion.
 //! - Nothing is sent before the first good load; afterwards only changed states.
+//! - LoadBalancer facts (when [`FileSourceConfig::load_balancers`]): after the first
+//!   good load one [`SourceUpdate::Lb`] per Service and EndpointSlice, then
+//!   [`LbUpdate::Synced`]; after each later load exactly the objects whose facts differ
+//!   (removing an object from the files is its deletion). A load that fails sends
+//!   nothing, so no Service is withdrawn for a half-edited file.
 
 pub mod parse;
 pub mod secrets;
@@ -28,10 +33,12 @@ use super::error::SourceError;
 use super::model::{
     CiliumConfigMemory, ClusterState, IpamOverride, KeptChange, CILIUM_CONFIG_KEPT,
 };
+use super::services::{LbFacts, LbUpdate};
 use super::{
-    snapshot_and_report, Closed, ClusterSnapshot, NoEvents, ReportTracker, Resource, SourceSender,
-    SourceUpdate,
+    log_lb_update, snapshot_and_report, Closed, ClusterSnapshot, NoEvents, ReportTracker, Resource,
+    SourceSender, SourceUpdate,
 };
+use parse::ClusterFiles;
 
 /// How often the files are checked for changes.
 pub const DEFAULT_POLL: Duration = Duration::from_millis(250);
@@ -43,11 +50,19 @@ pub struct FileSourceConfig {
     pub path: PathBuf,
     pub ipam: IpamOverride,
     pub poll: Duration,
+    /// Also send the Services' and EndpointSlices' facts ([`SourceUpdate::Lb`]).
+    pub load_balancers: bool,
 }
 
-/// Reads a cluster-state path once (the `plan` command, and each reload).
+/// Reads a cluster-state path once: its node facts (the `plan` and `doctor` commands).
 pub fn load(path: &Path) -> Result<ClusterState, SourceError> {
-    parse::cluster_state(&read_files(path)?)
+    load_files(path).map(|f| f.state)
+}
+
+/// Reads a cluster-state path once: its node facts and its Services' and
+/// EndpointSlices' facts (the one-shot commands, and each reload of [`run`]).
+pub fn load_files(path: &Path) -> Result<ClusterFiles, SourceError> {
+    parse::cluster_files(&read_files(path)?)
 }
 
 /// Follows `config.path` until the receiver is dropped.
@@ -61,6 +76,8 @@ pub async fn run(config: FileSourceConfig, out: SourceSender) -> Result<(), Clos
     let mut last_sent: Option<Arc<ClusterSnapshot>> = None;
     let mut errors = ErrorLog::default();
     let mut memory = CiliumConfigMemory::default();
+    // The LoadBalancer facts sent so far; `None` until the first good load.
+    let mut lb_sent: Option<LbFacts> = None;
     let mut poller = Poller::new(config.path.clone());
     let mut tick = tokio::time::interval(config.poll);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -73,7 +90,7 @@ pub async fn run(config: FileSourceConfig, out: SourceSender) -> Result<(), Clos
             continue;
         }
         let path = config.path.clone();
-        let loaded = tokio::task::spawn_blocking(move || load(&path))
+        let loaded = tokio::task::spawn_blocking(move || load_files(&path))
             .await
             .unwrap_or_else(|e| {
                 Err(SourceError::Io {
@@ -82,7 +99,7 @@ pub async fn run(config: FileSourceConfig, out: SourceSender) -> Result<(), Clos
                 })
             });
         match loaded {
-            Ok(mut state) => {
+            Ok(ClusterFiles { mut state, lb }) => {
                 errors.clear(&config.path);
                 let (cilium_config, change) = memory.in_force(state.cilium_config.take());
                 state.cilium_config = cilium_config;
@@ -98,6 +115,22 @@ pub async fn run(config: FileSourceConfig, out: SourceSender) -> Result<(), Clos
                     let snapshot = snapshot_and_report(state, config.ipam, &mut tracker, &NoEvents);
                     last_sent = Some(Arc::clone(&snapshot));
                     out.send(SourceUpdate::Cluster(snapshot)).await?;
+                }
+                if config.load_balancers {
+                    let first = lb_sent.is_none();
+                    let before = lb_sent.take().unwrap_or_default();
+                    for update in before.changes_to(&lb) {
+                        let was = match &update {
+                            LbUpdate::Service { key, .. } => before.services.get(key),
+                            _ => None,
+                        };
+                        log_lb_update(&update, was);
+                        out.send(SourceUpdate::Lb(update)).await?;
+                    }
+                    if first {
+                        out.send(SourceUpdate::Lb(LbUpdate::Synced)).await?;
+                    }
+                    lb_sent = Some(lb);
                 }
 
                 out.status(resource, |s| {

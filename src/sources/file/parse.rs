@@ -4,19 +4,27 @@
 //! person writes by hand, in any mix: single documents, multi-document YAML, `kind: List`
 //! and typed lists (`NodeList`, whose items may omit `kind`). Of ConfigMaps only
 //! `cilium-config` is read; CiliumPodIPPools (multi-pool IPAM's ranges) are read when
-//! present, and when none is, their ranges are unknown; other kinds are ignored, so a
-//! directory can also hold the bgp-config ConfigMap or anything else.
+//! present, and when none is, their ranges are unknown; Services and EndpointSlices
+//! (`kubectl get services,endpointslices -A -o yaml`) give the LoadBalancer facts
+//! ([`ClusterFiles::lb`]); other kinds are ignored, so a directory can also hold the
+//! bgp-config ConfigMap or anything else.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use k8s_openapi::api::core::v1::{ConfigMap, Node};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use serde::de::DeserializeSeed;
 use serde::Deserialize;
 
 use crate::sources::error::SourceError;
 use crate::sources::model::ClusterState;
 use crate::sources::objects::{self, CiliumNode, CiliumPodIpPool};
+use crate::sources::services::{self, LbFacts};
+
+/// The only EndpointSlice version read: v1beta1 (gone since Kubernetes 1.25) named an
+/// endpoint's node in `topology`, which would read as an endpoint on no node.
+pub const ENDPOINT_SLICE_API_VERSION: &str = "discovery.k8s.io/v1";
 
 /// The ConfigMap read as Cilium's configuration.
 pub const CILIUM_CONFIG_NAME: &str = "cilium-config";
@@ -29,6 +37,16 @@ pub enum Object {
     CiliumPodIpPool(Box<CiliumPodIpPool>),
     /// The `cilium-config` ConfigMap.
     CiliumConfig(Box<ConfigMap>),
+    Service(Box<Service>),
+    /// An EndpointSlice of `discovery.k8s.io/v1` (or naming no `apiVersion`).
+    EndpointSlice(Box<EndpointSlice>),
+}
+
+/// Everything a cluster-state path says: the node facts and the LoadBalancer facts.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ClusterFiles {
+    pub state: ClusterState,
+    pub lb: LbFacts,
 }
 
 /// Hands `each` the objects of one file, in order, as they are read: a file of 50,000
@@ -204,6 +222,16 @@ fn collect(
         "CiliumPodIPPool" => {
             Object::CiliumPodIpPool(Box::new(serde_json::from_value(value).map_err(typed)?))
         }
+        "Service" => Object::Service(Box::new(serde_json::from_value(value).map_err(typed)?)),
+        "EndpointSlice" => {
+            let version = value.get("apiVersion").and_then(|v| v.as_str());
+            if let Some(version) = version.filter(|v| *v != ENDPOINT_SLICE_API_VERSION) {
+                return Err(format!(
+                    "EndpointSlice: apiVersion {version:?} is not read, only {ENDPOINT_SLICE_API_VERSION:?}"
+                ));
+            }
+            Object::EndpointSlice(Box::new(serde_json::from_value(value).map_err(typed)?))
+        }
         "ConfigMap" => {
             let config_map: ConfigMap = serde_json::from_value(value).map_err(typed)?;
             if config_map.metadata.name.as_deref() != Some(CILIUM_CONFIG_NAME) {
@@ -233,12 +261,21 @@ fn collect(
     each(object).map_err(|()| String::new())
 }
 
-/// The cluster state of a set of files (path, contents), in the order given.
+/// The cluster state of a set of files (path, contents), in the order given: the node
+/// facts of [`cluster_files`].
+pub fn cluster_state(files: &[(PathBuf, String)]) -> Result<ClusterState, SourceError> {
+    cluster_files(files).map(|f| f.state)
+}
+
+/// The node facts and the LoadBalancer facts of a set of files (path, contents), in
+/// the order given.
 ///
 /// All or nothing: one file that does not parse, one object that does not map, or an
-/// object defined twice fails the whole state, so the caller keeps its last good one.
-pub fn cluster_state(files: &[(PathBuf, String)]) -> Result<ClusterState, SourceError> {
+/// object defined twice (a Service or EndpointSlice: the same namespace and name) fails
+/// the whole result, so the caller keeps its last good one.
+pub fn cluster_files(files: &[(PathBuf, String)]) -> Result<ClusterFiles, SourceError> {
     let mut state = ClusterState::default();
+    let mut lb = LbFacts::default();
     let mut origin: BTreeMap<(&'static str, String), &Path> = BTreeMap::new();
     for (path, text) in files {
         let in_file = |error: SourceError| SourceError::InFile {
@@ -270,6 +307,18 @@ pub fn cluster_state(files: &[(PathBuf, String)]) -> Result<ClusterState, Source
                         Some(objects::cilium_config(&config_map).map_err(in_file)?);
                     ("ConfigMap", CILIUM_CONFIG_NAME.to_owned())
                 }
+                Object::Service(service) => {
+                    let (key, facts) = services::service_facts(&service).map_err(in_file)?;
+                    let name = key.to_string();
+                    lb.services.insert(key, facts);
+                    ("Service", name)
+                }
+                Object::EndpointSlice(slice) => {
+                    let (key, facts) = services::slice_facts(&slice).map_err(in_file)?;
+                    let name = key.to_string();
+                    lb.slices.insert(key, facts);
+                    ("EndpointSlice", name)
+                }
             };
             if let Some(first) = origin.insert((kind, name.clone()), path) {
                 return Err(SourceError::Duplicate {
@@ -282,7 +331,7 @@ pub fn cluster_state(files: &[(PathBuf, String)]) -> Result<ClusterState, Source
             Ok(())
         })?;
     }
-    Ok(state)
+    Ok(ClusterFiles { state, lb })
 }
 
 #[cfg(test)]
