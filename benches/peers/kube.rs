@@ -191,6 +191,7 @@ async fn measure(n: usize, local: bool) -> Measured {
         bgp_config: None,
         ipam: IpamOverride::Auto,
         retry: Retry::Fixed(Duration::from_millis(20)),
+        load_balancers: false,
     };
     let client = kube::Client::new(service, "default");
     let task = tokio::spawn(async move {

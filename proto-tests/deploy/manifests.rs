@@ -782,7 +782,8 @@ fn grant(scope: &str, group: &str, resource: &str, name: &str, verb: &str) -> Gr
     }
 }
 
-/// The minimum of issue #8 (and #21: CiliumPodIPPools): read nodes and CiliumNodes, read exactly cilium-config and the
+/// The minimum of issue #8 (and #21: CiliumPodIPPools; #17: Services and EndpointSlices,
+/// list and watch only): read nodes and CiliumNodes, read exactly cilium-config and the
 /// bgp-config ConfigMap, create and patch events about Nodes. Nothing else.
 fn expected_grants(config_map: (&str, &str)) -> BTreeSet<Grant> {
     let mut expected = BTreeSet::new();
@@ -798,6 +799,17 @@ fn expected_grants(config_map: (&str, &str)) -> BTreeSet<Grant> {
             verb,
         ));
         expected.insert(grant(config_map.0, "", "configmaps", config_map.1, verb));
+    }
+    // LoadBalancer IPs: every Service and EndpointSlice, watched, never read by name.
+    for verb in ["list", "watch"] {
+        expected.insert(grant("cluster", "", "services", "*", verb));
+        expected.insert(grant(
+            "cluster",
+            "discovery.k8s.io",
+            "endpointslices",
+            "*",
+            verb,
+        ));
     }
     // TCP MD5 keys: the named Secrets of the bgp-config's namespace, get and watch only
     // (the speaker never lists Secrets).
@@ -1502,6 +1514,8 @@ rules:
   - {apiGroups: [""], resources: [nodes], verbs: [get, list, watch]}
   - {apiGroups: [cilium.io], resources: [ciliumnodes], verbs: [get, list, watch]}
   - {apiGroups: [cilium.io], resources: [ciliumpodippools], verbs: [get, list, watch]}
+  - {apiGroups: [""], resources: [services], verbs: [list, watch]}
+  - {apiGroups: [discovery.k8s.io], resources: [endpointslices], verbs: [list, watch]}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding

@@ -55,6 +55,8 @@ pub enum Route {
     BgpConfig,
     Events,
     Secrets,
+    Services,
+    EndpointSlices,
 }
 
 fn route(request: &Request<KubeBody>) -> Route {
@@ -64,6 +66,8 @@ fn route(request: &Request<KubeBody>) -> Route {
         "/api/v1/nodes" => Route::Nodes,
         "/apis/cilium.io/v2/ciliumnodes" => Route::CiliumNodes,
         "/apis/cilium.io/v2alpha1/ciliumpodippools" => Route::PodIpPools,
+        "/api/v1/services" => Route::Services,
+        "/apis/discovery.k8s.io/v1/endpointslices" => Route::EndpointSlices,
         p if p.starts_with("/apis/events.k8s.io/") => Route::Events,
         p if p.contains("/secrets") => Route::Secrets,
         p if p.ends_with("/configmaps") && query.contains("metadata.name%3Dcilium-config") => {
@@ -110,6 +114,8 @@ impl MockApi {
             Route::BgpConfig,
             Route::Events,
             Route::Secrets,
+            Route::Services,
+            Route::EndpointSlices,
         ] {
             let (tx, rx) = mpsc::unbounded_channel();
             senders.insert(r, tx);
@@ -400,5 +406,84 @@ pub fn secret(namespace: &str, name: &str, rv: &str, data_base64: Value) -> Valu
         "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
         "metadata": {"name": name, "namespace": namespace, "resourceVersion": rv},
         "data": data_base64
+    })
+}
+
+/// A Service as the API server returns it: server-set metadata, cluster IPs, node
+/// ports, and `status.loadBalancer.ingress` as an allocator writes it.
+pub fn service(
+    namespace: &str,
+    name: &str,
+    rv: &str,
+    type_: &str,
+    policy: &str,
+    ingress_ips: &[&str],
+) -> Value {
+    let ingress: Vec<Value> = ingress_ips
+        .iter()
+        .map(|ip| json!({"ip": ip, "ipMode": "VIP"}))
+        .collect();
+    json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {
+            "name": name, "namespace": namespace, "resourceVersion": rv,
+            "uid": format!("uid-svc-{name}"), "creationTimestamp": "2026-11-20T08:00:00Z",
+            "labels": {"app": name},
+            "managedFields": [{"manager": "kubectl-client-side-apply", "operation": "Update",
+                "apiVersion": "v1", "time": "2026-11-20T08:00:00Z", "fieldsType": "FieldsV1",
+                "fieldsV1": {"f:spec": {"f:type": {}}}}]
+        },
+        "spec": {
+            "type": type_, "externalTrafficPolicy": policy,
+            "clusterIP": "10.96.40.7", "clusterIPs": ["10.96.40.7"],
+            "ipFamilies": ["IPv4"], "ipFamilyPolicy": "SingleStack",
+            "internalTrafficPolicy": "Cluster", "sessionAffinity": "None",
+            "allocateLoadBalancerNodePorts": true,
+            "ports": [{"name": "http", "port": 80, "protocol": "TCP", "targetPort": 8080,
+                "nodePort": 30080}],
+            "selector": {"app": name}
+        },
+        "status": {"loadBalancer": {"ingress": ingress}}
+    })
+}
+
+/// An EndpointSlice as the EndpointSlice controller writes it: one endpoint per
+/// `(node, ready, terminating)`.
+pub fn endpoint_slice(
+    namespace: &str,
+    name: &str,
+    rv: &str,
+    service: &str,
+    endpoints: &[(&str, bool, bool)],
+) -> Value {
+    let endpoints: Vec<Value> = endpoints
+        .iter()
+        .enumerate()
+        .map(|(i, (node, ready, terminating))| {
+            json!({
+                "addresses": [format!("10.244.7.{}", i + 1)],
+                "conditions": {"ready": ready, "serving": *ready || *terminating,
+                    "terminating": terminating},
+                "nodeName": node, "zone": "rack-a",
+                "targetRef": {"kind": "Pod", "namespace": namespace,
+                    "name": format!("{service}-{i}"), "uid": format!("uid-pod-{i}")}
+            })
+        })
+        .collect();
+    json!({
+        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {
+            "name": name, "namespace": namespace, "resourceVersion": rv,
+            "generateName": format!("{service}-"), "uid": format!("uid-eps-{name}"),
+            "labels": {"kubernetes.io/service-name": service,
+                "endpointslice.kubernetes.io/managed-by": "endpointslice-controller.k8s.io"},
+            "annotations": {"endpoints.kubernetes.io/last-change-trigger-time": "2026-11-20T08:00:01Z"},
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Service", "name": service,
+                "uid": format!("uid-svc-{service}"), "controller": true,
+                "blockOwnerDeletion": true}]
+        },
+        "addressType": "IPv4",
+        "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
+        "endpoints": endpoints
     })
 }

@@ -8,6 +8,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, unsafe_code)]
 
 mod harness;
+mod services;
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -76,10 +77,20 @@ fn start(scope: WatchScope, bgp_config: bool, ipam: IpamOverride) -> Running {
 }
 
 fn start_on(
+    api: (kube::Client, MockApi),
+    scope: WatchScope,
+    bgp_config: bool,
+    ipam: IpamOverride,
+) -> Running {
+    start_with(api, scope, bgp_config, ipam, false)
+}
+
+fn start_with(
     (client, api): (kube::Client, MockApi),
     scope: WatchScope,
     bgp_config: bool,
     ipam: IpamOverride,
+    load_balancers: bool,
 ) -> Running {
     let (tx, rx) = channel(16);
     let events = Arc::new(RecordingSink::default());
@@ -89,6 +100,7 @@ fn start_on(
         bgp_config: bgp_config.then(BgpConfigMapRef::default),
         ipam,
         retry: Retry::Fixed(Duration::from_millis(20)),
+        load_balancers,
     };
     let sink: Arc<dyn EventSink> = events.clone();
     let task = tokio::spawn(async move {
@@ -769,6 +781,7 @@ async fn source_ends_when_the_receiver_is_dropped() {
             bgp_config: None,
             ipam: IpamOverride::Auto,
             retry: Retry::Fixed(Duration::from_millis(20)),
+            load_balancers: false,
         };
         let task = tokio::spawn(kube_source::run(
             client,

@@ -304,6 +304,8 @@ async fn start_sources(
                 bgp_config: bgp_config_map,
                 ipam: settings.ipam,
                 retry: Retry::KubeDefault,
+                // Not planned yet (issue 17): the updates would only be logged.
+                load_balancers: false,
             };
             tasks.spawn(async move {
                 let _ = kube_source::run(client, config, tx, Arc::new(events)).await;

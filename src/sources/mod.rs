@@ -6,6 +6,9 @@
 //!   node's announced pod CIDRs ([`node_view`]). The only place that knows the IPAM rules.
 //! - [`objects`]: the Kubernetes object types read and the pure object -> facts mapping.
 //! - [`report`]: which drift / refusal / IPAM findings are new since the last view.
+//! - [`services`]: the LoadBalancer facts (per Service, per EndpointSlice), their
+//!   pure mapping from the objects, and the deltas ([`SourceUpdate::Lb`]) that carry
+//!   them.
 //! - [`kube`], [`file`]: the drivers. They fill a `ClusterState`, and after each change
 //!   that alters it send a [`SourceUpdate::Cluster`] snapshot; they log findings and
 //!   (kube only) publish them as Kubernetes Events through an [`EventSink`].
@@ -30,6 +33,7 @@
 //!     bgp_config: Some(BgpConfigMapRef::default()),
 //!     ipam: IpamOverride::Auto,
 //!     retry: Retry::KubeDefault,
+//!     load_balancers: true, // also watch Services and EndpointSlices
 //! };
 //! tokio::spawn(run(client, config, tx, Arc::new(events)));
 //! while let Some(update) = rx.updates.recv().await {
@@ -37,6 +41,7 @@
 //!         SourceUpdate::Cluster(snapshot) => { /* plan from snapshot.view */ }
 //!         SourceUpdate::BgpConfigText(text) => { /* parse and validate */ }
 //!         SourceUpdate::Secrets(view) => { /* the TCP MD5 keys of password-secret */ }
+//!         SourceUpdate::Lb(delta) => { /* one Service or EndpointSlice, or Synced */ }
 //!     }
 //!     let _ready = rx.status.borrow().ready(); // for /readyz
 //! }
@@ -120,6 +125,10 @@ pub enum Resource {
     Secrets,
     /// The same, from `--secrets-dir`.
     SecretsDir,
+    /// Services (core/v1), for their LoadBalancer facts.
+    Services,
+    /// EndpointSlices (discovery.k8s.io/v1), for the Services' ready endpoints.
+    EndpointSlices,
 }
 
 impl Resource {
@@ -134,6 +143,8 @@ impl Resource {
             Self::BgpConfigFile => "bgp-config-file",
             Self::Secrets => "secrets",
             Self::SecretsDir => "secrets-dir",
+            Self::Services => "services",
+            Self::EndpointSlices => "endpointslices",
         }
     }
 }
@@ -280,21 +291,29 @@ pub fn log_report(report: &Report) {
     }
 }
 
-/// Logs what an operator must hear about one LoadBalancer update, given the Service's
-/// facts sent before it: ingress entries without a usable IP (once per change of that
-/// list, so a Service rewritten every second does not log every second).
-fn log_lb_update(update: &services::LbUpdate, before: Option<&services::ServiceFacts>) {
-    let services::LbUpdate::Service {
-        key,
-        facts: Some(facts),
-    } = update
-    else {
-        return;
-    };
-    let was = before.map(|f| &f.ingress_refused);
-    if !facts.ingress_refused.is_empty() && was != Some(&facts.ingress_refused) {
-        warn!(service = %key, refused = ?facts.ingress_refused,
-            "loadbalancer ingress without a usable ip (a hostname, or not an ip address): not announced");
+/// Says once per change which Services have ingress entries without a usable IP (a
+/// hostname, or not an IP address), so a Service rewritten every second with the same
+/// entries does not log every second. Holds only the Services that have such entries.
+#[derive(Debug, Default)]
+struct RefusedIngress(BTreeMap<services::ObjectKey, Vec<String>>);
+
+impl RefusedIngress {
+    fn observe(&mut self, update: &services::LbUpdate) {
+        let services::LbUpdate::Service { key, facts } = update else {
+            return;
+        };
+        let refused = facts.as_ref().map(|f| &f.ingress_refused);
+        match refused.filter(|r| !r.is_empty()) {
+            None => {
+                self.0.remove(key);
+            }
+            Some(refused) if self.0.get(key) != Some(refused) => {
+                warn!(service = %key, refused = ?refused,
+                    "loadbalancer ingress without a usable ip (a hostname, or not an ip address): not announced");
+                self.0.insert(key.clone(), refused.clone());
+            }
+            Some(_) => {}
+        }
     }
 }
 

@@ -203,10 +203,11 @@ pub enum Change {
 /// The objects of `old` and `new` whose facts differ, in key order, with their new
 /// facts (`None`: deleted). Linear in the size of both maps (one merge of two sorted
 /// walks).
-pub fn changes<'a, F: PartialEq>(
-    old: &'a BTreeMap<ObjectKey, F>,
-    new: &'a BTreeMap<ObjectKey, F>,
-) -> Vec<(&'a ObjectKey, Option<&'a F>, Change)> {
+#[allow(clippy::type_complexity)]
+pub fn changes<'a, K: Ord, F: PartialEq>(
+    old: &'a BTreeMap<K, F>,
+    new: &'a BTreeMap<K, F>,
+) -> Vec<(&'a K, Option<&'a F>, Change)> {
     let mut out = Vec::new();
     let mut old_iter = old.iter().peekable();
     let mut new_iter = new.iter().peekable();
@@ -259,7 +260,7 @@ pub fn changes<'a, F: PartialEq>(
 ///   announced.
 pub fn service_facts(service: &Service) -> Result<(ObjectKey, ServiceFacts), SourceError> {
     const KIND: &str = "Service";
-    let key = object_key(KIND, &service.metadata)?;
+    let key = object_key(&service.metadata).ok_or(SourceError::MissingName { kind: KIND })?;
     let spec = service.spec.as_ref();
     let policy = match spec
         .and_then(|s| s.external_traffic_policy.as_deref())
@@ -327,7 +328,9 @@ pub fn service_facts(service: &Service) -> Result<(ObjectKey, ServiceFacts), Sou
 /// A slice without the `kubernetes.io/service-name` label (or with an empty one)
 /// belongs to no Service.
 pub fn slice_facts(slice: &EndpointSlice) -> Result<(ObjectKey, SliceFacts), SourceError> {
-    let key = object_key("EndpointSlice", &slice.metadata)?;
+    let key = object_key(&slice.metadata).ok_or(SourceError::MissingName {
+        kind: "EndpointSlice",
+    })?;
     let service = slice
         .metadata
         .labels
@@ -363,20 +366,16 @@ fn endpoint_ready(endpoint: &Endpoint) -> bool {
     ready && !terminating
 }
 
-/// `namespace/name`; a missing namespace is [`DEFAULT_NAMESPACE`], a missing name an
-/// error.
-fn object_key(kind: &'static str, meta: &ObjectMeta) -> Result<ObjectKey, SourceError> {
-    let name = meta
-        .name
-        .as_deref()
-        .filter(|n| !n.is_empty())
-        .ok_or(SourceError::MissingName { kind })?;
+/// `namespace/name`; a missing namespace is [`DEFAULT_NAMESPACE`]; `None` without a
+/// name.
+pub fn object_key(meta: &ObjectMeta) -> Option<ObjectKey> {
+    let name = meta.name.as_deref().filter(|n| !n.is_empty())?;
     let namespace = meta
         .namespace
         .as_deref()
         .filter(|n| !n.is_empty())
         .unwrap_or(DEFAULT_NAMESPACE);
-    Ok(ObjectKey::new(namespace, name))
+    Some(ObjectKey::new(namespace, name))
 }
 
 #[cfg(test)]

@@ -35,8 +35,8 @@ use super::model::{
 };
 use super::services::{LbFacts, LbUpdate};
 use super::{
-    log_lb_update, snapshot_and_report, Closed, ClusterSnapshot, NoEvents, ReportTracker, Resource,
-    SourceSender, SourceUpdate,
+    snapshot_and_report, Closed, ClusterSnapshot, NoEvents, RefusedIngress, ReportTracker,
+    Resource, SourceSender, SourceUpdate,
 };
 use parse::ClusterFiles;
 
@@ -78,6 +78,7 @@ pub async fn run(config: FileSourceConfig, out: SourceSender) -> Result<(), Clos
     let mut memory = CiliumConfigMemory::default();
     // The LoadBalancer facts sent so far; `None` until the first good load.
     let mut lb_sent: Option<LbFacts> = None;
+    let mut refused = RefusedIngress::default();
     let mut poller = Poller::new(config.path.clone());
     let mut tick = tokio::time::interval(config.poll);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -120,11 +121,7 @@ pub async fn run(config: FileSourceConfig, out: SourceSender) -> Result<(), Clos
                     let first = lb_sent.is_none();
                     let before = lb_sent.take().unwrap_or_default();
                     for update in before.changes_to(&lb) {
-                        let was = match &update {
-                            LbUpdate::Service { key, .. } => before.services.get(key),
-                            _ => None,
-                        };
-                        log_lb_update(&update, was);
+                        refused.observe(&update);
                         out.send(SourceUpdate::Lb(update)).await?;
                     }
                     if first {

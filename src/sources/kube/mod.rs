@@ -1,5 +1,7 @@
 //! The Kubernetes source: kube-rs watchers for Nodes, CiliumNodes, the cilium-config
-//! ConfigMap and the bgp-config ConfigMap, folded into one [`ClusterState`].
+//! ConfigMap and the bgp-config ConfigMap, folded into one [`ClusterState`]; and, when
+//! asked ([`KubeSourceConfig::load_balancers`]), for every Service and EndpointSlice,
+//! sent as LoadBalancer deltas ([`services`]).
 //!
 //! - `WatchScope::Local` (the DaemonSet, `--announce local`) watches only its own Node
 //!   and CiliumNode with a `metadata.name` field selector: a 5,000-node cluster costs
@@ -29,6 +31,7 @@
 
 pub mod events;
 pub mod secrets;
+pub mod services;
 pub mod store;
 
 use std::collections::BTreeMap;
@@ -39,7 +42,8 @@ use std::time::{Duration, SystemTime};
 
 use futures::stream::{self, BoxStream};
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{ConfigMap, Node};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::runtime::utils::Backoff;
 use kube::runtime::watcher::{self, DefaultBackoff, Event};
 use kube::runtime::WatchStreamExt;
@@ -56,7 +60,7 @@ use super::{
     snapshot_and_report, Closed, EventSink, ReportTracker, Resource, ResourceStatus, SourceSender,
     SourceUpdate,
 };
-use store::Store;
+use store::{Store, StoreKey};
 
 /// How long the API server keeps a watch open before ending it (kube's own default,
 /// stated here because [`API_READ_TIMEOUT`] must stay above it).
@@ -189,6 +193,9 @@ pub struct KubeSourceConfig {
     pub bgp_config: Option<BgpConfigMapRef>,
     pub ipam: IpamOverride,
     pub retry: Retry,
+    /// Also watch every Service and EndpointSlice and send their LoadBalancer facts
+    /// ([`SourceUpdate::Lb`]). Off, neither is listed nor watched (nor needs RBAC).
+    pub load_balancers: bool,
 }
 
 /// Watches the cluster until the receiver is dropped. Never returns an error for API
@@ -219,6 +226,9 @@ pub async fn run(
         if let Some(update) = fold.bgp_config_update() {
             out.send(update).await?;
         }
+        for update in fold.lb_updates() {
+            out.send(SourceUpdate::Lb(update)).await?;
+        }
         // After the update is queued, so whoever sees the status also sees the update.
         let status = fold.status(resource);
         out.status(resource, |s| *s = status);
@@ -233,6 +243,9 @@ enum Input {
     PodIpPool(watcher::Result<Event<CiliumPodIpPool>>),
     CiliumConfig(watcher::Result<Event<ConfigMap>>),
     BgpConfig(watcher::Result<Event<ConfigMap>>),
+    /// Boxed: a Service is the largest object watched.
+    Service(Box<watcher::Result<Event<Service>>>),
+    Slice(Box<watcher::Result<Event<EndpointSlice>>>),
 }
 
 fn inputs(client: &Client, config: &KubeSourceConfig) -> Vec<BoxStream<'static, Input>> {
@@ -277,6 +290,9 @@ fn inputs(client: &Client, config: &KubeSourceConfig) -> Vec<BoxStream<'static, 
             .boxed(),
         );
     }
+    if config.load_balancers {
+        inputs.extend(services::watchers(client, base(), retry));
+    }
     inputs
 }
 
@@ -294,6 +310,8 @@ struct WatchState {
     /// The last cilium-config seen: its deletion changes nothing.
     cilium_config_memory: CiliumConfigMemory,
     bgp_text: Store<Option<String>>,
+    /// `Some` when Services and EndpointSlices are watched.
+    lb: Option<services::LbWatch>,
     status: BTreeMap<Resource, ResourceStatus>,
     cluster_dirty: bool,
     last_cluster: Option<ClusterState>,
@@ -315,6 +333,7 @@ impl WatchState {
             cilium_config: Store::new(),
             cilium_config_memory: CiliumConfigMemory::default(),
             bgp_text: Store::new(),
+            lb: config.load_balancers.then(services::LbWatch::new),
             status: BTreeMap::new(),
             cluster_dirty: false,
             last_cluster: None,
@@ -332,6 +351,9 @@ impl WatchState {
         ];
         if self.bgp_config.is_some() {
             resources.push(Resource::BgpConfigMap);
+        }
+        if self.lb.is_some() {
+            resources.extend(services::RESOURCES);
         }
         resources
     }
@@ -413,7 +435,29 @@ impl WatchState {
                 );
                 Resource::BgpConfigMap
             }
+            Input::Service(item) => {
+                let status = self.status.entry(Resource::Services).or_default();
+                if let Some(lb) = &mut self.lb {
+                    lb.service(*item, status, now);
+                }
+                Resource::Services
+            }
+            Input::Slice(item) => {
+                let status = self.status.entry(Resource::EndpointSlices).or_default();
+                if let Some(lb) = &mut self.lb {
+                    lb.slice(*item, status, now);
+                }
+                Resource::EndpointSlices
+            }
         }
+    }
+
+    /// The LoadBalancer deltas to send, in order (none unless watched).
+    fn lb_updates(&mut self) -> Vec<crate::sources::services::LbUpdate> {
+        self.lb
+            .as_mut()
+            .map(services::LbWatch::updates)
+            .unwrap_or_default()
     }
 
     /// The snapshot to send, when every cluster resource is synced and the facts
@@ -484,9 +528,9 @@ impl WatchState {
 }
 
 /// Folds one watcher item into a store; true when the store's facts changed.
-fn step<K, F>(
+fn step<K, F, Key>(
     resource: Resource,
-    store: &mut Store<F>,
+    store: &mut Store<F, Key>,
     status: &mut ResourceStatus,
     item: watcher::Result<Event<K>>,
     now: SystemTime,
@@ -495,6 +539,7 @@ fn step<K, F>(
 where
     K: kube::Resource,
     F: Clone + PartialEq,
+    Key: StoreKey + fmt::Display,
 {
     let event = match item {
         Ok(event) => event,
@@ -502,9 +547,9 @@ where
     };
     status.up = true;
     status.last_event = Some(now);
-    let mapped = |object: &K, status: &mut ResourceStatus| -> Option<(String, Option<F>)> {
+    let mapped = |object: &K, status: &mut ResourceStatus| -> Option<(Key, Option<F>)> {
         status.events += 1;
-        let Some(name) = object.meta().name.clone() else {
+        let Some(name) = Key::of(object.meta()) else {
             status.errors += 1;
             let e = SourceError::MissingName {
                 kind: resource_kind(resource),
@@ -551,11 +596,7 @@ where
         },
         Event::Delete(object) => {
             status.events += 1;
-            object
-                .meta()
-                .name
-                .as_deref()
-                .is_some_and(|name| store.delete(name))
+            Key::of(object.meta()).is_some_and(|key| store.delete(&key))
         }
     }
 }
@@ -567,9 +608,9 @@ fn is_refused_first_list<K>(item: &watcher::Result<Event<K>>) -> bool {
 
 /// Keeps the state; marks the resource down unless the error is routine. True only
 /// when a CRD that is not installed made the (never synced) resource empty.
-fn watch_error<F: Clone + PartialEq>(
+fn watch_error<F: Clone + PartialEq, Key: StoreKey>(
     resource: Resource,
-    store: &mut Store<F>,
+    store: &mut Store<F, Key>,
     status: &mut ResourceStatus,
     error: &watcher::Error,
 ) -> bool {
@@ -630,6 +671,8 @@ fn resource_kind(resource: Resource) -> &'static str {
         Resource::Nodes => "Node",
         Resource::CiliumNodes => "CiliumNode",
         Resource::PodIpPools => "CiliumPodIPPool",
+        Resource::Services => "Service",
+        Resource::EndpointSlices => "EndpointSlice",
         _ => "ConfigMap",
     }
 }
