@@ -25,15 +25,15 @@ use tower_test::mock;
 use crate::common::{emit, node_ip};
 use crate::kube_harness::{cilium_node, config_map, node, TestBody};
 
-struct NoSink;
+pub(crate) struct NoSink;
 impl EventSink for NoSink {
     fn publish(&self, _: &Report) {}
 }
 
 #[derive(Default, Debug, Clone, Copy)]
-struct Count {
-    requests: u64,
-    octets: u64,
+pub(crate) struct Count {
+    pub(crate) requests: u64,
+    pub(crate) octets: u64,
 }
 
 type Watches = Vec<(
@@ -42,7 +42,7 @@ type Watches = Vec<(
     mpsc::UnboundedSender<Result<Bytes, std::io::Error>>,
 )>;
 
-fn param(req: &Request<KubeBody>, key: &str) -> Option<String> {
+pub(crate) fn param(req: &Request<KubeBody>, key: &str) -> Option<String> {
     req.uri()
         .query()
         .unwrap_or_default()
@@ -53,7 +53,7 @@ fn param(req: &Request<KubeBody>, key: &str) -> Option<String> {
         })
 }
 
-fn objects(n: usize, cilium: bool) -> Vec<Value> {
+pub(crate) fn objects(n: usize, cilium: bool) -> Vec<Value> {
     (0..n)
         .map(|i| {
             let name = format!("n{i:06}");

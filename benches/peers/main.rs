@@ -12,6 +12,7 @@
 //! peers --bench kube N[,N...]                         item 6 (no namespace needed)
 //! peers --bench lb SERVICES ENDPOINTS EVENTS             item 7
 //! peers --bench lbplan SERVICES[,S...] ENDPOINTS EVENTS  item 7b (no namespace needed)
+//! peers --bench lbkube SERVICES[,S...] ENDPOINTS CHANGES item 7c (no namespace needed)
 //! peers --bench report RESULTS.jsonl OUT_DIR            tables (stdout) and chart data
 //! ```
 //!
@@ -41,6 +42,7 @@ mod event;
 mod footprint;
 mod kube;
 mod lb;
+mod lbkube;
 mod lbplan;
 mod receive;
 mod report;
@@ -72,6 +74,11 @@ fn main() {
             &sizes.split(',').map(num).collect::<Vec<_>>(),
             num(endpoints),
             num(events),
+        ),
+        ["lbkube", sizes, endpoints, changes] => lbkube::run(
+            &sizes.split(',').map(num).collect::<Vec<_>>(),
+            num(endpoints),
+            num(changes),
         ),
         ["kube", sizes] => kube::run(&sizes.split(',').map(num).collect::<Vec<_>>()),
         ["report", results, out] => report::run(results.as_ref(), out.as_ref()),
