@@ -3,7 +3,7 @@
 //! API server sends (ADDED, MODIFIED, DELETED, BOOKMARK, ERROR 410), and the
 //! `SourceUpdate::Lb` deltas after each.
 
-use crate::harness::{endpoint_slice, service, MockApi, Route};
+use crate::harness::{endpoint_slice, service, Call, MockApi, Route, WatchStream};
 use crate::{
     assert_list, assert_watch, bounded, outage_objects, start_with, sync_cluster, Running,
 };
@@ -11,7 +11,7 @@ use podcidr_speaker::sources::kube::WatchScope;
 use podcidr_speaker::sources::model::IpamOverride;
 use podcidr_speaker::sources::services::{LbUpdate, TrafficPolicy};
 use podcidr_speaker::sources::{Resource, SourceUpdate};
-use serde_json::json;
+use serde_json::{json, Value};
 
 const SERVICES: &str = "/api/v1/services";
 const SLICES: &str = "/apis/discovery.k8s.io/v1/endpointslices";
@@ -69,14 +69,42 @@ impl Running {
     }
 }
 
-fn start_lb(load_balancers: bool) -> Running {
-    start_with(
+/// Answers a list request of the Services' watcher (cluster-wide, no selector).
+fn list_services(call: Call, items: Vec<Value>, resource_version: &str) {
+    assert_list(&call, SERVICES, None);
+    call.list("Service", "v1", items, resource_version);
+}
+
+/// Answers a list request of the EndpointSlices' watcher (cluster-wide, no selector).
+fn list_slices(call: Call, items: Vec<Value>, resource_version: &str) {
+    assert_list(&call, SLICES, None);
+    call.list(
+        "EndpointSlice",
+        "discovery.k8s.io/v1",
+        items,
+        resource_version,
+    );
+}
+
+/// A `type: LoadBalancer` Service.
+fn lb(namespace: &str, name: &str, rv: &str, policy: &str, ips: &[&str]) -> Value {
+    service(namespace, name, rv, "LoadBalancer", policy, ips)
+}
+
+/// A cluster-scope source whose Node, CiliumNode and cilium-config lists are answered
+/// and whose first view has been received; its three watches are returned.
+async fn started(load_balancers: bool) -> (Running, [WatchStream; 3]) {
+    let mut s = start_with(
         MockApi::start(),
         WatchScope::Cluster,
         false,
         IpamOverride::Kubernetes,
         load_balancers,
-    )
+    );
+    let (nodes, cilium) = outage_objects();
+    let watches = sync_cluster(&mut s, nodes, cilium, "kubernetes").await;
+    s.view().await;
+    (s, watches)
 }
 
 /// Both first lists, then `Synced` once; then each watch event sends exactly the
@@ -86,35 +114,16 @@ fn start_lb(load_balancers: bool) -> Running {
 #[tokio::test]
 async fn services_and_slices_are_sent_as_exact_deltas_across_a_410_relist() {
     bounded(async {
-        let mut s = start_lb(true);
-        let (nodes, cilium) = outage_objects();
-        let [_n, _c, _cc] = sync_cluster(&mut s, nodes, cilium, "kubernetes").await;
-        s.view().await;
+        let (mut s, _watches) = started(true).await;
         assert!(!s.rx.status.borrow().ready(), "services not listed yet");
 
         // The Services' first list (cluster-wide, no selector): one update each.
         let call = s.api.next(Route::Services).await;
-        assert_list(&call, SERVICES, None);
-        call.list(
-            "Service",
-            "v1",
+        list_services(
+            call,
             vec![
-                service(
-                    "shop",
-                    "web",
-                    "500",
-                    "LoadBalancer",
-                    "Local",
-                    &["198.51.100.10"],
-                ),
-                service(
-                    "shop",
-                    "api",
-                    "501",
-                    "LoadBalancer",
-                    "Cluster",
-                    &["198.51.100.11"],
-                ),
+                lb("shop", "web", "500", "Local", &["198.51.100.10"]),
+                lb("shop", "api", "501", "Cluster", &["198.51.100.11"]),
                 service("default", "kubernetes", "10", "ClusterIP", "Cluster", &[]),
             ],
             "510",
@@ -136,10 +145,8 @@ async fn services_and_slices_are_sent_as_exact_deltas_across_a_410_relist() {
 
         // The EndpointSlices' first list: one update each, then Synced.
         let call = s.api.next(Route::EndpointSlices).await;
-        assert_list(&call, SLICES, None);
-        call.list(
-            "EndpointSlice",
-            "discovery.k8s.io/v1",
+        list_slices(
+            call,
             vec![
                 endpoint_slice(
                     "shop",
@@ -177,14 +184,7 @@ async fn services_and_slices_are_sent_as_exact_deltas_across_a_410_relist() {
         // A status-only edit (a condition added, a new resourceVersion) and an
         // annotation: nothing is sent.
         let before = s.status_now(Resource::Services).events;
-        let mut web = service(
-            "shop",
-            "web",
-            "520",
-            "LoadBalancer",
-            "Local",
-            &["198.51.100.10"],
-        );
+        let mut web = lb("shop", "web", "520", "Local", &["198.51.100.10"]);
         web["status"]["conditions"] = json!([{"type": "LoadBalancerReady", "status": "True",
             "reason": "Allocated", "message": "", "lastTransitionTime": "2026-11-20T08:00:02Z"}]);
         web["metadata"]["annotations"] = json!({"example.com/owner": "team-a"});
@@ -193,14 +193,7 @@ async fn services_and_slices_are_sent_as_exact_deltas_across_a_410_relist() {
         s.no_update();
 
         // MODIFIED: the allocator moved web to another IP.
-        services.modified(service(
-            "shop",
-            "web",
-            "521",
-            "LoadBalancer",
-            "Local",
-            &["198.51.100.20"],
-        ));
+        services.modified(lb("shop", "web", "521", "Local", &["198.51.100.20"]));
         assert_eq!(
             s.lb(1).await,
             ["service shop/web lb=true local [198.51.100.20]"]
@@ -222,14 +215,7 @@ async fn services_and_slices_are_sent_as_exact_deltas_across_a_410_relist() {
 
         // A Service whose facts cannot be read: skipped, counted, its facts kept.
         let errors = s.status_now(Resource::Services).errors;
-        services.modified(service(
-            "shop",
-            "api",
-            "522",
-            "LoadBalancer",
-            "Everywhere",
-            &[],
-        ));
+        services.modified(lb("shop", "api", "522", "Everywhere", &[]));
         let st = s.status(Resource::Services, |st| st.errors > errors).await;
         assert!(
             st.last_error
@@ -249,14 +235,7 @@ async fn services_and_slices_are_sent_as_exact_deltas_across_a_410_relist() {
             &[("n4", true, false)],
         ));
         assert_eq!(s.lb(1).await, ["slice shop/web-b2v8c of shop/web [n4:1]"]);
-        services.deleted(service(
-            "shop",
-            "api",
-            "523",
-            "LoadBalancer",
-            "Cluster",
-            &["198.51.100.11"],
-        ));
+        services.deleted(lb("shop", "api", "523", "Cluster", &["198.51.100.11"]));
         assert_eq!(s.lb(1).await, ["service shop/api deleted"]);
 
         // BOOKMARK, then the server ends the watch: the next one resumes there.
@@ -272,27 +251,11 @@ async fn services_and_slices_are_sent_as_exact_deltas_across_a_410_relist() {
         let relists = s.status_now(Resource::Services).relists;
         services.gone();
         let call = s.api.next(Route::Services).await;
-        assert_list(&call, SERVICES, None);
-        call.list(
-            "Service",
-            "v1",
+        list_services(
+            call,
             vec![
-                service(
-                    "shop",
-                    "web",
-                    "810",
-                    "LoadBalancer",
-                    "Local",
-                    &["198.51.100.30"],
-                ),
-                service(
-                    "shop",
-                    "late",
-                    "811",
-                    "LoadBalancer",
-                    "Cluster",
-                    &["198.51.100.40"],
-                ),
+                lb("shop", "web", "810", "Local", &["198.51.100.30"]),
+                lb("shop", "late", "811", "Cluster", &["198.51.100.40"]),
             ],
             "820",
         );
@@ -315,10 +278,8 @@ async fn services_and_slices_are_sent_as_exact_deltas_across_a_410_relist() {
         let relists = s.status_now(Resource::EndpointSlices).relists;
         slices.gone();
         let call = s.api.next(Route::EndpointSlices).await;
-        assert_list(&call, SLICES, None);
-        call.list(
-            "EndpointSlice",
-            "discovery.k8s.io/v1",
+        list_slices(
+            call,
             vec![
                 endpoint_slice("shop", "api-q9s4d", "899", "api", &[("n2", true, false)]),
                 endpoint_slice("shop", "web-b2v8c", "900", "web", &[("n4", true, false)]),
@@ -352,12 +313,9 @@ async fn services_and_slices_are_sent_as_exact_deltas_across_a_410_relist() {
 #[tokio::test]
 async fn a_forbidden_first_list_is_retried_and_nothing_is_sent_meanwhile() {
     bounded(async {
-        let mut s = start_lb(true);
-        let (nodes, cilium) = outage_objects();
-        let [_n, _c, _cc] = sync_cluster(&mut s, nodes, cilium, "kubernetes").await;
-        s.view().await;
+        let (mut s, _watches) = started(true).await;
         let call = s.api.next(Route::EndpointSlices).await;
-        call.list("EndpointSlice", "discovery.k8s.io/v1", vec![], "5");
+        list_slices(call, vec![], "5");
         s.status(Resource::EndpointSlices, |st| st.synced).await;
         let call = s.api.next(Route::Services).await;
         call.status_error(403, "Forbidden");
@@ -368,18 +326,9 @@ async fn a_forbidden_first_list_is_retried_and_nothing_is_sent_meanwhile() {
         assert!(!s.rx.status.borrow().ready());
         s.no_update();
         let call = s.api.next(Route::Services).await;
-        assert_list(&call, SERVICES, None);
-        call.list(
-            "Service",
-            "v1",
-            vec![service(
-                "a",
-                "b",
-                "6",
-                "LoadBalancer",
-                "Cluster",
-                &["2001:db8::1"],
-            )],
+        list_services(
+            call,
+            vec![lb("a", "b", "6", "Cluster", &["2001:db8::1"])],
             "7",
         );
         assert_eq!(
@@ -396,10 +345,7 @@ async fn a_forbidden_first_list_is_retried_and_nothing_is_sent_meanwhile() {
 #[tokio::test]
 async fn services_are_not_watched_when_off() {
     bounded(async {
-        let mut s = start_lb(false);
-        let (nodes, cilium) = outage_objects();
-        let [_n, _c, _cc] = sync_cluster(&mut s, nodes, cilium, "kubernetes").await;
-        s.view().await;
+        let (mut s, _watches) = started(false).await;
         s.status(Resource::CiliumConfig, |st| st.synced).await;
         assert!(s.rx.status.borrow().ready());
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;

@@ -10,6 +10,20 @@
 //! stops the encoding: memory stays bounded by the driver's threshold, never by the
 //! table size.
 //!
+//! Two layers make up what the peer must hold: the pod CIDR routes, a whole
+//! [`DesiredRoutes`] set replaced on each plan ([`AdjRibOut::set_desired`], a full diff
+//! as before), and the LoadBalancer routes ([`AdjRibOut::apply_lb`]), changed by
+//! per-prefix deltas: each one marks only the prefixes it touches pending, so its cost
+//! does not grow with the number of routes held. A pod CIDR prefix wins over an equal
+//! LoadBalancer prefix (the LoadBalancer route is not sent while the pod CIDR is
+//! desired), so no LoadBalancer event ever re-announces or withdraws a pod CIDR, and no
+//! pod CIDR change touches a LoadBalancer route of another prefix.
+//!
+//! Pending work is kept as `queued` (prefix -> what it must become), the one truth; the
+//! withdrawal queues and the announcement groups only order the sending. An entry there
+//! that disagrees with `queued` (a later delta changed the prefix again) is stale and
+//! skipped when its turn comes; the queues are compacted when stale entries pile up.
+//!
 //! Owns no socket, no clock and no task; it does not decide which routes a peer gets
 //! (the planner does) nor when messages leave (the session does: batches go through
 //! `Input::Updates`). A route this session cannot carry (its family is not negotiated,
@@ -20,6 +34,7 @@ use crate::bgp::wire::{
     AfiSafi, AsPath, AsSegment, Context, EncodeError, MpNextHop, PathAttribute, SegmentType,
     Update, UpdateBuilder,
 };
+use crate::routes::lb::LbRoutes;
 use crate::routes::next_hop::{self, SessionNextHops, Unsendable, WireNextHop};
 use crate::routes::{self, DesiredRoutes, RouteAttrs};
 use ipnet::IpNet;
@@ -106,6 +121,8 @@ pub struct AdjRibOut {
     held: BTreeMap<IpNet, Held>,
     held_count: [u64; 2],
     desired: Arc<DesiredRoutes>,
+    /// The LoadBalancer layer (a pod CIDR of the same prefix wins over it).
+    lb: LbRoutes,
     session: Option<RibSession>,
     work: Work,
     /// Families whose table the session asked for (`Action::SendTable`) and that are not
@@ -137,8 +154,13 @@ impl AsRef<RouteAttrs> for Held {
 struct Work {
     withdraw: [VecDeque<IpNet>; 2],
     groups: VecDeque<Group>,
-    /// Prefixes still to send, per family.
+    /// What each pending prefix must become (`None`: withdrawn); entries of the queues
+    /// above that disagree are stale.
+    queued: HashMap<IpNet, Option<Arc<RouteAttrs>>>,
+    /// Prefixes still to send, per family (`queued` counted per family).
     pending: [usize; 2],
+    /// Entries in the queues, stale ones included (for the compaction).
+    entries: usize,
 }
 
 /// Announcements that share one attribute set and family: packed into the same UPDATEs.
@@ -189,6 +211,96 @@ impl Work {
     fn clear(&mut self) {
         *self = Work::default();
     }
+
+    fn set(&mut self, p: IpNet, to: Option<Arc<RouteAttrs>>) {
+        if self.queued.insert(p, to).is_none() {
+            self.pending[Unicast::of(&p) as usize] += 1;
+        }
+    }
+
+    /// Nothing is to be sent for `p` any more.
+    fn cancel(&mut self, p: &IpNet) {
+        if self.queued.remove(p).is_some() {
+            self.pending[Unicast::of(p) as usize] -= 1;
+        }
+    }
+
+    fn withdraw(&mut self, p: IpNet) {
+        self.set(p, None);
+        self.withdraw[Unicast::of(&p) as usize].push_back(p);
+        self.entries += 1;
+    }
+
+    /// Queues an announcement, in the last group when it has the same attributes.
+    fn announce(&mut self, p: IpNet, attrs: Arc<RouteAttrs>) {
+        let fam = Unicast::of(&p);
+        self.set(p, Some(Arc::clone(&attrs)));
+        self.entries += 1;
+        match self.groups.back_mut() {
+            Some(g) if g.family == fam && Arc::ptr_eq(&g.attrs, &attrs) => g.prefixes.push_back(p),
+            _ => self.groups.push_back(Group {
+                family: fam,
+                attrs,
+                prefixes: VecDeque::from([p]),
+                builder: None,
+            }),
+        }
+    }
+
+    /// Whether a queued withdrawal of `p` is current.
+    fn withdraw_current(&self, p: &IpNet) -> bool {
+        matches!(self.queued.get(p), Some(None))
+    }
+
+    /// Whether a queued announcement of `p` with `attrs` is current.
+    fn announce_current(&self, p: &IpNet, attrs: &Arc<RouteAttrs>) -> bool {
+        matches!(self.queued.get(p), Some(Some(a)) if Arc::ptr_eq(a, attrs))
+    }
+
+    /// `p` left in a batch: no longer pending.
+    fn sent(&mut self, p: &IpNet) {
+        self.cancel(p);
+        self.entries = self.entries.saturating_sub(1);
+    }
+
+    /// Rebuilds the queues from `queued` when stale entries outnumber the live ones
+    /// (deltas that keep changing prefixes while the peer does not read): memory stays
+    /// bounded by the prefixes pending, not by the events seen.
+    fn compact(&mut self) {
+        let live = self.queued.len();
+        if self.entries <= 2 * live + 1024 {
+            return;
+        }
+        for q in &mut self.withdraw {
+            q.clear();
+        }
+        self.groups.clear();
+        self.entries = 0;
+        let mut queued: Vec<(IpNet, Option<Arc<RouteAttrs>>)> = self.queued.drain().collect();
+        queued.sort_by(|a, b| a.0.cmp(&b.0));
+        self.pending = [0, 0];
+        let mut index: HashMap<(Unicast, *const RouteAttrs), usize> = HashMap::new();
+        for (p, to) in queued {
+            match to {
+                None => self.withdraw(p),
+                Some(attrs) => {
+                    let fam = Unicast::of(&p);
+                    self.set(p, Some(Arc::clone(&attrs)));
+                    self.entries += 1;
+                    let i = *index.entry((fam, Arc::as_ptr(&attrs))).or_insert_with(|| {
+                        self.groups.push_back(Group {
+                            family: fam,
+                            attrs,
+                            prefixes: VecDeque::new(),
+                            builder: None,
+                        });
+                        self.groups.len() - 1
+                    });
+                    self.groups[i].prefixes.push_back(p);
+                }
+            }
+        }
+    }
 }
 
 impl AdjRibOut {
@@ -216,15 +328,78 @@ impl AdjRibOut {
         !self.work.is_empty()
     }
 
+    /// The pod CIDR layer of what the peer must hold.
     pub fn desired(&self) -> &Arc<DesiredRoutes> {
         &self.desired
     }
 
-    /// A new desired set. While a session is up the diff against `held` replaces the work
-    /// still pending (it already accounts for what was sent of the old one).
+    /// The LoadBalancer layer of what the peer must hold.
+    pub fn lb(&self) -> &LbRoutes {
+        &self.lb
+    }
+
+    /// A new pod CIDR set. While a session is up the diff against `held` replaces the
+    /// work still pending (it already accounts for what was sent of the old one).
     pub fn set_desired(&mut self, desired: Arc<DesiredRoutes>) {
         self.desired = desired;
         self.replan();
+    }
+
+    /// Both layers at once (a graceful shutdown marks or withdraws both), one diff.
+    pub fn set_layers(&mut self, desired: Arc<DesiredRoutes>, lb: LbRoutes) {
+        self.desired = desired;
+        self.lb = lb;
+        self.replan();
+    }
+
+    /// A LoadBalancer delta: each prefix's new attributes (`None`: no longer desired).
+    /// Only these prefixes are looked at: O(changes x log held), whatever the table size.
+    /// A prefix the pod CIDR layer holds is only recorded (the pod CIDR wins).
+    pub fn apply_lb(
+        &mut self,
+        changes: impl IntoIterator<Item = (IpNet, Option<Arc<RouteAttrs>>)>,
+    ) {
+        for (p, to) in changes {
+            match &to {
+                Some(a) => self.lb.insert(p, Arc::clone(a)),
+                None => self.lb.remove(&p),
+            };
+            if self.desired.contains_key(&p) {
+                continue;
+            }
+            self.target_changed(p, to);
+        }
+        self.work.compact();
+        self.check_tables();
+    }
+
+    /// Marks `p` pending (or not) for its new target.
+    fn target_changed(&mut self, p: IpNet, to: Option<Arc<RouteAttrs>>) {
+        let Some(session) = &self.session else {
+            return;
+        };
+        let fam = Unicast::of(&p);
+        let held = self.held.get(&p).map(|h| &h.attrs);
+        match to {
+            Some(attrs) => {
+                if let Err(why) = carriable(session, fam, &attrs) {
+                    *self.refusals.entry((fam.afi_safi(), why)).or_default() += 1;
+                    if held.is_some() {
+                        self.work.withdraw(p);
+                    } else {
+                        self.work.cancel(&p);
+                    }
+                } else if held.is_some_and(|h| **h == *attrs)
+                    && !self.resend.contains(&fam.afi_safi())
+                {
+                    self.work.cancel(&p);
+                } else {
+                    self.work.announce(p, attrs);
+                }
+            }
+            None if held.is_some() => self.work.withdraw(p),
+            None => self.work.cancel(&p),
+        }
     }
 
     /// The session reached Established: the peer holds nothing from us yet.
@@ -285,19 +460,28 @@ impl AdjRibOut {
                 pending: None,
             })
             .collect();
-        let withdrawals = self.work.withdraw.iter().flatten().map(|p| SentRoute {
-            prefix: *p,
-            attrs: None,
-            since: None,
-            pending: Some(PendingChange::Withdraw),
-        });
-        let announcements = self.work.groups.iter().flat_map(|g| {
-            g.prefixes.iter().map(|p| SentRoute {
+        let withdrawals = self
+            .work
+            .withdraw
+            .iter()
+            .flatten()
+            .filter(|p| self.work.withdraw_current(p))
+            .map(|p| SentRoute {
                 prefix: *p,
-                attrs: as_sent(session, g.family, &g.attrs),
+                attrs: None,
                 since: None,
-                pending: Some(PendingChange::Announce),
-            })
+                pending: Some(PendingChange::Withdraw),
+            });
+        let announcements = self.work.groups.iter().flat_map(|g| {
+            g.prefixes
+                .iter()
+                .filter(|p| self.work.announce_current(p, &g.attrs))
+                .map(|p| SentRoute {
+                    prefix: *p,
+                    attrs: as_sent(session, g.family, &g.attrs),
+                    since: None,
+                    pending: Some(PendingChange::Announce),
+                })
         });
         RibSnapshot {
             established: true,
@@ -343,6 +527,10 @@ impl AdjRibOut {
             }
             self.announce_batch(room, now, &mut updates);
         }
+        if self.work.is_empty() {
+            // Only stale entries can be left.
+            self.work.clear();
+        }
         self.check_tables();
         if updates.is_empty() {
             // Everything left was refused while building (see announce_batch).
@@ -367,17 +555,17 @@ impl AdjRibOut {
         let Some(session) = &self.session else {
             return;
         };
-        let diff = routes::diff(&self.held, &self.desired);
+        let diff = routes::diff_sorted(&self.held, both_layers(&self.desired, &self.lb));
         let mut announce = diff.announce;
         if !self.resend.is_empty() {
             // The diff skips routes the peer already holds unchanged; a refresh sends them
             // too.
-            for (p, r) in self.desired.iter() {
+            for (p, attrs) in both_layers(&self.desired, &self.lb) {
                 let fam = Unicast::of(p).afi_safi();
                 if self.resend.contains(&fam)
-                    && self.held.get(p).is_some_and(|h| *h.attrs == *r.attrs)
+                    && self.held.get(p).is_some_and(|h| *h.attrs == **attrs)
                 {
-                    announce.push((*p, r.attrs.clone()));
+                    announce.push((*p, attrs.clone()));
                 }
             }
         }
@@ -403,13 +591,15 @@ impl AdjRibOut {
                 });
                 self.work.groups.len() - 1
             });
+            // The group's own `Arc` (equal attributes may come in several): a queued
+            // announcement is current only with the very `Arc` of its group.
+            let group_attrs = Arc::clone(&self.work.groups[i].attrs);
+            self.work.set(p, Some(group_attrs));
+            self.work.entries += 1;
             self.work.groups[i].prefixes.push_back(p);
-            self.work.pending[fam as usize] += 1;
         }
         for p in withdraw {
-            let fam = Unicast::of(&p);
-            self.work.withdraw[fam as usize].push_back(p);
-            self.work.pending[fam as usize] += 1;
+            self.work.withdraw(p);
         }
     }
 
@@ -420,8 +610,17 @@ impl AdjRibOut {
         room: usize,
         updates: &mut Vec<Update>,
     ) {
-        let queue = &mut self.work.withdraw[fam as usize];
-        let chunk = take_chunk(queue, room * ctx.max_message_len());
+        let work = &mut self.work;
+        let mut chunk = take_chunk(
+            &mut work.withdraw[fam as usize],
+            room * ctx.max_message_len(),
+        );
+        let before = chunk.len();
+        chunk.retain(|p| work.withdraw_current(p));
+        work.entries = work.entries.saturating_sub(before - chunk.len());
+        if chunk.is_empty() {
+            return;
+        }
         let built = UpdateBuilder::new(ctx, &[], None).and_then(|b| b.withdraw_updates(&chunk));
         let msgs = match built {
             Ok(m) => m,
@@ -429,20 +628,22 @@ impl AdjRibOut {
                 // Withdrawals without ADD-PATH of one family always encode; should that
                 // change, drop them rather than loop (the peer keeps them until the next
                 // session).
-                self.work.pending[fam as usize] -= chunk.len();
+                for p in &chunk {
+                    self.work.sent(p);
+                }
                 return;
             }
         };
         let (kept, used) = keep_messages(msgs, room, |u| {
             u.withdrawn.len() + u.mp_unreach().map_or(0, |m| m.withdrawn.len())
         });
-        put_back(queue, &chunk[used..]);
+        put_back(&mut self.work.withdraw[fam as usize], &chunk[used..]);
         for p in &chunk[..used] {
+            self.work.sent(p);
             if self.held.remove(p).is_some() {
                 self.held_count[fam as usize] -= 1;
             }
         }
-        self.work.pending[fam as usize] -= used;
         updates.extend(kept);
     }
 
@@ -451,10 +652,24 @@ impl AdjRibOut {
             return;
         };
         let ctx = session.ctx;
-        let Some(group) = self.work.groups.front_mut() else {
+        let work = &mut self.work;
+        let Some(group) = work.groups.front_mut() else {
             return;
         };
         let fam = group.family;
+        // Stale entries at the front are dropped first, so the group's builder is only
+        // made for a group that still has something to send.
+        while let Some(p) = group.prefixes.front() {
+            if matches!(work.queued.get(p), Some(Some(a)) if Arc::ptr_eq(a, &group.attrs)) {
+                break;
+            }
+            group.prefixes.pop_front();
+            work.entries = work.entries.saturating_sub(1);
+        }
+        if group.prefixes.is_empty() {
+            work.groups.pop_front();
+            return;
+        }
         if group.builder.is_none() {
             match builder_for(session, fam, &group.attrs) {
                 Ok(b) => group.builder = Some(b),
@@ -464,7 +679,12 @@ impl AdjRibOut {
         let Some(builder) = &group.builder else {
             return;
         };
-        let chunk = take_chunk(&mut group.prefixes, room * ctx.max_message_len());
+        let mut chunk = take_chunk(&mut group.prefixes, room * ctx.max_message_len());
+        let before = chunk.len();
+        chunk.retain(
+            |p| matches!(work.queued.get(p), Some(Some(a)) if Arc::ptr_eq(a, &group.attrs)),
+        );
+        work.entries = work.entries.saturating_sub(before - chunk.len());
         let msgs = match builder.announce_updates(&chunk) {
             Ok(m) => m,
             Err(_) => {
@@ -476,18 +696,19 @@ impl AdjRibOut {
             u.nlri.len() + u.mp_reach().map_or(0, |m| m.nlri.len())
         });
         put_back(&mut group.prefixes, &chunk[used..]);
+        let attrs = group.attrs.clone();
+        if group.prefixes.is_empty() {
+            work.groups.pop_front();
+        }
         for p in &chunk[..used] {
+            work.sent(p);
             let held = Held {
-                attrs: group.attrs.clone(),
+                attrs: attrs.clone(),
                 since: now,
             };
             if self.held.insert(*p, held).is_none() {
                 self.held_count[fam as usize] += 1;
             }
-        }
-        self.work.pending[fam as usize] -= used;
-        if group.prefixes.is_empty() {
-            self.work.groups.pop_front();
         }
         updates.extend(kept);
     }
@@ -498,12 +719,15 @@ impl AdjRibOut {
             return;
         };
         let fam = group.family;
-        self.work.pending[fam as usize] -= group.prefixes.len();
-        *self.refusals.entry((fam.afi_safi(), why)).or_default() += group.prefixes.len() as u64;
         for p in group.prefixes {
+            self.work.entries = self.work.entries.saturating_sub(1);
+            if !self.work.announce_current(&p, &group.attrs) {
+                continue;
+            }
+            self.work.cancel(&p);
+            *self.refusals.entry((fam.afi_safi(), why)).or_default() += 1;
             if self.held.contains_key(&p) {
-                self.work.withdraw[fam as usize].push_back(p);
-                self.work.pending[fam as usize] += 1;
+                self.work.withdraw(p);
             }
         }
     }
@@ -522,6 +746,28 @@ impl AdjRibOut {
             self.tables_done.push_back(f);
         }
     }
+}
+
+/// The pod CIDR and LoadBalancer layers as one sorted walk: a prefix in both is the pod
+/// CIDR's.
+fn both_layers<'a>(
+    pod: &'a DesiredRoutes,
+    lb: &'a LbRoutes,
+) -> impl Iterator<Item = (&'a IpNet, &'a Arc<RouteAttrs>)> + 'a {
+    let mut pod = pod.iter().map(|(p, r)| (p, &r.attrs)).peekable();
+    let mut lb = lb.iter().peekable();
+    std::iter::from_fn(move || match (pod.peek(), lb.peek()) {
+        (Some((a, _)), Some((b, _))) => match a.cmp(b) {
+            std::cmp::Ordering::Less => pod.next(),
+            std::cmp::Ordering::Greater => lb.next(),
+            std::cmp::Ordering::Equal => {
+                lb.next();
+                pod.next()
+            }
+        },
+        (Some(_), None) => pod.next(),
+        (None, _) => lb.next(),
+    })
 }
 
 /// A bounded view of an Adj-RIB-Out ([`AdjRibOut::snapshot`]).
@@ -1000,6 +1246,144 @@ mod tests {
         // Unchanged: nothing at all.
         rib.set_desired(desired([(v4(2), attrs(1)), (v4(3), attrs(1))]));
         assert!(rib.next_batch(1 << 20, t0()).is_none());
+    }
+
+    fn lb_host(i: u32) -> IpNet {
+        IpNet::V4(ipnet::Ipv4Net::new(Ipv4Addr::from(0xc000_0200 + i), 32).unwrap())
+    }
+
+    /// Every UPDATE of the batches until the work is done, as (announced, withdrawn).
+    fn all_prefixes(rib: &mut AdjRibOut) -> (BTreeSet<IpNet>, BTreeSet<IpNet>) {
+        let mut out = (BTreeSet::new(), BTreeSet::new());
+        while let Some(b) = rib.next_batch(1 << 20, t0()) {
+            for u in &b {
+                let (a, w) = update_prefixes(u);
+                out.0.extend(a.iter().map(|n| n.prefix));
+                out.1.extend(w.iter().map(|n| n.prefix));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn an_lb_delta_sends_only_its_prefixes_and_never_a_pod_cidr() {
+        let ctx = four_octet();
+        let mut rib = AdjRibOut::new();
+        rib.set_desired(desired((0..1_000).map(|i| (v4(i), attrs(1)))));
+        rib.apply_lb((0..500).map(|i| (lb_host(i), Some(attrs(2)))));
+        rib.established(session(ctx));
+        let (announced, withdrawn) = all_prefixes(&mut rib);
+        assert_eq!(announced.len(), 1_500);
+        assert!(withdrawn.is_empty());
+        rib.apply_lb([(lb_host(7), None), (lb_host(900), Some(attrs(3)))]);
+        assert_eq!(rib.pending(), 2);
+        let (announced, withdrawn) = all_prefixes(&mut rib);
+        assert_eq!(announced, BTreeSet::from([lb_host(900)]));
+        assert_eq!(withdrawn, BTreeSet::from([lb_host(7)]));
+        // A delta equal to what the peer holds sends nothing.
+        rib.apply_lb([(lb_host(8), Some(attrs(2)))]);
+        assert!(!rib.has_work());
+        // A pod CIDR change leaves every LB route alone, and vice versa.
+        rib.set_desired(desired((1..1_000).map(|i| (v4(i), attrs(1)))));
+        let (announced, withdrawn) = all_prefixes(&mut rib);
+        assert!(announced.is_empty());
+        assert_eq!(withdrawn, BTreeSet::from([v4(0)]));
+        assert_eq!(rib.held().len(), 999 + 500);
+    }
+
+    #[test]
+    fn a_pod_cidr_wins_over_an_equal_lb_prefix() {
+        let ctx = four_octet();
+        let mut rib = AdjRibOut::new();
+        rib.set_desired(desired([(v4(1), attrs(1))]));
+        rib.established(session(ctx));
+        all_prefixes(&mut rib);
+        rib.apply_lb([(v4(1), Some(attrs(9)))]);
+        assert!(!rib.has_work(), "the pod cidr is not touched");
+        rib.apply_lb([(v4(1), None)]);
+        assert!(!rib.has_work());
+        rib.apply_lb([(v4(1), Some(attrs(9)))]);
+        // The pod CIDR goes: the LB route of that prefix takes its place.
+        rib.set_desired(desired([]));
+        let (announced, withdrawn) = all_prefixes(&mut rib);
+        assert_eq!(
+            (announced, withdrawn),
+            (BTreeSet::from([v4(1)]), BTreeSet::new())
+        );
+        assert_eq!(rib.held()[&v4(1)].attrs, attrs(9));
+    }
+
+    #[test]
+    fn lb_changes_before_the_drain_send_only_the_last_state() {
+        let ctx = four_octet();
+        let mut rib = AdjRibOut::new();
+        rib.established(session(ctx));
+        let a = attrs(1);
+        let b = attrs(2);
+        rib.apply_lb([(lb_host(1), Some(a.clone())), (lb_host(2), Some(a.clone()))]);
+        rib.apply_lb([(lb_host(1), Some(b.clone()))]);
+        rib.apply_lb([(lb_host(2), None)]);
+        assert_eq!(rib.pending(), 1);
+        let (announced, withdrawn) = all_prefixes(&mut rib);
+        assert_eq!(
+            (announced, withdrawn),
+            (BTreeSet::from([lb_host(1)]), BTreeSet::new())
+        );
+        assert_eq!(rib.held()[&lb_host(1)].attrs, b);
+        // Withdrawn, then announced again with what the peer holds: nothing at all.
+        rib.apply_lb([(lb_host(1), None)]);
+        rib.apply_lb([(lb_host(1), Some(b.clone()))]);
+        assert!(!rib.has_work());
+        assert!(rib.next_batch(1 << 20, t0()).is_none());
+    }
+
+    #[test]
+    fn a_flapping_lb_route_keeps_the_queues_bounded_while_the_peer_is_stalled() {
+        let ctx = four_octet();
+        let mut rib = AdjRibOut::new();
+        rib.established(session(ctx));
+        let a = attrs(1);
+        for round in 0..20_000u32 {
+            let to = (round % 2 == 0).then(|| a.clone());
+            rib.apply_lb([(lb_host(round % 3), to)]);
+        }
+        let queued: usize = rib.work.withdraw.iter().map(VecDeque::len).sum::<usize>()
+            + rib
+                .work
+                .groups
+                .iter()
+                .map(|g| g.prefixes.len())
+                .sum::<usize>();
+        assert!(queued <= 2 * 3 + 1024 + 1, "{queued} entries");
+        let (announced, _) = all_prefixes(&mut rib);
+        let want: BTreeSet<IpNet> = rib.lb().keys().copied().collect();
+        assert_eq!(announced, want);
+        assert_eq!(rib.held().keys().copied().collect::<BTreeSet<_>>(), want);
+    }
+
+    #[test]
+    fn a_refresh_and_a_new_session_send_the_lb_routes_too() {
+        let ctx = four_octet();
+        let mut rib = AdjRibOut::new();
+        rib.set_desired(desired([(v4(1), attrs(1))]));
+        rib.apply_lb([(lb_host(1), Some(attrs(2)))]);
+        rib.established(session(ctx));
+        assert_eq!(
+            all_prefixes(&mut rib).0,
+            BTreeSet::from([v4(1), lb_host(1)])
+        );
+        rib.send_table(AfiSafi::IPV4_UNICAST, true);
+        assert_eq!(
+            all_prefixes(&mut rib).0,
+            BTreeSet::from([v4(1), lb_host(1)])
+        );
+        assert_eq!(rib.poll_table_sent(), Some(AfiSafi::IPV4_UNICAST));
+        rib.down();
+        rib.established(session(ctx));
+        assert_eq!(
+            all_prefixes(&mut rib).0,
+            BTreeSet::from([v4(1), lb_host(1)])
+        );
     }
 
     #[test]

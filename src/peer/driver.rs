@@ -13,6 +13,7 @@
 //! and `detect_collision` after every input to either.
 
 use super::adj_rib_out::{AdjRibOut, RibSession};
+use super::lb_feed::{LbFeed, LbTake};
 use super::listener::Inbound;
 use super::observer::{Direction, PeerObserver};
 use super::socket;
@@ -186,6 +187,8 @@ enum Event {
     InboundClosed,
     Desired,
     DesiredClosed,
+    /// The daemon gave LoadBalancer routes (a full set or changes) through the feed.
+    Lb,
     Query(RoutesQuery),
     QueriesClosed,
     Nothing,
@@ -255,11 +258,13 @@ impl Task {
     pub(crate) async fn run(
         mut self,
         mut desired: watch::Receiver<Arc<DesiredRoutes>>,
+        lb: Arc<LbFeed>,
         mut shutdown: watch::Receiver<Option<Shutdown>>,
         mut inbound: Option<Inbound>,
     ) {
         let first = desired.borrow_and_update().clone();
         self.rib.set_desired(first);
+        self.take_lb(&lb, Instant::now());
         let mut desired_open = true;
         let mut shutdown_open = true;
         let now = Instant::now();
@@ -278,6 +283,7 @@ impl Task {
                     self.next_event(
                         &mut desired,
                         desired_open,
+                        &lb,
                         &mut shutdown,
                         shutdown_open,
                         &mut inbound,
@@ -333,6 +339,7 @@ impl Task {
                     }
                 }
                 Event::DesiredClosed => desired_open = false,
+                Event::Lb => self.take_lb(&lb, now),
                 Event::Query(q) => {
                     // Err: the asker gave up waiting.
                     let _ = q.reply.send(RoutesAnswer {
@@ -359,6 +366,7 @@ impl Task {
         &mut self,
         desired: &mut watch::Receiver<Arc<DesiredRoutes>>,
         desired_open: bool,
+        lb: &LbFeed,
         shutdown: &mut watch::Receiver<Option<Shutdown>>,
         shutdown_open: bool,
         inbound: &mut Option<Inbound>,
@@ -402,6 +410,7 @@ impl Task {
                 Ok(()) => Event::Desired,
                 Err(_) => Event::DesiredClosed,
             },
+            () = lb.ready() => Event::Lb,
             q = query(queries) => match q {
                 Some(q) => Event::Query(q),
                 None => Event::QueriesClosed,
@@ -411,6 +420,41 @@ impl Task {
             // Nothing else for a while (an Idle session has no timer): turn anyway, so
             // the beat shows the loop is alive.
             () = tokio::time::sleep(IDLE_WAKE) => Event::Nothing,
+        }
+    }
+
+    /// Applies what the LoadBalancer feed holds: only the prefixes it names are looked at
+    /// (a full set replaces the layer, one diff). During a graceful shutdown the routes
+    /// carry GRACEFUL_SHUTDOWN too; once withdrawing, nothing goes out again.
+    fn take_lb(&mut self, lb: &LbFeed, now: Instant) {
+        let Some(taken) = lb.take() else {
+            return;
+        };
+        let mut mark = match &self.graceful {
+            Some(drain) if drain.withdrawing => return,
+            Some(_) => Some(routes::GracefulShutdownMark::default()),
+            None => None,
+        };
+        match taken {
+            LbTake::Full(mut full) => {
+                if let Some(m) = mark.as_mut() {
+                    for attrs in full.values_mut() {
+                        *attrs = m.mark(attrs);
+                    }
+                }
+                let pod = Arc::clone(self.rib.desired());
+                self.rib.set_layers(pod, full);
+            }
+            LbTake::Changes(changes) => self.rib.apply_lb(changes.into_iter().map(|(p, a)| {
+                let a = match (a, mark.as_mut()) {
+                    (Some(a), Some(m)) => Some(m.mark(&a)),
+                    (a, _) => a,
+                };
+                (p, a)
+            })),
+        }
+        if self.rib.has_work() {
+            self.changed_at.get_or_insert(now);
         }
     }
 
@@ -922,7 +966,14 @@ impl Task {
             );
         }
         let marked = routes::graceful_shutdown(self.rib.desired());
-        self.rib.set_desired(Arc::new(marked));
+        let mut mark = routes::GracefulShutdownMark::default();
+        let lb = self
+            .rib
+            .lb()
+            .iter()
+            .map(|(p, a)| (*p, mark.mark(a)))
+            .collect();
+        self.rib.set_layers(Arc::new(marked), lb);
         self.changed_at.get_or_insert(now);
         self.graceful = Some(Drain {
             until: now + grace,
@@ -951,7 +1002,8 @@ impl Task {
         if !drain.withdrawing && now >= drain.until {
             drain.withdrawing = true;
             info!("grace period over: withdrawing every route");
-            self.rib.set_desired(Arc::new(DesiredRoutes::new()));
+            self.rib
+                .set_layers(Arc::new(DesiredRoutes::new()), Default::default());
             self.after_event(now).await;
         }
         let drain = self.graceful.as_ref()?;

@@ -34,6 +34,7 @@ mod adj_rib_out;
 pub mod change;
 mod driver;
 mod error;
+pub mod lb_feed;
 mod listener;
 mod observer;
 mod socket;
@@ -46,6 +47,7 @@ pub use adj_rib_out::{
 pub use change::{session_change, session_changes, SessionChange, SessionChanges};
 pub use driver::{CLOSE_TIMEOUT, WRITE_THRESHOLD};
 pub use error::PeerError;
+pub use lb_feed::{LbFeed, LbTake};
 pub use listener::{Inbound, Listener};
 pub use observer::{Direction, NoopObserver, PeerObserver};
 pub use spec::{
@@ -234,6 +236,26 @@ pub fn spawn(
     shutdown: watch::Receiver<Option<Shutdown>>,
     inbound: Option<Inbound>,
 ) -> Result<PeerHandle, PeerError> {
+    spawn_with_lb(
+        spec,
+        desired,
+        Arc::new(LbFeed::default()),
+        observer,
+        shutdown,
+        inbound,
+    )
+}
+
+/// [`spawn`] with LoadBalancer routes: `lb` brings them as a full set, then as
+/// per-prefix changes ([`LbFeed`]); the task marks only the prefixes they touch pending.
+pub fn spawn_with_lb(
+    spec: PeerSpec,
+    desired: watch::Receiver<Arc<DesiredRoutes>>,
+    lb: Arc<LbFeed>,
+    observer: Arc<dyn PeerObserver>,
+    shutdown: watch::Receiver<Option<Shutdown>>,
+    inbound: Option<Inbound>,
+) -> Result<PeerHandle, PeerError> {
     if spec.session.passive && inbound.is_none() {
         return Err(PeerError::InvalidSpec {
             field: "passive",
@@ -246,7 +268,7 @@ pub fn spawn(
     let beat = Arc::new(Beat::new(Instant::now()));
     let (queries, queries_rx) = mpsc::channel(ROUTES_QUERY_QUEUE);
     let task = driver::Task::new(spec, observer, status_tx, Arc::clone(&beat), queries_rx)?;
-    let join = tokio::spawn(task.run(desired, shutdown, inbound).instrument(span));
+    let join = tokio::spawn(task.run(desired, lb, shutdown, inbound).instrument(span));
     Ok(PeerHandle {
         key,
         join,

@@ -98,25 +98,14 @@ impl RouteDiff {
 /// deduplicated. Routes that shared one attribute set still share one (they stay packed
 /// together).
 pub fn graceful_shutdown(desired: &DesiredRoutes) -> DesiredRoutes {
-    let gshut = crate::config::Community::GRACEFUL_SHUTDOWN.0;
-    let mut marked: HashMap<Arc<RouteAttrs>, Arc<RouteAttrs>> = HashMap::new();
+    let mut mark = GracefulShutdownMark::default();
     desired
         .iter()
         .map(|(prefix, route)| {
-            let attrs = marked
-                .entry(Arc::clone(&route.attrs))
-                .or_insert_with(|| {
-                    let mut a = (*route.attrs).clone();
-                    if let Err(at) = a.communities.binary_search(&gshut) {
-                        a.communities.insert(at, gshut);
-                    }
-                    Arc::new(a)
-                })
-                .clone();
             (
                 *prefix,
                 PlannedRoute {
-                    attrs,
+                    attrs: mark.mark(&route.attrs),
                     node: Arc::clone(&route.node),
                 },
             )
@@ -124,13 +113,45 @@ pub fn graceful_shutdown(desired: &DesiredRoutes) -> DesiredRoutes {
         .collect()
 }
 
+/// [`graceful_shutdown`] for one attribute set at a time (the LoadBalancer routes, which
+/// arrive as deltas during a drain), one marked `Arc` per distinct set.
+#[derive(Debug, Default)]
+pub struct GracefulShutdownMark {
+    marked: HashMap<Arc<RouteAttrs>, Arc<RouteAttrs>>,
+}
+
+impl GracefulShutdownMark {
+    pub fn mark(&mut self, attrs: &Arc<RouteAttrs>) -> Arc<RouteAttrs> {
+        let gshut = crate::config::Community::GRACEFUL_SHUTDOWN.0;
+        self.marked
+            .entry(Arc::clone(attrs))
+            .or_insert_with(|| {
+                let mut a = (**attrs).clone();
+                if let Err(at) = a.communities.binary_search(&gshut) {
+                    a.communities.insert(at, gshut);
+                }
+                Arc::new(a)
+            })
+            .clone()
+    }
+}
+
 /// The minimal announce/withdraw sets between what a peer holds and what it must hold:
 /// unchanged routes (equal attributes, compared by value) produce nothing. Both inputs
 /// are sorted maps, so this is one merge walk, O(held + desired).
 pub fn diff<H: AsRef<RouteAttrs>>(held: &BTreeMap<IpNet, H>, desired: &DesiredRoutes) -> RouteDiff {
+    diff_sorted(held, desired.iter().map(|(p, r)| (p, &r.attrs)))
+}
+
+/// [`diff`] against any desired routes given in ascending prefix order, each prefix
+/// once (the peer driver's pod CIDR and LoadBalancer layers walked together).
+pub fn diff_sorted<'a, H: AsRef<RouteAttrs>>(
+    held: &BTreeMap<IpNet, H>,
+    desired: impl Iterator<Item = (&'a IpNet, &'a Arc<RouteAttrs>)>,
+) -> RouteDiff {
     let mut out = RouteDiff::default();
     let mut held_iter = held.iter().peekable();
-    let mut want_iter = desired.iter().peekable();
+    let mut want_iter = desired.peekable();
     loop {
         match (held_iter.peek(), want_iter.peek()) {
             (None, None) => break,
@@ -138,22 +159,22 @@ pub fn diff<H: AsRef<RouteAttrs>>(held: &BTreeMap<IpNet, H>, desired: &DesiredRo
                 out.withdraw.push(**h);
                 held_iter.next();
             }
-            (None, Some((w, route))) => {
-                out.announce.push((**w, route.attrs.clone()));
+            (None, Some((w, attrs))) => {
+                out.announce.push((**w, Arc::clone(attrs)));
                 want_iter.next();
             }
-            (Some((h, held_attrs)), Some((w, route))) => match h.cmp(w) {
+            (Some((h, held_attrs)), Some((w, attrs))) => match h.cmp(w) {
                 std::cmp::Ordering::Less => {
                     out.withdraw.push(**h);
                     held_iter.next();
                 }
                 std::cmp::Ordering::Greater => {
-                    out.announce.push((**w, route.attrs.clone()));
+                    out.announce.push((**w, Arc::clone(attrs)));
                     want_iter.next();
                 }
                 std::cmp::Ordering::Equal => {
-                    if (*held_attrs).as_ref() != &*route.attrs {
-                        out.announce.push((**w, route.attrs.clone()));
+                    if (*held_attrs).as_ref() != &***attrs {
+                        out.announce.push((**w, Arc::clone(attrs)));
                     }
                     held_iter.next();
                     want_iter.next();
