@@ -15,6 +15,7 @@ use crate::commands::plan::{Format, PlanRequest};
 use crate::commands::status::StatusRequest;
 use crate::daemon::{ClusterSource, ConfigSource, SecretsSource, Settings};
 use crate::decode;
+use crate::routes::lb::LbSwitch;
 use crate::routes::AnnounceMode;
 use crate::sources::kube::BgpConfigMapRef;
 use crate::sources::IpamOverride;
@@ -152,6 +153,23 @@ pub struct RunArgs {
     #[arg(long, env = "PODCIDR_ANNOUNCE", value_enum, default_value_t = AnnounceArg::Local)]
     pub announce: AnnounceArg,
 
+    /// Whether LoadBalancer Service IPs of the bgp address-pools are announced: `auto`
+    /// follows cilium-config's `bgp-announce-lb-ip` when cilium-config exists (absent
+    /// key: false, Cilium's default) and announces them without cilium-config (as
+    /// MetalLB's speaker did); `on`/`off` force it. `--announce local` only.
+    #[arg(
+        long,
+        env = "PODCIDR_ANNOUNCE_LB_IPS",
+        value_name = "auto|on|off",
+        default_value = "auto"
+    )]
+    pub announce_lb_ips: LbSwitch,
+
+    /// A `spec.loadBalancerClass` whose Services this speaker announces (repeatable).
+    /// Without it only Services without a class are announced, as MetalLB.
+    #[arg(long = "lb-class", value_name = "CLASS")]
+    pub lb_classes: Vec<String>,
+
     /// The local address of sessions whose peer sets no source-address (and the next
     /// hop of their routes), instead of the kernel's choice; e.g. the host IP from the
     /// downward API.
@@ -279,6 +297,8 @@ impl RunArgs {
                 AnnounceArg::Local => AnnounceMode::Local,
                 AnnounceArg::Cluster => AnnounceMode::Cluster,
             },
+            announce_lb_ips: self.announce_lb_ips,
+            lb_classes: self.lb_classes.clone(),
             source_address: self.source_address,
             router_id: self.router_id,
             metrics_addr: self.metrics_addr,

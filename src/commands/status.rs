@@ -361,6 +361,22 @@ impl fmt::Display for Summary<'_> {
                 writeln!(f)?;
             }
         }
+        if let Some(lb) = &s.lb {
+            write!(
+                f,
+                "loadbalancer: {} services announced, {} routes",
+                lb.announced, lb.routes
+            )?;
+            if !lb.not_announced.is_empty() {
+                let why: Vec<String> = lb
+                    .not_announced
+                    .iter()
+                    .map(|(reason, n)| format!("{reason} {n}"))
+                    .collect();
+                write!(f, "; not announced: {}", why.join(", "))?;
+            }
+            writeln!(f)?;
+        }
 
         writeln!(f)?;
         if s.peers.is_empty() {
@@ -766,8 +782,19 @@ mod tests {
             sources: vec![],
             view: None,
             peers,
+            lb: Some(crate::metrics::board::LbReport {
+                announced: 3,
+                not_announced: [("no_endpoints".to_owned(), 2)].into(),
+                routes: 4,
+            }),
         };
         let with = Summary(&status(vec![p.clone()])).to_string();
+        assert!(
+            with.contains(
+                "loadbalancer: 3 services announced, 4 routes; not announced: no_endpoints 2"
+            ),
+            "{with}"
+        );
         assert!(
             with.contains("Routes advertised to 100.64.0.2:179: 250 held"),
             "{with}"

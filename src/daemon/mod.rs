@@ -10,7 +10,14 @@
 //!  /metrics /healthz /readyz /status ◀── Metrics ◀─────────┴── watch<Arc<DesiredRoutes>> per task
 //! ```
 //!
-//! - Source updates are snapshots: the loop drains what is queued, then plans once.
+//! - Source updates are snapshots: the loop drains what is queued, then plans once;
+//!   except the LoadBalancer deltas (`SourceUpdate::Lb`): each is applied, in order, to
+//!   the incremental LoadBalancer planner (`routes::lb`), and when only those came in
+//!   the pod CIDR plan is not redone: the planner's delta goes to the peer tasks
+//!   (`Peers::push_lb`), O(peers x changed prefixes). A config, cluster or gate change
+//!   re-plans both, the LoadBalancer side with a new `LbContext` (pools, the node's
+//!   labels, `--lb-class`, the on/off rule of `LbSwitch::decide`). No LoadBalancer
+//!   route exists before the source's `Synced`.
 //! - The config state keeps the last good config; a cluster view whose IPAM mode cannot
 //!   be decided keeps the last plan in force (both are logged once).
 //! - SIGTERM or SIGINT: `/readyz` fails and every session ends: the restart path where
@@ -45,6 +52,7 @@ use crate::config::state::ConfigState;
 use crate::config::{Config, ConfigErrors, PeerKey};
 use crate::metrics::{server as metrics_server, Metrics};
 use crate::peer::{Listener, PeerError, RunOverrides};
+use crate::routes::lb::{LbContext, LbDelta, LbEnabled, LbPlanner};
 use crate::routes::{self, AnnounceMode, Finding, FindingTracker, LocalNode, Overrides, Plan};
 use crate::sources::kube::{self as kube_source, KubeSourceConfig, Retry, WatchScope};
 use crate::sources::secrets::{SecretOrigin, SecretsView};
@@ -185,11 +193,15 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
                     break signal;
                 };
                 let event = Instant::now();
-                daemon.apply(update);
+                let mut full = daemon.apply(update);
                 while let Ok(more) = rx.updates.try_recv() {
-                    daemon.apply(more);
+                    full |= daemon.apply(more);
                 }
-                daemon.replan(event).await;
+                if full {
+                    daemon.replan(event).await;
+                } else {
+                    daemon.flush_lb(event);
+                }
             }
             () = gate_changed(gate.as_mut()) => {
                 if let Some(g) = gate.as_mut() {
@@ -275,8 +287,7 @@ async fn start_sources(
                 path: path.clone(),
                 ipam: settings.ipam,
                 poll,
-                // Not planned yet (issue 17): the updates would only be logged.
-                load_balancers: false,
+                load_balancers: settings.follows_load_balancers(),
             };
             tasks.spawn(async move {
                 let _ = sources::file::run(config, tx).await;
@@ -304,8 +315,7 @@ async fn start_sources(
                 bgp_config: bgp_config_map,
                 ipam: settings.ipam,
                 retry: Retry::KubeDefault,
-                // Not planned yet (issue 17): the updates would only be logged.
-                load_balancers: false,
+                load_balancers: settings.follows_load_balancers(),
             };
             tasks.spawn(async move {
                 let _ = kube_source::run(client, config, tx, Arc::new(events)).await;
@@ -361,6 +371,17 @@ struct Daemon {
     secrets: Option<Arc<SecretsView>>,
     /// No startup gate, or it opened: peer tasks may run.
     gate_open: bool,
+    /// The LoadBalancer planner, fed every `SourceUpdate::Lb` in order.
+    lb: LbPlanner,
+    /// Its changes not yet handed to the peer tasks.
+    lb_pending: LbDelta,
+    /// The on/off decision in force, logged when it changes.
+    lb_enabled: Option<LbEnabled>,
+    /// This node's pod CIDRs (local mode), for the LoadBalancer prefixes that equal or
+    /// fall inside one.
+    pod_prefixes: Vec<ipnet::IpNet>,
+    /// What was last logged about those: (equal, inside).
+    lb_overlap: (Vec<ipnet::IpNet>, usize),
 }
 
 impl Daemon {
@@ -379,6 +400,7 @@ impl Daemon {
             SecretsSource::None => None,
         }
         .map(|origin| Arc::new(SecretsView::new(origin)));
+        let lb = LbPlanner::new(settings.node_name());
         Self {
             settings,
             metrics,
@@ -393,6 +415,11 @@ impl Daemon {
             secret_names,
             secrets,
             gate_open: true,
+            lb,
+            lb_pending: LbDelta::default(),
+            lb_enabled: None,
+            pod_prefixes: Vec::new(),
+            lb_overlap: (Vec::new(), 0),
         }
     }
 
@@ -450,8 +477,9 @@ impl Daemon {
         }
     }
 
-    /// Takes one source update in; planning waits until the queue is drained.
-    fn apply(&mut self, update: SourceUpdate) {
+    /// Takes one source update in; planning waits until the queue is drained. Returns
+    /// whether the whole plan must be made again (anything but a LoadBalancer delta).
+    fn apply(&mut self, update: SourceUpdate) -> bool {
         let now = SystemTime::now();
         match update {
             SourceUpdate::Cluster(snapshot) => {
@@ -483,15 +511,97 @@ impl Daemon {
                 }
             }
             SourceUpdate::Lb(update) => {
-                // No source sends these yet: the LoadBalancer planner (issue 17) is
-                // being built. Say so rather than drop them unseen.
-                debug!(?update, "loadbalancer update not planned yet");
+                let key = update.key().cloned();
+                let delta = self.lb.apply(update);
+                if !delta.is_empty() {
+                    debug!(object = ?key.map(|k| k.to_string()), routes = delta.changes.len(),
+                        "loadbalancer routes change");
+                }
+                self.lb_pending.then(delta);
+                return false;
             }
+        }
+        true
+    }
+
+    /// The on/off rule of LoadBalancer IPs for the cilium-config in `snapshot` (logged
+    /// when the decision changes).
+    fn lb_enabled(&mut self, snapshot: &ClusterSnapshot) -> LbEnabled {
+        let decided = if self.settings.announce == AnnounceMode::Cluster {
+            LbEnabled {
+                on: false,
+                why: "--announce cluster: each node's speaker announces its own",
+            }
+        } else {
+            let cilium = snapshot
+                .state
+                .cilium_config
+                .as_ref()
+                .map(|c| c.announce_lb_ip);
+            self.settings.announce_lb_ips.decide(cilium)
+        };
+        if self.lb_enabled != Some(decided) {
+            info!(announced = decided.on, why = decided.why, switch = %self.settings.announce_lb_ips,
+                "loadbalancer ips");
+            self.lb_enabled = Some(decided);
+        }
+        decided
+    }
+
+    /// Hands the LoadBalancer planner's pending changes to the peer tasks, and records
+    /// its counts.
+    fn flush_lb(&mut self, event: Instant) {
+        let delta = std::mem::take(&mut self.lb_pending);
+        self.peers.push_lb(&delta, event);
+        self.metrics
+            .record_lb(self.lb.by_reason(), self.lb.routes().len());
+        if !delta.is_empty() {
+            self.log_lb_overlap();
         }
     }
 
-    /// Plans from the current config and view and moves the peer tasks to the plan.
+    /// LoadBalancer prefixes equal to one of this node's pod CIDRs (the pod CIDR route
+    /// wins, the peer task does not send the LoadBalancer one) or inside one (announced
+    /// as their own, more specific route), once per change.
+    fn log_lb_overlap(&mut self) {
+        let routes = self.lb.routes();
+        let mut equal = Vec::new();
+        let mut inside = 0;
+        for pod in &self.pod_prefixes {
+            let within = routes
+                .range(*pod..)
+                .take_while(|(p, _)| pod.contains(*p))
+                .count();
+            if routes.contains_key(pod) {
+                equal.push(*pod);
+                inside += within - 1;
+            } else {
+                inside += within;
+            }
+        }
+        if (equal.clone(), inside) == self.lb_overlap {
+            return;
+        }
+        if !equal.is_empty() {
+            warn!(prefixes = ?equal.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                "loadbalancer prefix equal to this node's pod cidr: the pod cidr route is announced, not the loadbalancer one");
+        }
+        if inside > 0 {
+            warn!(routes = inside,
+                "loadbalancer ips inside this node's pod cidr (a pool overlapping the pod range): announced as their own, more specific routes");
+        }
+        self.lb_overlap = (equal, inside);
+    }
+
+    /// Plans from the current config and view and moves the peer tasks to the plan, then
+    /// hands them the LoadBalancer changes.
     async fn replan(&mut self, event: Instant) {
+        self.replan_all(event).await;
+        self.flush_lb(event);
+        self.log_lb_overlap();
+    }
+
+    async fn replan_all(&mut self, event: Instant) {
         // Until both a config and the cluster are in, there is nothing to open yet;
         // the sources and the config state log their own trouble.
         let Some(config) = self.config.config().cloned() else {
@@ -514,6 +624,7 @@ impl Daemon {
             }
         };
         self.blocked = None;
+        let enabled = self.lb_enabled(&snapshot);
         let name = self.settings.node_name();
         let local = LocalNode::new(name);
         let overrides = Overrides {
@@ -522,6 +633,18 @@ impl Daemon {
         let plan = routes::plan(view, &config, &local, self.settings.announce, &overrides);
         let entry = view.nodes.get(name);
         let labels = entry.map(|e| e.labels.clone()).unwrap_or_default();
+        let context = LbContext::new(
+            &config,
+            entry.map(|e| &e.labels),
+            &self.settings.lb_classes,
+            enabled.on,
+        );
+        let delta = self.lb.set_context(context);
+        self.lb_pending.then(delta);
+        self.pod_prefixes = match self.settings.announce {
+            AnnounceMode::Local => entry.map(|e| e.prefixes.clone()).unwrap_or_default(),
+            AnnounceMode::Cluster => Vec::new(),
+        };
         if !plan.node_present && self.plan.as_ref().is_none_or(|p| p.node_present) {
             warn!(node = %name, "this node is not in the cluster: no peer is selected");
         }
@@ -550,7 +673,13 @@ impl Daemon {
             return;
         }
         self.peers
-            .reconcile(&plan, &run, self.secrets.as_deref(), event)
+            .reconcile(
+                &plan,
+                &run,
+                self.secrets.as_deref(),
+                self.lb.routes(),
+                event,
+            )
             .await;
         debug!(
             peers = plan.peers.len(),

@@ -8,6 +8,12 @@
 //! restart in force) first drains for the graceful shutdown time (RFC 8326, in the peer
 //! task): its routes carry GRACEFUL_SHUTDOWN, then are withdrawn, then the Cease.
 //!
+//! LoadBalancer routes (`routes::lb`) go to each task through its [`LbFeed`]: the whole
+//! set when the task starts or the peer's LoadBalancer attributes change
+//! ([`LbProfile`]), then only the prefixes each planner delta names ([`Peers::push_lb`]),
+//! built for the peer by its [`LbRouteMap`]. The cost of an event is the number of
+//! peers times the prefixes it changed, whatever the number of routes.
+//!
 //! Must not: decide routes (the planner did), decide what a change does to a session
 //! (`peer::change` does) or speak BGP (the tasks do). Stopping is bounded: a task gets
 //! its NOTIFICATION out within `peer::CLOSE_TIMEOUT` twice after its grace period, and
@@ -23,11 +29,14 @@ use tracing::{error, info, warn};
 
 use crate::config::PeerKey;
 use crate::metrics::{Latency, Metrics, PeerMetrics};
+use crate::peer::LbFeed;
 use crate::peer::{
     self, session_changes, Listener, PeerHandle, PeerSpec, RunOverrides, SessionChange, Shutdown,
 };
+use crate::routes::lb::{LbAttrs, LbDelta, LbRouteMap};
 use crate::routes::{DesiredRoutes, Plan};
 use crate::sources::secrets::{peer_md5_key, SecretError, SecretsView};
+use ipnet::IpNet;
 
 /// How long a stopping task may take before it is aborted: twice the driver's own
 /// bound on the goodbye, plus scheduling slack.
@@ -52,6 +61,9 @@ struct Running {
     shutdown: watch::Sender<Option<Shutdown>>,
     handle: PeerHandle,
     latency: Arc<Latency>,
+    /// Where its LoadBalancer routes go, and how they are built for it.
+    lb_feed: Arc<LbFeed>,
+    lb_map: LbRouteMap,
 }
 
 impl Running {
@@ -109,6 +121,7 @@ impl Peers {
         plan: &Plan,
         overrides: &RunOverrides,
         secrets: Option<&SecretsView>,
+        lb_routes: &BTreeMap<IpNet, Arc<LbAttrs>>,
         event: Instant,
     ) {
         // A peer that could not run (no key, a refused spec) and is no longer selected:
@@ -171,7 +184,7 @@ impl Peers {
                 continue;
             };
             match change {
-                SessionChange::Open => start.push((*key, spec, &peer_plan.routes)),
+                SessionChange::Open => start.push((*key, spec, peer_plan)),
                 SessionChange::Reset => {
                     if let Some(r) = self.running.get(key) {
                         let mut same_but_key = spec.clone();
@@ -181,7 +194,7 @@ impl Peers {
                             info!(peer = %key, "tcp md5 key changed (password-secret), opening the session again");
                         }
                     }
-                    restart.push((*key, spec, &peer_plan.routes));
+                    restart.push((*key, spec, peer_plan));
                 }
                 SessionChange::Keep | SessionChange::UpdateLive | SessionChange::Close => {
                     let Some(r) = self.running.get_mut(key) else {
@@ -199,6 +212,12 @@ impl Peers {
                         let _ = r.desired.send(Arc::clone(&r.routes));
                     } else {
                         r.routes = Arc::clone(&peer_plan.routes);
+                    }
+                    if *r.lb_map.profile() != peer_plan.lb {
+                        // Its LoadBalancer attributes changed (next hop rule, AS): the
+                        // whole set again, the task sends the difference.
+                        r.lb_map = LbRouteMap::new(peer_plan.lb.clone());
+                        r.lb_feed.replace(r.lb_map.full(lb_routes));
                     }
                 }
             }
@@ -222,7 +241,7 @@ impl Peers {
         for (key, asn, error) in blocked {
             self.block(key, asn, &error);
         }
-        for (key, spec, routes) in restart.into_iter().chain(start) {
+        for (key, spec, peer_plan) in restart.into_iter().chain(start) {
             if let Some(old) = self.stopping.remove(&key) {
                 // Selected again during its graceful shutdown: a second request ends the
                 // grace at once (the new session announces the routes again), and the
@@ -230,7 +249,15 @@ impl Peers {
                 let _ = old.shutdown.send(Some(Shutdown::Deconfigured));
                 let _ = old.join.await;
             }
-            self.start(key, spec, Arc::clone(routes), event);
+            let mut lb_map = LbRouteMap::new(peer_plan.lb.clone());
+            let lb = lb_map.full(lb_routes);
+            self.start(
+                key,
+                spec,
+                Arc::clone(&peer_plan.routes),
+                (lb, lb_map),
+                event,
+            );
         }
     }
 
@@ -307,7 +334,25 @@ impl Peers {
         while waiting.join_next().await.is_some() {}
     }
 
-    fn start(&mut self, key: PeerKey, spec: PeerSpec, routes: Arc<DesiredRoutes>, event: Instant) {
+    /// A LoadBalancer delta of the planner, to every running task (built for each).
+    pub fn push_lb(&mut self, delta: &LbDelta, event: Instant) {
+        if delta.is_empty() {
+            return;
+        }
+        for r in self.running.values_mut() {
+            r.latency.set(event.elapsed());
+            r.lb_feed.push(r.lb_map.delta(delta));
+        }
+    }
+
+    fn start(
+        &mut self,
+        key: PeerKey,
+        spec: PeerSpec,
+        routes: Arc<DesiredRoutes>,
+        (lb, lb_map): (crate::routes::lb::LbRoutes, LbRouteMap),
+        event: Instant,
+    ) {
         // With a listener every configured peer may also connect to us; without one a
         // passive peer cannot run, and peer::spawn says so.
         let inbound = match &self.listener {
@@ -332,11 +377,20 @@ impl Peers {
         // Before the task exists: it may reach Established before `spawn` returns, and
         // the metrics drop what a peer they do not know (or just removed) reports.
         self.metrics.add_peer(key, asn, SystemTime::now());
-        match peer::spawn(spec.clone(), desired_rx, observer, shutdown_rx, inbound) {
+        let lb_routes = lb.len();
+        let lb_feed = LbFeed::new(lb);
+        match peer::spawn_with_lb(
+            spec.clone(),
+            desired_rx,
+            Arc::clone(&lb_feed),
+            observer,
+            shutdown_rx,
+            inbound,
+        ) {
             Ok(handle) => {
                 self.metrics.set_routes_queries(key, handle.queries.clone());
                 self.refused.remove(&key);
-                info!(peer = %key, asn, routes = routes.len(), "peer task started");
+                info!(peer = %key, asn, routes = routes.len(), lb_routes, "peer task started");
                 self.running.insert(
                     key,
                     Running {
@@ -346,6 +400,8 @@ impl Peers {
                         shutdown,
                         handle,
                         latency,
+                        lb_feed,
+                        lb_map,
                     },
                 );
             }
@@ -489,7 +545,13 @@ mod tests {
         let mut secrets = SecretsView::new(SecretOrigin::Namespace("kube-system".into()));
         secrets.secrets.insert("s".into(), SecretState::Missing);
         peers
-            .reconcile(&plan, &run, Some(&secrets), Instant::now())
+            .reconcile(
+                &plan,
+                &run,
+                Some(&secrets),
+                &BTreeMap::new(),
+                Instant::now(),
+            )
             .await;
         assert!(peers.running.is_empty(), "no session without its key");
         let status = metrics.status(SystemTime::now(), Instant::now());
@@ -504,12 +566,20 @@ mod tests {
             Some("password-secret: secret s not found in namespace kube-system")
         );
         // No secret source at all: refused as well, never run without the key.
-        peers.reconcile(&plan, &run, None, Instant::now()).await;
+        peers
+            .reconcile(&plan, &run, None, &BTreeMap::new(), Instant::now())
+            .await;
         assert!(peers.running.is_empty());
         // No longer selected: its series go.
         let empty = plan_for("peers: []\n");
         peers
-            .reconcile(&empty, &run, Some(&secrets), Instant::now())
+            .reconcile(
+                &empty,
+                &run,
+                Some(&secrets),
+                &BTreeMap::new(),
+                Instant::now(),
+            )
             .await;
         let status = metrics.status(SystemTime::now(), Instant::now());
         assert!(status.peers.is_empty(), "{:?}", status.peers);
@@ -534,6 +604,8 @@ mod tests {
             desired,
             shutdown,
             latency: Arc::new(Latency::default()),
+            lb_feed: Arc::new(LbFeed::default()),
+            lb_map: LbRouteMap::new(crate::routes::lb::LbProfile::new(&peer, None)),
         }
     }
 

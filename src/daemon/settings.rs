@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use crate::config::duration::Compact;
 use crate::config::{self, Config};
+use crate::routes::lb::LbSwitch;
 use crate::routes::{self, AnnounceMode, LocalNode, Overrides, Plan};
 use crate::sources::kube::BgpConfigMapRef;
 use crate::sources::{self, IpamOverride, NodeView};
@@ -55,6 +56,11 @@ pub struct Settings {
     pub cluster: ClusterSource,
     pub ipam: IpamOverride,
     pub announce: AnnounceMode,
+    /// `--announce-lb-ips`: whether LoadBalancer IPs are announced (`routes::lb`).
+    pub announce_lb_ips: LbSwitch,
+    /// `--lb-class`: the `spec.loadBalancerClass` values handled; empty: only Services
+    /// without a class.
+    pub lb_classes: Vec<String>,
     /// `--source-address`: the local address of sessions of its family whose peer sets no
     /// `source-address` (`routes::source_address`).
     pub source_address: Option<IpAddr>,
@@ -120,6 +126,17 @@ impl Settings {
                 );
             }
         }
+        if self.announce == AnnounceMode::Cluster && self.announce_lb_ips == LbSwitch::On {
+            return bad(
+                "--announce-lb-ips",
+                "on needs --announce local: a LoadBalancer IP is announced by the nodes that \
+                 serve it, each from its own speaker"
+                    .into(),
+            );
+        }
+        if let Some(c) = self.lb_classes.iter().find(|c| c.trim().is_empty()) {
+            return bad("--lb-class", format!("{c:?} is not a class name"));
+        }
         if let Some(a) = self.cilium_health_addr {
             if a.ip().is_unspecified() || a.ip().is_multicast() || a.port() == 0 {
                 return bad(
@@ -129,6 +146,12 @@ impl Settings {
             }
         }
         Ok(())
+    }
+
+    /// Whether the Services and EndpointSlices are followed at all: not when
+    /// LoadBalancer IPs are forced off, nor with `--announce cluster`.
+    pub fn follows_load_balancers(&self) -> bool {
+        self.announce == AnnounceMode::Local && self.announce_lb_ips != LbSwitch::Off
     }
 
     /// The node name, or `""` for a cluster speaker that was not given one.
@@ -205,6 +228,20 @@ impl fmt::Display for DryRun {
         )?;
         writeln!(f, "announce:       {}", s.announce)?;
         writeln!(f, "ipam:           {}", s.ipam)?;
+        match (s.announce, s.announce_lb_ips) {
+            (AnnounceMode::Cluster, _) => writeln!(
+                f,
+                "lb ips:         not announced (--announce cluster: each node's speaker announces its own)"
+            )?,
+            (_, LbSwitch::Auto) => writeln!(
+                f,
+                "lb ips:         auto (cilium-config bgp-announce-lb-ip; without cilium-config: announced)"
+            )?,
+            (_, switch) => writeln!(f, "lb ips:         {switch} (--announce-lb-ips)")?,
+        }
+        if !s.lb_classes.is_empty() {
+            writeln!(f, "lb classes:     {}", s.lb_classes.join(", "))?;
+        }
         match &s.cluster {
             ClusterSource::File(p) => writeln!(f, "cluster state:  file {}", p.display())?,
             ClusterSource::Kubernetes => writeln!(
@@ -348,6 +385,8 @@ mod tests {
             cluster: ClusterSource::Kubernetes,
             ipam: IpamOverride::Auto,
             announce: AnnounceMode::Local,
+            announce_lb_ips: LbSwitch::Auto,
+            lb_classes: Vec::new(),
             source_address: None,
             router_id: None,
             metrics_addr: "0.0.0.0:9477".parse().unwrap(),
@@ -409,6 +448,24 @@ mod tests {
         assert_eq!(flag_of(s.validate()), "--cilium-health-addr");
         s.cilium_health_addr = Some("127.0.0.1:9879".parse().unwrap());
         assert!(s.validate().is_ok());
+    }
+
+    #[test]
+    fn lb_ips_forced_on_need_local_mode_and_classes_need_a_name() {
+        let mut s = settings();
+        s.announce_lb_ips = LbSwitch::On;
+        assert!(s.validate().is_ok());
+        assert!(s.follows_load_balancers());
+        s.announce = AnnounceMode::Cluster;
+        assert_eq!(flag_of(s.validate()), "--announce-lb-ips");
+        s.announce_lb_ips = LbSwitch::Auto;
+        assert!(s.validate().is_ok());
+        assert!(!s.follows_load_balancers());
+        let mut s = settings();
+        s.announce_lb_ips = LbSwitch::Off;
+        assert!(!s.follows_load_balancers());
+        s.lb_classes = vec![" ".into()];
+        assert_eq!(flag_of(s.validate()), "--lb-class");
     }
 
     #[test]

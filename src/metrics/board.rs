@@ -44,6 +44,19 @@ pub struct Status {
     pub view: Option<ViewReport>,
     /// One entry per configured peer, by address and port.
     pub peers: Vec<PeerReport>,
+    /// The LoadBalancer Services and routes, once planned.
+    #[serde(default)]
+    pub lb: Option<LbReport>,
+}
+
+/// The LoadBalancer planner's counts (`routes::lb`): Services of type LoadBalancer,
+/// announced or not and why, and the routes they give (the same for every peer).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct LbReport {
+    pub announced: u64,
+    /// Per reason (`LbReason::as_str`), reasons with no Service left out.
+    pub not_announced: BTreeMap<String, u64>,
+    pub routes: u64,
 }
 
 /// The startup gate: nothing is announced until the Cilium agent on the node reports

@@ -18,8 +18,8 @@ use prometheus::{
 };
 
 use super::board::{
-    ConfigReport, DriftReport, GateReport, OverlapReport, PeerReport, RefusedReport, SourceReport,
-    Status, UnannounceableReport, ViewReport,
+    ConfigReport, DriftReport, GateReport, LbReport, OverlapReport, PeerReport, RefusedReport,
+    SourceReport, Status, UnannounceableReport, ViewReport,
 };
 use super::labels::{self, Direction, AFIS, MESSAGE_TYPES};
 use crate::bgp::session::State;
@@ -27,6 +27,7 @@ use crate::bgp::wire::{Afi, ErrorKind, MessageType};
 use crate::config::state::{ConfigStatus, ConfigUpdate};
 use crate::config::PeerKey;
 use crate::peer::{Beat, PeerStatus, RouteRefusal, RoutesQuery};
+use crate::routes::lb::LbReason;
 use crate::routes::{Plan, Unannounceable, UnannounceableReason};
 use crate::sources::kube::events::EventLoss;
 use crate::sources::model::{IpamError, IpamMode, NodeView};
@@ -104,6 +105,9 @@ struct Families {
     drift_nodes: IntGauge,
     conflicts: IntGauge,
     refused: IntGauge,
+    lb_announced: IntGauge,
+    lb_not_announced: IntGaugeVec,
+    lb_routes: IntGauge,
     event_to_update: Histogram,
     kube_events_lost: IntCounterVec,
     cilium_healthy: IntGauge,
@@ -136,6 +140,8 @@ struct Inner {
     gate: Option<GateReport>,
     /// SIGTERM arrived: the sessions are ending.
     shutting_down: bool,
+    /// The LoadBalancer counts, once recorded.
+    lb: Option<LbReport>,
 }
 
 /// Why `/readyz` answers as it does: `ready`, and the reasons (why not, or what it no
@@ -955,6 +961,39 @@ impl Metrics {
         }
     }
 
+    // --- loadbalancer -----------------------------------------------------------------
+
+    /// The LoadBalancer planner's counts: Services per decision (`None`: announced) and
+    /// routes. Services that are not of type LoadBalancer are not counted.
+    pub fn record_lb(&self, by_reason: &BTreeMap<Option<LbReason>, usize>, routes: usize) {
+        let f = &self.families;
+        let count = |r: Option<LbReason>| by_reason.get(&r).copied().unwrap_or(0) as u64;
+        f.lb_announced.set(saturating_i64(count(None)));
+        for reason in LbReason::ALL {
+            if reason == LbReason::NotLoadBalancer {
+                continue;
+            }
+            f.lb_not_announced
+                .with_label_values(&[reason.as_str()])
+                .set(saturating_i64(count(Some(reason))));
+        }
+        f.lb_routes.set(saturating_i64(routes as u64));
+        let report = LbReport {
+            announced: count(None),
+            not_announced: by_reason
+                .iter()
+                .filter_map(|(r, n)| match r {
+                    Some(r) if *r != LbReason::NotLoadBalancer && *n > 0 => {
+                        Some((r.as_str().to_owned(), *n as u64))
+                    }
+                    _ => None,
+                })
+                .collect(),
+            routes: routes as u64,
+        };
+        self.lock().lb = Some(report);
+    }
+
     // --- latency ----------------------------------------------------------------------
 
     /// From a source change to the UPDATE it caused being written.
@@ -1005,6 +1044,7 @@ impl Metrics {
             ready: readiness.ready,
             ready_reasons: readiness.reasons,
             gate: inner.gate.clone(),
+            lb: inner.lb.clone(),
             config: inner.config.clone(),
             sources: inner
                 .sources
@@ -1211,6 +1251,30 @@ impl Families {
                 "refused_prefixes",
                 "Pod CIDRs not announced by the safety rules (default routes, \
                  outside the cluster pool).",
+            ),
+            lb_announced: r.gauge(
+                "lb_services_announced",
+                "LoadBalancer Services whose IPs this node announces.",
+            ),
+            lb_not_announced: {
+                let g = r.gauge_vec(
+                    "lb_services_not_announced",
+                    "LoadBalancer Services whose IPs this node does not announce, by \
+                     reason: class, lb_ips_off, not_synced, node_excluded, no_ip, \
+                     outside_pools, layer2_pool, no_endpoints, no_local_endpoints.",
+                    &["reason"],
+                );
+                for reason in LbReason::ALL {
+                    if reason != LbReason::NotLoadBalancer {
+                        g.with_label_values(&[reason.as_str()]);
+                    }
+                }
+                g
+            },
+            lb_routes: r.gauge(
+                "lb_routes",
+                "LoadBalancer routes this node announces to each selected peer (one per \
+                 prefix: IPs and Services in one aggregate give one).",
             ),
             event_to_update: r.histogram(
                 "event_to_update_seconds",

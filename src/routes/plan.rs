@@ -53,6 +53,7 @@ use std::sync::Arc;
 use ipnet::IpNet;
 
 use super::error::RoutesError;
+use super::lb::LbProfile;
 use super::next_hop::{self, NextHopRule, NoNextHop, NodeAddresses};
 use super::{DesiredRoutes, NextHop, PlannedRoute, RouteAttrs};
 use crate::config::{Config, Peer, PeerConflict, PeerKey, PodCidrPools};
@@ -157,6 +158,9 @@ pub struct PeerPlan {
     /// The routes the peer must hold; shared by every peer with the same attributes, so
     /// the daemon can hand it to the peer task's `watch` without copying.
     pub routes: Arc<DesiredRoutes>,
+    /// How this peer's LoadBalancer routes are built (`routes::lb`): the same next hop
+    /// rule as its pod CIDRs; no next hop in cluster mode.
+    pub lb: LbProfile,
 }
 
 /// Two or more nodes claim the same address space. Ordered by prefix, then node.
@@ -384,9 +388,11 @@ pub fn plan(
                 }
             }
         }
+        let next_hops = next_hops.map(|r| r.map(NextHopRule::next_hop));
+        let lb = LbProfile::new(peer, next_hops.clone());
         let profile = Profile {
             template: attrs_template(peer),
-            next_hops: next_hops.map(|r| r.map(NextHopRule::next_hop)),
+            next_hops,
             pools: peer.pod_cidr_pools.as_ref().filter(|_| pools_apply),
         };
         let routes = match shared.get(&profile) {
@@ -403,6 +409,7 @@ pub fn plan(
                 peer: peer.clone(),
                 source_address: source,
                 routes,
+                lb,
             },
         );
     }
