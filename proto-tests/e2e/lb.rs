@@ -673,6 +673,7 @@ fn flapping_service_never_withdraws_anything_else() {
         // and as often one as the other (it ends announced).
         let withdraws = a.bird.withdraws - b.bird.withdraws;
         let updates = a.bird.updates - b.bird.updates;
+        eprintln!("flapping: n{n} sent BIRD {updates} updates and {withdraws} withdraws for {flaps} flaps");
         assert!(
             withdraws <= flaps / 2 && updates == withdraws,
             "n{n}: {updates} updates and {withdraws} withdraws for {flaps} flaps"
