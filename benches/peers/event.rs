@@ -79,7 +79,7 @@ fn net(p: Ipv4Addr) -> IpNet {
 
 /// When the file source last loaded a change and handed it on (unix seconds): the
 /// speaker's `source_last_event_timestamp_seconds`, latest over its sources.
-pub(crate) fn last_loaded() -> Option<f64> {
+fn last_loaded() -> Option<f64> {
     let body = metrics()?;
     body.lines()
         .filter(|l| l.starts_with("podcidr_speaker_source_last_event_timestamp_seconds"))
