@@ -124,8 +124,9 @@ pub struct RunArgs {
     )]
     pub bgp_config: Option<PathBuf>,
 
-    /// Standalone: read Nodes, CiliumNodes and cilium-config from this YAML/JSON file or
-    /// directory instead of the API server, reloaded on change. Needs `--bgp-config`.
+    /// Standalone: read Nodes, CiliumNodes and cilium-config (and, for LoadBalancer IPs,
+    /// Services and EndpointSlices) from this YAML/JSON file or directory instead of the
+    /// API server, reloaded on change. Needs `--bgp-config`.
     #[arg(
         long,
         env = "PODCIDR_CLUSTER_STATE",
@@ -351,6 +352,12 @@ pub struct PlanArgs {
     /// takes it; shown as the next hop of routes of its family.
     #[arg(long, value_name = "IP")]
     pub source_address: Option<IpAddr>,
+    /// Whether LoadBalancer IPs are announced, as `run` takes it.
+    #[arg(long, value_name = "auto|on|off", default_value = "auto")]
+    pub announce_lb_ips: LbSwitch,
+    /// A `spec.loadBalancerClass` handled (repeatable), as `run` takes it.
+    #[arg(long = "lb-class", value_name = "CLASS")]
+    pub lb_classes: Vec<String>,
     /// Output format.
     #[arg(
         short = 'o',
@@ -470,6 +477,8 @@ impl PlanArgs {
             announce: self.announce,
             ipam: self.ipam,
             source_address: self.source_address,
+            announce_lb_ips: self.announce_lb_ips,
+            lb_classes: self.lb_classes.clone(),
             format: self.output,
         }
     }

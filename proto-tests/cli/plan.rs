@@ -77,12 +77,18 @@ fn outage(node: &str, extra: &[&str]) -> String {
 }
 
 const OUTAGE_DRIFT: &str = "\
+loadbalancer ips: not announced (cilium-config has no bgp-announce-lb-ip (Cilium's default: false))
+  (no LoadBalancer Services)
 warnings:
   drift on node master1 (Node [10.5.112.0/24] vs CiliumNode [10.5.113.0/24]): ipam cluster-pool announces the CiliumNode CIDRs
   drift on node master2 (Node [10.5.113.0/24] vs CiliumNode [10.5.114.0/24]): ipam cluster-pool announces the CiliumNode CIDRs
   drift on node master3 (Node [10.5.114.0/24] vs CiliumNode [10.5.115.0/24]): ipam cluster-pool announces the CiliumNode CIDRs
   drift on node worker1 (Node [10.5.115.0/24] vs CiliumNode [10.5.112.0/24]): ipam cluster-pool announces the CiliumNode CIDRs
-  address pool \"default\" (10.5.112.0/21) is not announced: podcidr-speaker announces pod CIDRs only
+  address pool \"default\" (10.5.112.0/21) is not announced: cilium-config has no bgp-announce-lb-ip (Cilium's default: false)
+  address pool \"default\" (10.5.112.0/21) overlaps the pod CIDR 10.5.113.0/24 of node master1: a LoadBalancer IP there is announced as its own, more specific route
+  address pool \"default\" (10.5.112.0/21) overlaps the pod CIDR 10.5.114.0/24 of node master2: a LoadBalancer IP there is announced as its own, more specific route
+  address pool \"default\" (10.5.112.0/21) overlaps the pod CIDR 10.5.115.0/24 of node master3: a LoadBalancer IP there is announced as its own, more specific route
+  address pool \"default\" (10.5.112.0/21) overlaps the pod CIDR 10.5.112.0/24 of node worker1: a LoadBalancer IP there is announced as its own, more specific route
 ";
 
 #[test]
@@ -521,4 +527,107 @@ fn ipv4_routes_on_an_ipv6_session_without_an_ipv4_address_are_marked_rfc8950() {
     let routes = v["peers"][0]["routes"].as_array().unwrap();
     assert_eq!(routes[0]["needs_extended_next_hop"], true);
     assert_eq!(routes[1]["needs_extended_next_hop"], false);
+}
+
+/// The LoadBalancer sample: each Service's decision in the table and the JSON, the
+/// routes each peer gets (aggregation and communities of the pool's advertisements),
+/// the on/off rule from cilium-config and `--announce-lb-ips`, and `--lb-class`.
+#[test]
+fn load_balancer_services_show_their_decision_and_their_routes() {
+    let dir = scratch("load-balancers");
+    let config = dir.join("bgp-config.yaml");
+    std::fs::write(
+        &config,
+        "peers: [{peer-address: 10.5.0.1, peer-asn: 65000, my-asn: 65083}]
+bgp-communities: {edge: '65083:100'}
+address-pools:
+- name: lb
+  protocol: bgp
+  addresses: [198.51.100.0/24, '2001:db8:100::/64']
+  bgp-advertisements:
+  - {}
+  - {aggregation-length: 24, aggregation-length-v6: 64, communities: [edge]}
+",
+    )
+    .unwrap();
+    let config = config.display().to_string();
+    let state = sample("config/cluster-state/load-balancers.yaml");
+    let args = [
+        "--bgp-config",
+        &config,
+        "--cluster-state",
+        &state,
+        "--node",
+        "n1",
+    ];
+    let out = ok(&args);
+    assert!(
+        out.contains("loadbalancer ips: announced (cilium-config bgp-announce-lb-ip)"),
+        "{out}"
+    );
+    // shop/web is Local with a ready endpoint on n1; shop/api is Cluster.
+    for line in [
+        // IPv6 ones need a next hop n1 (IPv4 only, IPv4 session) does not have.
+        "  loadbalancer routes: 3",
+        "198.51.100.0/24   next-hop <session local address>  origin incomplete  as-path 65083  communities 65083:100",
+        "198.51.100.10/32  next-hop <session local address>  origin incomplete  as-path 65083",
+        "198.51.100.11/32  next-hop <session local address>",
+    ] {
+        assert!(out.contains(line), "{line:?} missing in\n{out}");
+    }
+    let v: Value = serde_json::from_str(&ok(&[&args[..], &["-o", "json"]].concat())).unwrap();
+    let services = v["lb"]["services"].as_array().unwrap();
+    let decision = |name: &str| {
+        services
+            .iter()
+            .find(|s| s["service"] == name)
+            .map(|s| s["reason"].clone())
+            .unwrap()
+    };
+    assert_eq!(decision("shop/web"), Value::Null, "{v:#}");
+    assert_eq!(decision("shop/pending"), "no_ip");
+    assert_eq!(decision("shop/other-class"), "class");
+    assert_eq!(v["peers"][0]["lb_routes"].as_array().unwrap().len(), 3);
+    // n2 hosts a ready endpoint of the Local Service too (n3's is terminating).
+    let n2 = ok(&[
+        "--bgp-config",
+        &config,
+        "--cluster-state",
+        &state,
+        "--node",
+        "n2",
+    ]);
+    assert!(n2.contains("198.51.100.10/32"), "{n2}");
+    // n3 carries the exclusion label.
+    let n3 = ok(&[
+        "--bgp-config",
+        &config,
+        "--cluster-state",
+        &state,
+        "--node",
+        "n3",
+    ]);
+    assert!(!n3.contains("loadbalancer routes"), "{n3}");
+    assert!(n3.contains("exclude-from-external-load-balancers"), "{n3}");
+    // Forced off; a class handled.
+    let off = ok(&[&args[..], &["--announce-lb-ips", "off"]].concat());
+    assert!(
+        off.contains("loadbalancer ips: not announced (--announce-lb-ips off)"),
+        "{off}"
+    );
+    assert!(!off.contains("loadbalancer routes"), "{off}");
+    let classy = ok(&[
+        &args[..],
+        &["--lb-class", "example.com/other-lb", "-o", "json"],
+    ]
+    .concat());
+    let v: Value = serde_json::from_str(&classy).unwrap();
+    let other = v["lb"]["services"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["service"] == "shop/other-class")
+        .unwrap()
+        .clone();
+    assert_ne!(other["reason"], "class", "{other:#}");
 }

@@ -145,7 +145,8 @@ pub fn config_parse(data: &[u8]) {
 /// One input as a `--cluster-state` directory: split at NUL octets into files, loaded
 /// all-or-nothing into a `ClusterState`, then turned into the node view under every
 /// `--ipam` override. A default route is never announced, nothing is both announced
-/// and refused, and the view is deterministic.
+/// and refused, and the view is deterministic. The Services' and EndpointSlices' facts
+/// of the same files, sent as deltas from nothing, rebuild exactly those facts.
 pub fn cluster_state(data: &[u8]) {
     use podcidr_speaker::sources::file::parse;
     use podcidr_speaker::sources::{node_view, IpamOverride};
@@ -166,13 +167,21 @@ pub fn cluster_state(data: &[u8]) {
             (PathBuf::from(format!("state-{i}.{ext}")), t.to_owned())
         })
         .collect();
-    let state = match parse::cluster_state(&files) {
-        Ok(state) => state,
+    let (state, lb) = match parse::cluster_files(&files) {
+        Ok(loaded) => (loaded.state, loaded.lb),
         Err(e) => {
             let _ = e.to_string();
             return;
         }
     };
+    let mut rebuilt = podcidr_speaker::sources::services::LbFacts::default();
+    for update in rebuilt.changes_to(&lb) {
+        assert!(rebuilt.apply(&update), "{update:?} changes nothing");
+    }
+    assert_eq!(rebuilt, lb, "deltas from nothing do not rebuild the facts");
+    for slice in lb.slices.values() {
+        assert!(slice.ready_by_node.values().all(|n| *n > 0), "{slice:?}");
+    }
     for ipam in [
         IpamOverride::Auto,
         IpamOverride::Kubernetes,

@@ -1178,3 +1178,67 @@ fn routes_without_a_next_hop_are_a_gauge_and_a_status_entry_per_peer() {
         .unannounceable
         .is_empty());
 }
+
+/// The LoadBalancer counts: announced Services, not announced per bounded reason (every
+/// reason has a series from the start; Services not of type LoadBalancer are not
+/// counted), routes; `/status` carries the same numbers.
+#[test]
+fn loadbalancer_counts_are_exposed_per_reason_and_in_the_status() {
+    use podcidr_speaker::routes::lb::LbReason;
+    use std::collections::BTreeMap;
+    let m = Metrics::new();
+    let s = scrape(&m);
+    for reason in ["no_ip", "outside_pools", "no_local_endpoints", "lb_ips_off"] {
+        assert_eq!(
+            v(
+                &s,
+                "podcidr_speaker_lb_services_not_announced",
+                &[("reason", reason)]
+            ),
+            0.0
+        );
+    }
+    assert!(s
+        .value(
+            "podcidr_speaker_lb_services_not_announced",
+            &[("reason", "not_load_balancer")]
+        )
+        .is_none());
+    let counts: BTreeMap<Option<LbReason>, usize> = [
+        (None, 3),
+        (Some(LbReason::NoIp), 2),
+        (Some(LbReason::NoLocalEndpoints), 1),
+        (Some(LbReason::NotLoadBalancer), 40),
+    ]
+    .into();
+    m.record_lb(&counts, 5);
+    let s = scrape(&m);
+    assert_eq!(v(&s, "podcidr_speaker_lb_services_announced", &[]), 3.0);
+    assert_eq!(
+        v(
+            &s,
+            "podcidr_speaker_lb_services_not_announced",
+            &[("reason", "no_ip")]
+        ),
+        2.0
+    );
+    assert_eq!(
+        v(
+            &s,
+            "podcidr_speaker_lb_services_not_announced",
+            &[("reason", "no_local_endpoints")]
+        ),
+        1.0
+    );
+    assert_eq!(v(&s, "podcidr_speaker_lb_routes", &[]), 5.0);
+    let lb = m.status(SystemTime::now(), Instant::now()).lb.unwrap();
+    assert_eq!((lb.announced, lb.routes), (3, 5));
+    assert_eq!(
+        lb.not_announced,
+        [
+            ("no_ip".to_owned(), 2),
+            ("no_local_endpoints".to_owned(), 1)
+        ]
+        .into()
+    );
+}

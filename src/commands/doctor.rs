@@ -1,7 +1,9 @@
 //! `podcidr-speaker doctor`: the table the outage needed. Per node: the Node's pod
 //! CIDRs, the CiliumNode's, which object is in force for the IPAM mode, drift between
 //! the two, overlaps with other nodes and CIDRs outside the cluster pool; exit status 1
-//! when anything is wrong.
+//! when anything is wrong. From cluster-state files, also the LoadBalancer Services
+//! pending an IP and LoadBalancer IPs inside a node's pod CIDR ([`lb_findings`], as
+//! warnings; IPs outside every address pool need the bgp-config: `plan` lists them).
 //!
 //! Owns: the diagnosis of a [`ClusterState`] ([`diagnose`]), its rendering and the
 //! one-shot in-cluster read ([`load_in_cluster`]). Must not: decide which object is in
@@ -23,13 +25,14 @@ use serde::de::DeserializeOwned;
 
 use super::table::Table;
 use crate::routes::router_id::{router_id, shared, RouterIdOrigin};
-use crate::sources::file::load;
+use crate::sources::file::load_files;
 use crate::sources::kube::{self as kube_source, ConfigMapRef};
 use crate::sources::model::{
     node_view, CidrList, CidrRefusal, CidrSource, ClusterState, IpamError, IpamMode, IpamOverride,
     NodeEntry, NodeView, PoolRanges,
 };
 use crate::sources::objects::{self, CiliumNode, CiliumPodIpPool};
+use crate::sources::services::LbFacts;
 use crate::sources::SourceError;
 
 /// Objects per page when listing from the API server: large clusters are read in
@@ -485,6 +488,41 @@ fn cidrs(list: &[IpNet]) -> String {
         .join(", ")
 }
 
+/// What the LoadBalancer Services say that an operator should look at: Services of type
+/// LoadBalancer without an ingress IP (no allocator wrote one: nothing to announce), and
+/// ingress IPs inside a node's pod CIDR in force (a pool overlapping the pod range: the
+/// IP is announced as its own, more specific route). One line each, by Service.
+pub fn lb_findings(d: &Diagnosis, facts: &LbFacts) -> Vec<String> {
+    let mut out = Vec::new();
+    for (key, svc) in facts.services.iter().filter(|(_, s)| s.load_balancer) {
+        if svc.ingress_ips.is_empty() {
+            let refused = if svc.ingress_refused.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " (ingress without an IP: {})",
+                    svc.ingress_refused.join(", ")
+                )
+            };
+            out.push(format!(
+                "service {key}: LoadBalancer pending an IP{refused}: nothing to announce"
+            ));
+        }
+        for ip in &svc.ingress_ips {
+            for n in &d.nodes {
+                for pod in n.in_force_cidrs.iter().filter(|c| c.contains(ip)) {
+                    out.push(format!(
+                        "service {key}: LoadBalancer IP {ip} lies inside the pod CIDR {pod} of \
+                         node {}: announced as its own, more specific route",
+                        n.node.name
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
 /// Exit status when the cluster (or the cluster-state path) cannot be read.
 pub const EXIT_UNREADABLE: u8 = 2;
 
@@ -532,8 +570,13 @@ pub fn command_file(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> u8 {
-    match load(path) {
-        Ok(state) => report(&diagnose(&state, ipam), out, err),
+    match load_files(path) {
+        Ok(files) => {
+            let mut d = diagnose(&files.state, ipam);
+            let lb = lb_findings(&d, &files.lb);
+            d.warnings.extend(lb);
+            report(&d, out, err)
+        }
         Err(e) => {
             let _ = writeln!(err, "podcidr-speaker doctor: {e}");
             EXIT_UNREADABLE
@@ -779,6 +822,38 @@ mod tests {
     }
 
     #[test]
+    fn lb_services_pending_an_ip_or_inside_a_pod_cidr_are_warned_about() {
+        use crate::sources::services::{ObjectKey, ServiceFacts};
+        let st = state("kubernetes", &[], &[("n1", &["10.0.1.0/24"], None)]);
+        let d = diagnose(&st, IpamOverride::Auto);
+        let mut facts = LbFacts::default();
+        let lb = |ips: &[&str]| ServiceFacts {
+            load_balancer: true,
+            ingress_ips: ips.iter().map(|i| i.parse().unwrap()).collect(),
+            ..ServiceFacts::default()
+        };
+        facts
+            .services
+            .insert(ObjectKey::new("a", "pending"), lb(&[]));
+        facts.services.insert(
+            ObjectKey::new("a", "inside"),
+            lb(&["10.0.1.7", "192.0.2.1"]),
+        );
+        facts
+            .services
+            .insert(ObjectKey::new("a", "clusterip"), ServiceFacts::default());
+        assert_eq!(
+            lb_findings(&d, &facts),
+            vec![
+                "service a/inside: LoadBalancer IP 10.0.1.7 lies inside the pod CIDR 10.0.1.0/24 \
+                 of node n1: announced as its own, more specific route"
+                    .to_owned(),
+                "service a/pending: LoadBalancer pending an IP: nothing to announce".to_owned(),
+            ]
+        );
+    }
+
+    #[test]
     fn healthy_cluster_is_ok_with_exit_zero() {
         let s = state(
             "cluster-pool",
@@ -938,7 +1013,10 @@ mod tests {
     fn multi_pool_lists_the_pools_each_node_holds_and_flags_cidrs_outside_their_pool() {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("config/cluster-state/multi-pool.yaml");
-        let d = diagnose(&load(&path).unwrap(), IpamOverride::Auto);
+        let d = diagnose(
+            &crate::sources::file::load(&path).unwrap(),
+            IpamOverride::Auto,
+        );
         assert_eq!(d.ipam, Ok(IpamMode::MultiPool));
         let a = &d.nodes[0];
         assert_eq!(&*a.node.name, "worker-a");

@@ -527,19 +527,10 @@ impl Daemon {
     /// The on/off rule of LoadBalancer IPs for the cilium-config in `snapshot` (logged
     /// when the decision changes).
     fn lb_enabled(&mut self, snapshot: &ClusterSnapshot) -> LbEnabled {
-        let decided = if self.settings.announce == AnnounceMode::Cluster {
-            LbEnabled {
-                on: false,
-                why: "--announce cluster: each node's speaker announces its own",
-            }
-        } else {
-            let cilium = snapshot
-                .state
-                .cilium_config
-                .as_ref()
-                .map(|c| c.announce_lb_ip);
-            self.settings.announce_lb_ips.decide(cilium)
-        };
+        let decided = self.settings.announce_lb_ips.decide_for(
+            self.settings.announce,
+            snapshot.state.cilium_config.as_ref(),
+        );
         if self.lb_enabled != Some(decided) {
             info!(announced = decided.on, why = decided.why, switch = %self.settings.announce_lb_ips,
                 "loadbalancer ips");

@@ -609,6 +609,54 @@ mod tests {
         }
     }
 
+    /// A planner delta reaches every running task through its feed, built with that
+    /// peer's attributes: only the prefixes it names, and a family the peer has no next
+    /// hop for goes as a withdrawal (a no-op for a peer that never had it).
+    #[tokio::test]
+    async fn an_lb_delta_goes_to_each_task_built_for_its_peer() {
+        use crate::peer::LbTake;
+        use crate::routes::lb::{LbAttrs, LbProfile};
+        use crate::routes::NextHop;
+        let mut peers = Peers::new(Metrics::new(), None, Duration::ZERO);
+        let p = peer("");
+        let mut r = running(
+            p.clone(),
+            Arc::new(peer::Beat::new(Instant::now())),
+            tokio::spawn(std::future::pending::<()>()),
+        );
+        r.lb_map = LbRouteMap::new(LbProfile::new(
+            &p,
+            Some([Some(NextHop::SessionLocal), None]),
+        ));
+        let feed = Arc::clone(&r.lb_feed);
+        peers.running.insert(p.key(), r);
+        let attrs = Arc::new(LbAttrs {
+            local_pref: Some(300),
+            communities: vec![0x0001_0002],
+            large_communities: vec![],
+        });
+        let v4: IpNet = "198.51.100.10/32".parse().unwrap();
+        let v6: IpNet = "2001:db8::10/128".parse().unwrap();
+        let gone: IpNet = "198.51.100.11/32".parse().unwrap();
+        let delta = LbDelta {
+            changes: [(v4, Some(attrs.clone())), (v6, Some(attrs)), (gone, None)].into(),
+        };
+        peers.push_lb(&delta, Instant::now());
+        let Some(LbTake::Changes(changes)) = feed.take() else {
+            panic!("changes expected");
+        };
+        assert_eq!(changes.len(), 3);
+        let sent = changes[0].1.as_ref().unwrap();
+        assert_eq!(changes[0].0, v4);
+        assert_eq!(sent.communities, vec![0x0001_0002]);
+        assert_eq!(sent.as_path, vec![p.my_asn], "eBGP: our AS");
+        assert_eq!(sent.local_pref, None, "eBGP: no LOCAL_PREF");
+        assert_eq!(changes[1], (gone, None));
+        assert_eq!(changes[2], (v6, None), "no IPv6 next hop for this peer");
+        peers.push_lb(&LbDelta::default(), Instant::now());
+        assert_eq!(feed.take(), None, "an empty delta sends nothing");
+    }
+
     #[tokio::test]
     async fn a_task_that_stopped_turning_is_wedged_and_an_ended_one_is_not() {
         let now = Instant::now();

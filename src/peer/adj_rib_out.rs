@@ -277,7 +277,7 @@ impl Work {
         self.groups.clear();
         self.entries = 0;
         let mut queued: Vec<(IpNet, Option<Arc<RouteAttrs>>)> = self.queued.drain().collect();
-        queued.sort_by(|a, b| a.0.cmp(&b.0));
+        queued.sort_by_key(|q| q.0);
         self.pending = [0, 0];
         let mut index: HashMap<(Unicast, *const RouteAttrs), usize> = HashMap::new();
         for (p, to) in queued {
@@ -1384,6 +1384,93 @@ mod tests {
             all_prefixes(&mut rib).0,
             BTreeSet::from([v4(1), lb_host(1)])
         );
+    }
+
+    /// Random pod CIDR sets, LoadBalancer deltas (some on a pod CIDR's prefix), partial
+    /// and whole drains and refreshes: once drained the peer holds exactly both layers
+    /// (pod CIDR first), and no UPDATE ever touches a pod CIDR prefix unless a pod CIDR
+    /// change (or a refresh) asked for it.
+    #[test]
+    fn random_layers_converge_and_lb_deltas_never_touch_a_pod_cidr() {
+        let ctx = four_octet();
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move |n: u64| {
+            seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (seed >> 33) % n
+        };
+        let pods: Vec<IpNet> = (0..12).map(v4).collect();
+        let lbs: Vec<IpNet> = (0..24)
+            .map(lb_host)
+            .chain(pods[..4].iter().copied())
+            .collect();
+        let med = [attrs(1), attrs(2), attrs(3), attrs(4)];
+        let mut rib = AdjRibOut::new();
+        rib.established(session(ctx));
+        let mut peer = Peer::default();
+        let mut pod: BTreeMap<IpNet, Arc<RouteAttrs>> = BTreeMap::new();
+        let mut lb: BTreeMap<IpNet, Arc<RouteAttrs>> = BTreeMap::new();
+        // Pod CIDR prefixes a pod change or a refresh may still send.
+        let mut allowed: BTreeSet<IpNet> = BTreeSet::new();
+        for _ in 0..4_000 {
+            match next(10) {
+                0 => {
+                    let mut new: BTreeMap<IpNet, Arc<RouteAttrs>> = BTreeMap::new();
+                    for p in &pods {
+                        if next(2) == 0 {
+                            new.insert(*p, med[next(2) as usize].clone());
+                        }
+                    }
+                    allowed.extend(pod.keys().chain(new.keys()).copied());
+                    pod = new;
+                    rib.set_desired(desired(pod.clone()));
+                }
+                1..=5 => {
+                    let p = lbs[next(lbs.len() as u64) as usize];
+                    let to = (next(3) != 0).then(|| med[2 + next(2) as usize].clone());
+                    match &to {
+                        Some(a) => lb.insert(p, a.clone()),
+                        None => lb.remove(&p),
+                    };
+                    rib.apply_lb([(p, to)]);
+                }
+                6 => {
+                    allowed.extend(pod.keys().copied());
+                    rib.send_table(AfiSafi::IPV4_UNICAST, true);
+                }
+                _ => {
+                    let max = if next(2) == 0 { 64 } else { 1 << 20 };
+                    if let Some(b) = rib.next_batch(max, t0()) {
+                        for u in &b {
+                            let (a, w) = update_prefixes(u);
+                            for n in a.iter().chain(&w) {
+                                if pod.contains_key(&n.prefix) {
+                                    assert!(allowed.contains(&n.prefix), "{} sent", n.prefix);
+                                }
+                            }
+                        }
+                        peer.apply(&b, &ctx);
+                    }
+                }
+            }
+            if !rib.has_work() {
+                let mut want = lb.clone();
+                want.extend(pod.clone());
+                let got: BTreeMap<IpNet, Arc<RouteAttrs>> = rib
+                    .held()
+                    .iter()
+                    .map(|(p, h)| (*p, h.attrs.clone()))
+                    .collect();
+                assert_eq!(got, want);
+                assert_eq!(
+                    peer.rib.keys().collect::<Vec<_>>(),
+                    want.keys().collect::<Vec<_>>()
+                );
+                allowed.clear();
+                while rib.poll_table_sent().is_some() {}
+            }
+        }
     }
 
     #[test]

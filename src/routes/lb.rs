@@ -44,10 +44,11 @@ use std::sync::Arc;
 use ipnet::IpNet;
 
 use super::error::RoutesError;
+use super::plan::AnnounceMode;
 use super::{Family, NextHop, RouteAttrs, DEFAULT_LOCAL_PREF};
 use crate::bgp::wire::{LargeCommunity, Origin};
 use crate::config::{Config, Peer, Protocol};
-use crate::sources::model::Labels;
+use crate::sources::model::{CiliumConfig, Labels};
 use crate::sources::services::{LbUpdate, ObjectKey, ServiceFacts, SliceFacts, TrafficPolicy};
 
 /// Nodes with this label announce no LoadBalancer IP (Kubernetes' well-known label;
@@ -72,6 +73,18 @@ impl LbSwitch {
             LbSwitch::Auto => "auto",
             LbSwitch::On => "on",
             LbSwitch::Off => "off",
+        }
+    }
+
+    /// [`LbSwitch::decide`] for a speaker in `mode` with this cilium-config (`None`: it
+    /// does not exist): never in cluster mode, where no speaker is a node's own.
+    pub fn decide_for(self, mode: AnnounceMode, cilium_config: Option<&CiliumConfig>) -> LbEnabled {
+        match mode {
+            AnnounceMode::Cluster => LbEnabled {
+                on: false,
+                why: "--announce cluster: each node's speaker announces its own LoadBalancer IPs",
+            },
+            AnnounceMode::Local => self.decide(cilium_config.map(|c| c.announce_lb_ip)),
         }
     }
 
@@ -424,6 +437,8 @@ pub struct LbPlanner {
     routes: BTreeMap<IpNet, Arc<LbAttrs>>,
     /// Decisions per reason (`None`: announced), kept as decisions change.
     by_reason: BTreeMap<Option<LbReason>, usize>,
+    /// Services re-decided so far: the work events cost ([`LbPlanner::replanned`]).
+    replanned: u64,
 }
 
 /// The change of one event being worked out: each touched prefix's route before it.
@@ -517,6 +532,12 @@ impl LbPlanner {
         &self.decisions
     }
 
+    /// How many times a Service was re-decided since the planner was made: one per
+    /// Service an event touches, every Service for a new context or `Synced`.
+    pub fn replanned(&self) -> u64 {
+        self.replanned
+    }
+
     /// How many Services are announced (`None`) and not, per reason.
     pub fn by_reason(&self) -> &BTreeMap<Option<LbReason>, usize> {
         &self.by_reason
@@ -547,6 +568,7 @@ impl LbPlanner {
 
     /// Re-decides one Service and moves its contributions.
     fn replan_service(&mut self, key: &ObjectKey, touched: &mut Touched) {
+        self.replanned += 1;
         let new = self.services.get(key).map(|facts| {
             decide(
                 &self.context,
@@ -1048,6 +1070,36 @@ mod tests {
             p.decisions()[&key("a")].reason,
             Some(LbReason::NodeExcluded)
         );
+    }
+
+    /// The work of one Service or slice event is that Service's, whether 10 or 10,000
+    /// Services are in view; a new context re-plans them all.
+    #[test]
+    fn an_event_re_plans_only_the_service_it_touches() {
+        for services in [10usize, 10_000] {
+            let mut p = planner(vec![BgpAdvertisement::default()]);
+            for i in 0..services {
+                let ip = format!("192.0.2.{}", i % 250);
+                p.apply(LbUpdate::Service {
+                    key: key(&format!("s{i}")),
+                    facts: service(&[&ip], TrafficPolicy::Cluster),
+                });
+            }
+            let before = p.replanned();
+            p.apply(LbUpdate::Slice {
+                key: key("s7-1"),
+                facts: slice("s7", &[("n1", 1)]),
+            });
+            assert_eq!(p.replanned() - before, 1, "{services} services");
+            p.apply(LbUpdate::Service {
+                key: key("s3"),
+                facts: None,
+            });
+            assert_eq!(p.replanned() - before, 2, "{services} services");
+            let before = p.replanned();
+            p.set_context(LbContext::new(&config(vec![]), None, &[], true));
+            assert_eq!(p.replanned() - before, services as u64 - 1);
+        }
     }
 
     #[test]

@@ -1520,7 +1520,12 @@ peers:
         let c = config(POOL_PEERS);
         let p = local(&v, &c, "a", AnnounceMode::Local, None);
         assert_eq!(prefixes(&p.peers[&key("10.5.0.2")].routes), ["10.0.1.0/24"]);
-        let warnings = crate::commands::plan::report::warnings(&p, &v, &c);
+        let warnings = crate::commands::plan::report::warnings(
+            &p,
+            &v,
+            &c,
+            &crate::commands::plan::LbPlanned::without_services(&p),
+        );
         let inactive: Vec<&str> = warnings
             .iter()
             .filter(|w| w.kind == "pod-cidr-pools-inactive")
@@ -1536,11 +1541,16 @@ peers:
         // In multi-pool mode, a pool a peer does not take is reported for it.
         let v = multi_pool_view();
         let p = local(&v, &c, "a", AnnounceMode::Local, None);
-        let skipped: Vec<String> = crate::commands::plan::report::warnings(&p, &v, &c)
-            .into_iter()
-            .filter(|w| w.kind == "pool-not-announced")
-            .map(|w| w.message)
-            .collect();
+        let skipped: Vec<String> = crate::commands::plan::report::warnings(
+            &p,
+            &v,
+            &c,
+            &crate::commands::plan::LbPlanned::without_services(&p),
+        )
+        .into_iter()
+        .filter(|w| w.kind == "pool-not-announced")
+        .map(|w| w.message)
+        .collect();
         assert_eq!(
             skipped,
             [

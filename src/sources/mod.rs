@@ -11,7 +11,9 @@
 //!   them.
 //! - [`kube`], [`file`]: the drivers. They fill a `ClusterState`, and after each change
 //!   that alters it send a [`SourceUpdate::Cluster`] snapshot; they log findings and
-//!   (kube only) publish them as Kubernetes Events through an [`EventSink`].
+//!   (kube only) publish them as Kubernetes Events through an [`EventSink`]. When asked,
+//!   they also send each Service's and EndpointSlice's change as a
+//!   [`SourceUpdate::Lb`] delta.
 //!
 //! Sources know nothing about BGP. API trouble never clears state: the daemon only ever
 //! sees a complete, consistent snapshot, and an unchanged relist or reload sends nothing.

@@ -327,7 +327,13 @@ pub fn service_facts(service: &Service) -> Result<(ObjectKey, ServiceFacts), Sou
 /// one slice per family; the planner asks "any ready endpoint", never how many Pods).
 /// A slice without the `kubernetes.io/service-name` label (or with an empty one)
 /// belongs to no Service.
-pub fn slice_facts(slice: &EndpointSlice) -> Result<(ObjectKey, SliceFacts), SourceError> {
+///
+/// Node names come from `names`, so that the slices of a cluster share one copy of each
+/// (100,000 endpoints on 100 nodes hold 100 names, not 100,000).
+pub fn slice_facts(
+    slice: &EndpointSlice,
+    names: &mut Names,
+) -> Result<(ObjectKey, SliceFacts), SourceError> {
     let key = object_key(&slice.metadata).ok_or(SourceError::MissingName {
         kind: "EndpointSlice",
     })?;
@@ -349,13 +355,47 @@ pub fn slice_facts(slice: &EndpointSlice) -> Result<(ObjectKey, SliceFacts), Sou
     for endpoint in slice.endpoints.iter().filter(|e| endpoint_ready(e)) {
         match endpoint.node_name.as_deref().filter(|n| !n.is_empty()) {
             Some(node) => {
-                let count = facts.ready_by_node.entry(Arc::from(node)).or_insert(0);
+                let count = facts.ready_by_node.entry(names.get(node)).or_insert(0);
                 *count = count.saturating_add(1);
             }
             None => facts.ready_without_node = facts.ready_without_node.saturating_add(1),
         }
     }
     Ok((key, facts))
+}
+
+/// One shared copy of each name that many objects repeat (node names), for as long as
+/// an object uses it: names no fact holds any more are dropped whenever the set has
+/// doubled since the last such sweep, so node churn does not grow it for ever.
+#[derive(Debug, Default)]
+pub struct Names {
+    set: HashSet<Arc<str>>,
+    sweep_at: usize,
+}
+
+impl Names {
+    /// The shared copy of `name`.
+    pub fn get(&mut self, name: &str) -> Arc<str> {
+        if let Some(shared) = self.set.get(name) {
+            return Arc::clone(shared);
+        }
+        if self.set.len() >= self.sweep_at {
+            self.set.retain(|n| Arc::strong_count(n) > 1);
+            self.sweep_at = (self.set.len() * 2).max(64);
+        }
+        let shared: Arc<str> = Arc::from(name);
+        self.set.insert(Arc::clone(&shared));
+        shared
+    }
+
+    /// Names held (for tests).
+    pub fn len(&self) -> usize {
+        self.set.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.set.is_empty()
+    }
 }
 
 /// `conditions.ready` true or unset, and `conditions.terminating` not true.
@@ -504,7 +544,7 @@ mod tests {
                 {"addresses": ["10.0.5.5"], "conditions": {"ready": true}},
                 {"addresses": ["10.0.5.6"], "nodeName": "", "conditions": {}}
             ]
-        })))
+        })), &mut Names::default())
         .unwrap();
         assert_eq!(key, ObjectKey::new("shop", "web-x7k2p"));
         assert_eq!(facts.service, Some(ObjectKey::new("shop", "web")));
@@ -520,23 +560,30 @@ mod tests {
 
     #[test]
     fn slice_without_service_label_or_endpoints_belongs_to_nothing() {
-        let (key, facts) = slice_facts(&slice(json!({
-            "metadata": {"name": "manual", "namespace": "n", "labels": {"app": "x"}},
-            "addressType": "IPv4", "endpoints": null
-        })))
+        let (key, facts) = slice_facts(
+            &slice(json!({
+                "metadata": {"name": "manual", "namespace": "n", "labels": {"app": "x"}},
+                "addressType": "IPv4", "endpoints": null
+            })),
+            &mut Names::default(),
+        )
         .unwrap();
         assert_eq!(key, ObjectKey::new("n", "manual"));
         assert_eq!(facts, SliceFacts::default());
-        let (_, facts) = slice_facts(&slice(json!({
-            "metadata": {"name": "m", "namespace": "n", "labels": {LABEL_SERVICE_NAME: ""}},
-            "addressType": "FQDN", "endpoints": [{"addresses": ["a.example"]}]
-        })))
+        let (_, facts) = slice_facts(
+            &slice(json!({
+                "metadata": {"name": "m", "namespace": "n", "labels": {LABEL_SERVICE_NAME: ""}},
+                "addressType": "FQDN", "endpoints": [{"addresses": ["a.example"]}]
+            })),
+            &mut Names::default(),
+        )
         .unwrap();
         assert_eq!(facts.service, None);
         assert_eq!(facts.ready_without_node, 1);
-        let err = slice_facts(&slice(
-            json!({"metadata": {}, "addressType": "IPv4", "endpoints": []}),
-        ))
+        let err = slice_facts(
+            &slice(json!({"metadata": {}, "addressType": "IPv4", "endpoints": []})),
+            &mut Names::default(),
+        )
         .unwrap_err();
         assert_eq!(
             err,
@@ -544,6 +591,39 @@ mod tests {
                 kind: "EndpointSlice"
             }
         );
+    }
+
+    #[test]
+    fn node_names_are_shared_and_swept_when_unused() {
+        let mut names = Names::default();
+        let slice_on = |node: &str| {
+            slice(
+                json!({"metadata": {"name": format!("s-{node}"), "namespace": "n"},
+                "addressType": "IPv4", "endpoints": [{"addresses": ["10.0.0.1"], "nodeName": node}]}),
+            )
+        };
+        let (_, a) = slice_facts(&slice_on("n1"), &mut names).unwrap();
+        let (_, b) = slice_facts(&slice_on("n1"), &mut names).unwrap();
+        let (na, nb) = (
+            a.ready_by_node.keys().next().unwrap(),
+            b.ready_by_node.keys().next().unwrap(),
+        );
+        assert!(Arc::ptr_eq(na, nb), "one copy of n1");
+        drop((a, b));
+        // 200 nodes come and go; only the names still held survive the sweeps.
+        let mut kept = Vec::new();
+        for i in 0..200 {
+            let (_, facts) = slice_facts(&slice_on(&format!("node-{i}")), &mut names).unwrap();
+            if i % 50 == 0 {
+                kept.push(facts);
+            }
+        }
+        assert!(names.len() < 200, "swept: {}", names.len());
+        let (_, again) = slice_facts(&slice_on("node-150"), &mut names).unwrap();
+        assert!(Arc::ptr_eq(
+            kept[3].ready_by_node.keys().next().unwrap(),
+            again.ready_by_node.keys().next().unwrap()
+        ));
     }
 
     #[test]
@@ -619,5 +699,57 @@ mod tests {
         assert!(!replayed.apply(&LbUpdate::Synced));
         assert_eq!(LbUpdate::Synced.key(), None);
         assert_eq!(updates[0].key(), Some(&ObjectKey::new("n", "d")));
+    }
+
+    proptest::proptest! {
+        /// Any two sets of facts: the delta is exactly the objects that differ (each
+        /// update changes something, an equal object sends nothing), additions come
+        /// before changes before deletions, and replaying it gives the new set.
+        #[test]
+        fn changes_to_is_exact_for_any_two_sets(
+            old_services in proptest::collection::btree_map(0u8..12, 0u8..3, 0..10),
+            new_services in proptest::collection::btree_map(0u8..12, 0u8..3, 0..10),
+            old_slices in proptest::collection::btree_map(0u8..12, 0u32..3, 0..10),
+            new_slices in proptest::collection::btree_map(0u8..12, 0u32..3, 0..10),
+        ) {
+            let build = |services: &BTreeMap<u8, u8>, slices: &BTreeMap<u8, u32>| {
+                let names: Vec<(String, u8)> =
+                    services.iter().map(|(k, v)| (format!("s{k}"), *v)).collect();
+                let slices: Vec<(String, u32)> =
+                    slices.iter().map(|(k, v)| (format!("e{k}"), *v)).collect();
+                let services: Vec<(&str, u8)> = names.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+                let slices: Vec<(&str, u32)> = slices.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+                facts_of(&services, &slices)
+            };
+            let old = build(&old_services, &old_slices);
+            let new = build(&new_services, &new_slices);
+            let updates = old.changes_to(&new);
+            let differing = new.services.iter().filter(|(k, v)| old.services.get(*k) != Some(*v)).count()
+                + old.services.keys().filter(|k| !new.services.contains_key(*k)).count()
+                + new.slices.iter().filter(|(k, v)| old.slices.get(*k) != Some(*v)).count()
+                + old.slices.keys().filter(|k| !new.slices.contains_key(*k)).count();
+            proptest::prop_assert_eq!(updates.len(), differing);
+            let rank = |u: &LbUpdate| {
+                let (key, gone, services_map, slices_map) = match u {
+                    LbUpdate::Service { key, facts } => (key, facts.is_none(), true, false),
+                    LbUpdate::Slice { key, facts } => (key, facts.is_none(), false, true),
+                    LbUpdate::Synced => unreachable!(),
+                };
+                let existed = (services_map && old.services.contains_key(key))
+                    || (slices_map && old.slices.contains_key(key));
+                match (existed, gone) {
+                    (false, _) => 0,
+                    (true, false) => 1,
+                    (true, true) => 2,
+                }
+            };
+            let ranks: Vec<u8> = updates.iter().map(rank).collect();
+            proptest::prop_assert!(ranks.windows(2).all(|w| w[0] <= w[1]), "{:?}", ranks);
+            let mut replayed = old.clone();
+            for update in &updates {
+                proptest::prop_assert!(replayed.apply(update), "{:?} changes nothing", update);
+            }
+            proptest::prop_assert_eq!(replayed, new);
+        }
     }
 }

@@ -3,8 +3,10 @@
 //! path, for reviewing a change before it is applied.
 //!
 //! Owns the command's I/O: reading the two inputs once, and the wording ([`report`]).
-//! The decisions are [`sources::node_view`] and [`routes::plan()`]. Must not: decide
-//! anything, connect anywhere or show a password.
+//! The decisions are [`sources::node_view`], [`routes::plan()`] and, for the
+//! LoadBalancer Services of the cluster-state files, [`routes::lb`] (each Service's
+//! decision, the routes per peer). Must not: decide anything, connect anywhere or show
+//! a password.
 
 pub mod report;
 
@@ -13,9 +15,57 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 
 use super::check::{check_text, FileReport, Outcome};
+use crate::routes::lb::{LbContext, LbEnabled, LbPlanner, LbSwitch};
 use crate::routes::{self, AnnounceMode, LocalNode, Overrides};
+use crate::sources::services::{LbFacts, LbUpdate};
 use crate::sources::{self, file, IpamError, IpamOverride, SourceError};
 pub use report::{render_plan, Format};
+
+/// The LoadBalancer side of a plan: the on/off decision and the planner fed with every
+/// Service and EndpointSlice of the cluster-state files.
+#[derive(Debug)]
+pub struct LbPlanned {
+    pub enabled: LbEnabled,
+    pub planner: LbPlanner,
+}
+
+impl LbPlanned {
+    /// No Service at all, LoadBalancer IPs decided as for a cluster without
+    /// cilium-config (a plan made without the cluster's Services).
+    pub fn without_services(plan: &routes::Plan) -> LbPlanned {
+        LbPlanned {
+            enabled: LbSwitch::Auto.decide_for(plan.mode, None),
+            planner: LbPlanner::new(plan.node.clone()),
+        }
+    }
+
+    /// Plans the LoadBalancer routes of `node` from `facts`, as `run` would once synced
+    /// (`--announce`, `--announce-lb-ips` and `--lb-class` from `request`).
+    pub fn new(
+        config: &crate::config::Config,
+        view: &sources::NodeView,
+        state: &sources::ClusterState,
+        request: &PlanRequest,
+        facts: &LbFacts,
+    ) -> LbPlanned {
+        let node = request.node.as_str();
+        let enabled = request
+            .announce_lb_ips
+            .decide_for(request.announce, state.cilium_config.as_ref());
+        let mut planner = LbPlanner::new(node);
+        planner.set_context(LbContext::new(
+            config,
+            view.nodes.get(node).map(|e| &e.labels),
+            &request.lb_classes,
+            enabled.on,
+        ));
+        for update in LbFacts::default().changes_to(facts) {
+            planner.apply(update);
+        }
+        planner.apply(LbUpdate::Synced);
+        LbPlanned { enabled, planner }
+    }
+}
 
 /// What to plan, as the command line gives it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,6 +80,10 @@ pub struct PlanRequest {
     pub ipam: IpamOverride,
     /// `--source-address`, as `run` takes it.
     pub source_address: Option<IpAddr>,
+    /// `--announce-lb-ips`, as `run` takes it.
+    pub announce_lb_ips: LbSwitch,
+    /// `--lb-class`, as `run` takes it.
+    pub lb_classes: Vec<String>,
     pub format: Format,
 }
 
@@ -96,7 +150,8 @@ pub fn render(request: &PlanRequest) -> Result<String, PlanCommandError> {
             })
         }
     };
-    let state = file::load(&request.cluster_state)?;
+    let files = file::load_files(&request.cluster_state)?;
+    let state = files.state;
     let view = sources::node_view(&state, request.ipam)?;
     if !view.nodes.contains_key(request.node.as_str()) {
         let mut known: Vec<&str> = view
@@ -126,5 +181,6 @@ pub fn render(request: &PlanRequest) -> Result<String, PlanCommandError> {
             source_address: request.source_address,
         },
     );
-    Ok(render_plan(&plan, &view, &config, request.format))
+    let lb = LbPlanned::new(&config, &view, &state, request, &files.lb);
+    Ok(render_plan(&plan, &view, &config, &lb, request.format))
 }

@@ -1,5 +1,6 @@
-//! The `plan` command's output: a [`Plan`] with the view and config it came from, as a
-//! table for people or JSON for tools, with the same facts in both.
+//! The `plan` command's output: a [`Plan`] with the view and config it came from, and
+//! the LoadBalancer side ([`LbPlanned`]: each Service's decision and the routes each
+//! peer gets), as a table for people or JSON for tools, with the same facts in both.
 //!
 //! Owns the wording of plan output and of its warnings. Must not: read files, print,
 //! or show a password (only the fact that a peer uses TCP MD5).
@@ -12,12 +13,15 @@ use serde_json::{json, Map, Value};
 use crate::config::duration::Compact;
 use crate::config::{Community, Config, Peer};
 use crate::metrics::board::{large_text, origin_name};
+use crate::routes::lb::{IpPlacement, LbDecision, LbReason, LbRouteMap, LbRoutes};
 use crate::routes::next_hop::{family_of, needs_extended_next_hop};
 use crate::routes::plan::unused_next_hop_fields;
 use crate::routes::{
     AnnounceMode, Conflict, NextHop, Plan, PlannedRoute, RouteAttrs, UnannounceableReason,
 };
 use crate::sources::model::{CidrList, IpamMode, NodeView, ViewWarning};
+
+use super::LbPlanned;
 
 /// `-o`: how to render a plan.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -49,11 +53,17 @@ impl FromStr for Format {
 }
 
 /// Renders `plan` (made from `view` and `config`) in `format`, ending with a newline.
-pub fn render_plan(plan: &Plan, view: &NodeView, config: &Config, format: Format) -> String {
+pub fn render_plan(
+    plan: &Plan,
+    view: &NodeView,
+    config: &Config,
+    lb: &LbPlanned,
+    format: Format,
+) -> String {
     match format {
-        Format::Table => table(plan, view, config),
+        Format::Table => table(plan, view, config, lb),
         Format::Json => {
-            let mut s = serde_json::to_string_pretty(&json_value(plan, view, config))
+            let mut s = serde_json::to_string_pretty(&json_value(plan, view, config, lb))
                 // Serialising a Value built here cannot fail: every map key is a string.
                 .unwrap_or_default();
             s.push('\n');
@@ -87,10 +97,268 @@ impl Warning {
     }
 }
 
+/// What an operator should know of the address pools and the LoadBalancer Services:
+/// pools not announced (LoadBalancer IPs off, layer2), pools overlapping a pod CIDR,
+/// Services with IPs outside every pool or ingress entries without an IP, and
+/// LoadBalancer prefixes equal to this node's pod CIDR.
+fn lb_warnings(
+    out: &mut Vec<Warning>,
+    plan: &Plan,
+    view: &NodeView,
+    config: &Config,
+    lb: &LbPlanned,
+) {
+    for pool in &config.pools {
+        let cidrs = strings(&pool.cidrs);
+        let fields = json!({ "pool": pool.name, "cidrs": cidrs });
+        if pool.protocol == crate::config::Protocol::Layer2 {
+            out.push(Warning::new(
+                "pool-layer2",
+                format!(
+                    "address pool {:?} ({}) is layer2: BGP never announces it",
+                    pool.name,
+                    cidrs.join(", ")
+                ),
+                fields,
+            ));
+        } else if !lb.enabled.on {
+            out.push(Warning::new(
+                "address-pool-not-announced",
+                format!(
+                    "address pool {:?} ({}) is not announced: {}",
+                    pool.name,
+                    cidrs.join(", "),
+                    lb.enabled.why
+                ),
+                fields,
+            ));
+        }
+        for cidr in &pool.cidrs {
+            for (node, entry) in &view.nodes {
+                for pod in entry
+                    .prefixes
+                    .iter()
+                    .filter(|p| p.contains(cidr) || cidr.contains(*p))
+                {
+                    out.push(Warning::new(
+                        "pool-overlaps-pod-cidr",
+                        format!(
+                            "address pool {:?} ({cidr}) overlaps the pod CIDR {pod} of node \
+                             {node}: a LoadBalancer IP there is announced as its own, more \
+                             specific route",
+                            pool.name
+                        ),
+                        json!({ "pool": pool.name, "cidr": cidr.to_string(), "node": &**node, "pod_cidr": pod.to_string() }),
+                    ));
+                }
+            }
+        }
+    }
+    for (key, d) in lb.planner.decisions() {
+        if d.reason == Some(LbReason::NotLoadBalancer) {
+            continue;
+        }
+        for ip in d
+            .ips
+            .iter()
+            .filter(|p| matches!(p, IpPlacement::Outside { .. }))
+        {
+            out.push(Warning::new(
+                "lb-ip-outside-pools",
+                format!(
+                    "service {key}: {} lies outside every address pool: not announced",
+                    ip.ip()
+                ),
+                json!({ "service": key.to_string(), "ip": ip.ip().to_string() }),
+            ));
+        }
+        if !d.refused.is_empty() {
+            out.push(Warning::new(
+                "lb-ingress-without-ip",
+                format!(
+                    "service {key}: ingress without a usable IP ({}): not announced",
+                    d.refused.join(", ")
+                ),
+                json!({ "service": key.to_string(), "ingress": d.refused }),
+            ));
+        }
+    }
+    for (key, p) in &plan.peers {
+        for (family, next_hop) in [
+            (crate::routes::Family::Ipv4, &p.lb.next_hops[0]),
+            (crate::routes::Family::Ipv6, &p.lb.next_hops[1]),
+        ] {
+            let n = lb
+                .planner
+                .routes()
+                .keys()
+                .filter(|r| family_of(r) == family)
+                .count();
+            if next_hop.is_none() && n > 0 && lb.enabled.on {
+                out.push(Warning::new(
+                    "lb-no-next-hop",
+                    format!(
+                        "{n} LoadBalancer route{} of family {family} not announced to {key}: no \
+                         next hop of that family for this peer (next-hop-v4/next-hop-v6, or an \
+                         address of that family on the node)",
+                        if n == 1 { " is" } else { "s are" }
+                    ),
+                    json!({ "peer": key.to_string(), "family": family.to_string(), "routes": n }),
+                ));
+            }
+        }
+    }
+    if let Some(entry) = view.nodes.get(&*plan.node) {
+        for pod in entry
+            .prefixes
+            .iter()
+            .filter(|p| lb.planner.routes().contains_key(*p))
+        {
+            out.push(Warning::new(
+                "lb-prefix-is-pod-cidr",
+                format!(
+                    "LoadBalancer prefix {pod} equals this node's pod CIDR: the pod CIDR route \
+                     is announced, not the LoadBalancer one"
+                ),
+                json!({ "prefix": pod.to_string() }),
+            ));
+        }
+    }
+}
+
+/// A peer's LoadBalancer routes, as the plan has them for it.
+fn lb_routes_of(p: &crate::routes::PeerPlan, lb: &LbPlanned) -> LbRoutes {
+    LbRouteMap::new(p.lb.clone()).full(lb.planner.routes())
+}
+
+/// One Service's decision in words: `announced`, or `not announced: why`.
+fn decision_text(d: &LbDecision) -> String {
+    match d.reason {
+        None => "announced".to_owned(),
+        Some(r) => format!("not announced: {}", r.describe()),
+    }
+}
+
+fn placement_text(p: &IpPlacement) -> String {
+    match p {
+        IpPlacement::Bgp { ip, pool } => format!("{ip} (pool {pool})"),
+        IpPlacement::Layer2 { ip, pool } => format!("{ip} (layer2 pool {pool})"),
+        IpPlacement::Outside { ip } => format!("{ip} (outside every pool)"),
+    }
+}
+
+fn policy_text(d: &LbDecision) -> &'static str {
+    match d.policy {
+        crate::sources::services::TrafficPolicy::Cluster => "Cluster",
+        crate::sources::services::TrafficPolicy::Local => "Local",
+    }
+}
+
+/// The LoadBalancer section of the table: the on/off decision, then each Service;
+/// nothing when the config has no address pool and the cluster no LoadBalancer Service.
+fn lb_table(s: &mut String, config: &Config, lb: &LbPlanned) {
+    let any_service = lb
+        .planner
+        .decisions()
+        .values()
+        .any(|d| d.reason != Some(LbReason::NotLoadBalancer));
+    if config.pools.is_empty() && !any_service {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "loadbalancer ips: {} ({})",
+        if lb.enabled.on {
+            "announced"
+        } else {
+            "not announced"
+        },
+        lb.enabled.why
+    );
+    let rows: Vec<Vec<String>> = lb
+        .planner
+        .decisions()
+        .iter()
+        .filter(|(_, d)| d.reason != Some(LbReason::NotLoadBalancer))
+        .map(|(key, d)| {
+            let ips: Vec<String> = d.ips.iter().map(placement_text).collect();
+            let mut cells = vec![
+                format!("service {key}"),
+                format!("policy {}", policy_text(d)),
+                if ips.is_empty() {
+                    "ips (none)".to_owned()
+                } else {
+                    format!("ips {}", ips.join(", "))
+                },
+                format!(
+                    "endpoints {} ready, {} here",
+                    d.endpoints.ready, d.endpoints.here
+                ),
+            ];
+            if !d.routes.is_empty() {
+                let mut prefixes: Vec<String> =
+                    d.routes.iter().map(|(p, _)| p.to_string()).collect();
+                prefixes.dedup();
+                cells.push(format!("routes {}", prefixes.join(", ")));
+            }
+            cells.push(decision_text(d));
+            cells
+        })
+        .collect();
+    if rows.is_empty() {
+        s.push_str("  (no LoadBalancer Services)\n");
+    }
+    write_rows(s, "  ", &rows);
+}
+
+fn lb_json(lb: &LbPlanned) -> Value {
+    let services: Vec<Value> = lb
+        .planner
+        .decisions()
+        .iter()
+        .filter(|(_, d)| d.reason != Some(LbReason::NotLoadBalancer))
+        .map(|(key, d)| {
+            let ips: Vec<Value> = d
+                .ips
+                .iter()
+                .map(|p| match p {
+                    IpPlacement::Bgp { ip, pool } => {
+                        json!({ "ip": ip.to_string(), "pool": &**pool, "protocol": "bgp" })
+                    }
+                    IpPlacement::Layer2 { ip, pool } => {
+                        json!({ "ip": ip.to_string(), "pool": &**pool, "protocol": "layer2" })
+                    }
+                    IpPlacement::Outside { ip } => json!({ "ip": ip.to_string(), "pool": null }),
+                })
+                .collect();
+            let mut prefixes: Vec<String> = d.routes.iter().map(|(p, _)| p.to_string()).collect();
+            prefixes.dedup();
+            json!({
+                "service": key.to_string(),
+                "announced": d.announced(),
+                "reason": d.reason.map(LbReason::as_str),
+                "reason_text": d.reason.map(LbReason::describe),
+                "policy": policy_text(d),
+                "class": d.class.as_deref(),
+                "ips": ips,
+                "ingress_without_ip": d.refused,
+                "endpoints": { "ready": d.endpoints.ready, "here": d.endpoints.here },
+                "routes": prefixes,
+            })
+        })
+        .collect();
+    json!({
+        "announced": lb.enabled.on,
+        "why": lb.enabled.why,
+        "routes": lb.planner.routes().len(),
+        "services": services,
+    })
+}
+
 /// Every warning of a plan, in a fixed order: the local node, the view (IPAM, drift,
 /// refused prefixes), the config (peer clashes, address pools), then the planner's own
 /// findings (conflicts between nodes, prefixes without a next hop).
-pub fn warnings(plan: &Plan, view: &NodeView, config: &Config) -> Vec<Warning> {
+pub fn warnings(plan: &Plan, view: &NodeView, config: &Config, lb: &LbPlanned) -> Vec<Warning> {
     let mut out = Vec::new();
     if !plan.node_present {
         out.push(Warning::new(
@@ -209,19 +477,7 @@ pub fn warnings(plan: &Plan, view: &NodeView, config: &Config) -> Vec<Warning> {
             json!({ "peer": c.key.to_string(), "indexes": &c.indexes }),
         ));
     }
-    for pool in &config.pools {
-        let cidrs = strings(&pool.cidrs);
-        out.push(Warning::new(
-            "pool-not-announced",
-            format!(
-                "address pool {:?} ({}) is not announced: podcidr-speaker announces pod \
-                 CIDRs only",
-                pool.name,
-                cidrs.join(", ")
-            ),
-            json!({ "pool": pool.name, "cidrs": cidrs }),
-        ));
-    }
+    lb_warnings(&mut out, plan, view, config, lb);
     for c in &plan.conflicts {
         let (kind, fields) = match c {
             Conflict::SamePrefix {
@@ -283,7 +539,7 @@ pub fn warnings(plan: &Plan, view: &NodeView, config: &Config) -> Vec<Warning> {
 }
 
 /// The table: the node, each session with its routes, the peers not selected, warnings.
-pub fn table(plan: &Plan, view: &NodeView, config: &Config) -> String {
+pub fn table(plan: &Plan, view: &NodeView, config: &Config, lb: &LbPlanned) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "{}", header(plan, view));
     for p in plan.peers.values() {
@@ -297,6 +553,21 @@ pub fn table(plan: &Plan, view: &NodeView, config: &Config) -> String {
             .map(|(prefix, route)| route_cells(*prefix, route, plan, &p.peer))
             .collect();
         write_rows(&mut s, "  ", &rows);
+        let lb_routes = lb_routes_of(p, lb);
+        if !lb_routes.is_empty() {
+            let _ = writeln!(s, "  loadbalancer routes: {}", lb_routes.len());
+            let rows: Vec<Vec<String>> = lb_routes
+                .iter()
+                .map(|(prefix, attrs)| {
+                    let route = PlannedRoute {
+                        attrs: attrs.clone(),
+                        node: plan.node.clone(),
+                    };
+                    route_cells(*prefix, &route, plan, &p.peer)
+                })
+                .collect();
+            write_rows(&mut s, "    ", &rows);
+        }
     }
     for peer in plan.unselected.iter().filter_map(|i| config.peers.get(*i)) {
         let selectors: Vec<String> = peer.node_selectors.iter().map(|s| s.to_string()).collect();
@@ -309,7 +580,8 @@ pub fn table(plan: &Plan, view: &NodeView, config: &Config) -> String {
             selectors.join(" | ")
         );
     }
-    let warnings = warnings(plan, view, config);
+    lb_table(&mut s, config, lb);
+    let warnings = warnings(plan, view, config, lb);
     if warnings.is_empty() {
         s.push_str("warnings: none\n");
     } else {
@@ -322,7 +594,7 @@ pub fn table(plan: &Plan, view: &NodeView, config: &Config) -> String {
 }
 
 /// The JSON document: the same facts as [`table`].
-pub fn json_value(plan: &Plan, view: &NodeView, config: &Config) -> Value {
+pub fn json_value(plan: &Plan, view: &NodeView, config: &Config, lb: &LbPlanned) -> Value {
     let labels = view.nodes.get(&*plan.node).map(|n| &*n.labels);
     let peers: Vec<Value> = plan
         .peers
@@ -331,6 +603,21 @@ pub fn json_value(plan: &Plan, view: &NodeView, config: &Config) -> Value {
             let mut v = peer_json(&p.peer);
             if let Value::Object(map) = &mut v {
                 map.insert("source_address".into(), json!(p.source_address));
+                map.insert(
+                    "lb_routes".into(),
+                    Value::Array(
+                        lb_routes_of(p, lb)
+                            .iter()
+                            .map(|(prefix, attrs)| {
+                                let mut r = attrs_json(attrs);
+                                if let Value::Object(m) = &mut r {
+                                    m.insert("prefix".into(), json!(prefix.to_string()));
+                                }
+                                r
+                            })
+                            .collect(),
+                    ),
+                );
                 map.insert(
                     "routes".into(),
                     Value::Array(
@@ -378,7 +665,7 @@ pub fn json_value(plan: &Plan, view: &NodeView, config: &Config) -> Value {
             v
         })
         .collect();
-    let warnings: Vec<Value> = warnings(plan, view, config)
+    let warnings: Vec<Value> = warnings(plan, view, config, lb)
         .into_iter()
         .map(|w| {
             let mut map = w.fields;
@@ -398,6 +685,7 @@ pub fn json_value(plan: &Plan, view: &NodeView, config: &Config) -> Value {
         "announce_pod_cidr": view.announce_pod_cidr,
         "peers": peers,
         "unselected_peers": unselected,
+        "lb": lb_json(lb),
         "warnings": warnings,
     })
 }
@@ -662,6 +950,10 @@ peers:
         node_view(&state, IpamOverride::Auto).unwrap()
     }
 
+    fn lb_of(plan: &Plan) -> LbPlanned {
+        LbPlanned::without_services(plan)
+    }
+
     fn planned(mode: AnnounceMode) -> (Plan, NodeView, Config) {
         let view = view();
         let config = crate::config::parse(CONFIG).unwrap();
@@ -689,13 +981,13 @@ warnings:
   drift on node n1 (Node [10.5.112.0/24] vs CiliumNode [10.5.113.0/24]): ipam cluster-pool announces the CiliumNode CIDRs
   10.9.0.0/24 of node n2 is not announced: outside the cluster pool [10.5.112.0/20]
 ";
-        assert_eq!(table(&plan, &view, &config), want);
+        assert_eq!(table(&plan, &view, &config, &lb_of(&plan)), want);
     }
 
     #[test]
     fn cluster_table_names_each_routes_node_and_its_next_hop() {
         let (plan, view, config) = planned(AnnounceMode::Cluster);
-        let out = table(&plan, &view, &config);
+        let out = table(&plan, &view, &config, &lb_of(&plan));
         assert!(
             out.contains(
                 "  10.5.113.0/24  node n1  next-hop 192.168.10.11  origin incomplete  \
@@ -708,7 +1000,7 @@ warnings:
     #[test]
     fn json_carries_the_same_facts_as_the_table() {
         let (plan, view, config) = planned(AnnounceMode::Local);
-        let v = json_value(&plan, &view, &config);
+        let v = json_value(&plan, &view, &config, &lb_of(&plan));
         assert_eq!(v["node"]["name"], "n1");
         assert_eq!(v["node"]["labels"]["rack"], "a");
         assert_eq!(v["ipam"], "cluster-pool");
@@ -756,7 +1048,7 @@ warnings:
         for mode in [AnnounceMode::Local, AnnounceMode::Cluster] {
             let (plan, view, config) = planned(mode);
             for format in [Format::Table, Format::Json] {
-                let out = render_plan(&plan, &view, &config, format);
+                let out = render_plan(&plan, &view, &config, &lb_of(&plan), format);
                 assert!(!out.contains("s3cret"), "{format:?}: {out}");
                 assert!(out.contains("md5"), "{format:?}: {out}");
             }
@@ -779,14 +1071,14 @@ warnings:
             AnnounceMode::Local,
             &Overrides::default(),
         );
-        let out = table(&plan, &view, &config);
+        let out = table(&plan, &view, &config, &lb_of(&plan));
         assert!(
             out.contains(
                 "keepalive 30s, md5 from secret bgp-peer-passwords key tor-a, graceful-restart 120s, 1 route"
             ),
             "{out}"
         );
-        let json = render_plan(&plan, &view, &config, Format::Json);
+        let json = render_plan(&plan, &view, &config, &lb_of(&plan), Format::Json);
         let v: Value = serde_json::from_str(&json).unwrap();
         let peer = &v["peers"][0];
         assert_eq!(peer["md5"], true, "{json}");
@@ -834,7 +1126,7 @@ address-pools: [{name: lb, protocol: bgp, addresses: [10.96.0.0/24]}]
             AnnounceMode::Cluster,
             &Overrides::default(),
         );
-        let got: Vec<(&str, String)> = warnings(&plan, &view, &config)
+        let got: Vec<(&str, String)> = warnings(&plan, &view, &config, &lb_of(&plan))
             .into_iter()
             .map(|w| (w.kind, w.message))
             .collect();
@@ -842,9 +1134,9 @@ address-pools: [{name: lb, protocol: bgp, addresses: [10.96.0.0/24]}]
             got,
             vec![
                 (
-                    "pool-not-announced",
-                    "address pool \"lb\" (10.96.0.0/24) is not announced: podcidr-speaker \
-                     announces pod CIDRs only"
+                    "address-pool-not-announced",
+                    "address pool \"lb\" (10.96.0.0/24) is not announced: --announce cluster: \
+                     each node's speaker announces its own LoadBalancer IPs"
                         .to_string()
                 ),
                 (

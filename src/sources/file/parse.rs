@@ -276,6 +276,7 @@ pub fn cluster_state(files: &[(PathBuf, String)]) -> Result<ClusterState, Source
 pub fn cluster_files(files: &[(PathBuf, String)]) -> Result<ClusterFiles, SourceError> {
     let mut state = ClusterState::default();
     let mut lb = LbFacts::default();
+    let mut names = services::Names::default();
     let mut origin: BTreeMap<(&'static str, String), &Path> = BTreeMap::new();
     for (path, text) in files {
         let in_file = |error: SourceError| SourceError::InFile {
@@ -314,7 +315,8 @@ pub fn cluster_files(files: &[(PathBuf, String)]) -> Result<ClusterFiles, Source
                     ("Service", name)
                 }
                 Object::EndpointSlice(slice) => {
-                    let (key, facts) = services::slice_facts(&slice).map_err(in_file)?;
+                    let (key, facts) =
+                        services::slice_facts(&slice, &mut names).map_err(in_file)?;
                     let name = key.to_string();
                     lb.slices.insert(key, facts);
                     ("EndpointSlice", name)

@@ -534,7 +534,7 @@ fn step<K, F, Key>(
     status: &mut ResourceStatus,
     item: watcher::Result<Event<K>>,
     now: SystemTime,
-    map: impl Fn(&K) -> Result<F, SourceError>,
+    mut map: impl FnMut(&K) -> Result<F, SourceError>,
 ) -> bool
 where
     K: kube::Resource,
@@ -547,7 +547,7 @@ where
     };
     status.up = true;
     status.last_event = Some(now);
-    let mapped = |object: &K, status: &mut ResourceStatus| -> Option<(Key, Option<F>)> {
+    let mut mapped = |object: &K, status: &mut ResourceStatus| -> Option<(Key, Option<F>)> {
         status.events += 1;
         let Some(name) = Key::of(object.meta()) else {
             status.errors += 1;

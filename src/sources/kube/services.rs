@@ -61,6 +61,8 @@ pub(super) struct LbWatch {
     slices: Store<SliceFacts, ObjectKey>,
     synced_sent: bool,
     refused: RefusedIngress,
+    /// The node names of every slice, shared.
+    names: services::Names,
 }
 
 impl LbWatch {
@@ -70,6 +72,7 @@ impl LbWatch {
             slices: Store::tracking(),
             synced_sent: false,
             refused: RefusedIngress::default(),
+            names: services::Names::default(),
         }
     }
 
@@ -97,13 +100,14 @@ impl LbWatch {
         status: &mut ResourceStatus,
         now: SystemTime,
     ) {
+        let names = &mut self.names;
         step(
             Resource::EndpointSlices,
             &mut self.slices,
             status,
             item,
             now,
-            |s| services::slice_facts(s).map(|(_, facts)| facts),
+            |s| services::slice_facts(s, names).map(|(_, facts)| facts),
         );
     }
 
