@@ -83,9 +83,9 @@ impl Services {
                 j.push_str(",\n");
             }
             let name = format!("s{s:05}");
-            let _ = write!(
+            let _ = writeln!(
                 j,
-                "{{\"apiVersion\":\"v1\",\"kind\":\"Service\",\"metadata\":{{\"name\":\"{name}\",\"namespace\":\"bench\"}},\"spec\":{{\"type\":\"LoadBalancer\",\"externalTrafficPolicy\":\"Local\",\"ports\":[{{\"port\":80,\"protocol\":\"TCP\",\"targetPort\":8080}}]}},\"status\":{{\"loadBalancer\":{{\"ingress\":[{{\"ip\":\"{}\"}}]}}}}}},\n",
+                "{{\"apiVersion\":\"v1\",\"kind\":\"Service\",\"metadata\":{{\"name\":\"{name}\",\"namespace\":\"bench\"}},\"spec\":{{\"type\":\"LoadBalancer\",\"externalTrafficPolicy\":\"Local\",\"ports\":[{{\"port\":80,\"protocol\":\"TCP\",\"targetPort\":8080}}]}},\"status\":{{\"loadBalancer\":{{\"ingress\":[{{\"ip\":\"{}\"}}]}}}}}},",
                 service_ip(s)
             );
             let _ = write!(

@@ -29,7 +29,7 @@ use tokio::sync::mpsc;
 use tower_test::mock;
 
 use crate::common::emit;
-use crate::kube::{objects, param, Count, NoSink};
+use crate::kube::{list_page, objects, param, Count, NoSink};
 use crate::kube_harness::{config_map, TestBody};
 
 const NODES: usize = 100;
@@ -150,32 +150,7 @@ async fn serve(
         } else {
             all
         };
-        let selected: Vec<&Value> = all
-            .iter()
-            .filter(|o| {
-                match param(&req, "fieldSelector")
-                    .as_deref()
-                    .and_then(|s| s.strip_prefix("metadata.name="))
-                {
-                    Some(name) => o["metadata"]["name"] == name,
-                    None => true,
-                }
-            })
-            .collect();
-        let limit: usize = param(&req, "limit")
-            .and_then(|l| l.parse().ok())
-            .unwrap_or(usize::MAX);
-        let from: usize = param(&req, "continue")
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(0);
-        let page: Vec<&Value> = selected.iter().skip(from).take(limit).copied().collect();
-        let next = from + page.len();
-        let mut meta = json!({"resourceVersion": "1"});
-        if next < selected.len() {
-            meta["continue"] = json!(next.to_string());
-        }
-        let body =
-            json!({"kind": kind, "apiVersion": "v1", "metadata": meta, "items": page}).to_string();
+        let body = list_page(&req, kind, all);
         e.octets += body.len() as u64;
         drop(c);
         resp.send_response(

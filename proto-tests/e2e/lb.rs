@@ -385,6 +385,27 @@ struct Seen {
     frr_times: BTreeMap<IpNet, Learned>,
 }
 
+impl Seen {
+    /// Every route node `n` had at both switches, but `except`, is still there with the
+    /// time it was learned at in `self`: not withdrawn, not re-sent.
+    fn assert_kept(&self, after: &Seen, except: IpNet, n: u8, what: &str) {
+        for (prefix, t) in self.bird_times.iter().filter(|(p, _)| **p != except) {
+            assert_eq!(
+                after.bird_times.get(prefix),
+                Some(t),
+                "{what}: BIRD re-learned or lost {prefix} of n{n}"
+            );
+        }
+        for (prefix, t) in self.frr_times.iter().filter(|(p, _)| **p != except) {
+            assert_eq!(
+                after.frr_times.get(prefix),
+                Some(t),
+                "{what}: FRR re-learned or lost {prefix} of n{n}"
+            );
+        }
+    }
+}
+
 fn seen(b: &Bird, f: &Frr) -> BTreeMap<u8, Seen> {
     NODES
         .iter()
@@ -434,24 +455,7 @@ fn assert_only(
                 "{what}: n{n} sent FRR an UPDATE"
             );
         }
-        for (prefix, t) in &b.bird_times {
-            if *prefix != changed {
-                assert_eq!(
-                    a.bird_times.get(prefix),
-                    Some(t),
-                    "{what}: BIRD re-learned or lost {prefix} of n{n}"
-                );
-            }
-        }
-        for (prefix, t) in &b.frr_times {
-            if *prefix != changed {
-                assert_eq!(
-                    a.frr_times.get(prefix),
-                    Some(t),
-                    "{what}: FRR re-learned or lost {prefix} of n{n}"
-                );
-            }
-        }
+        b.assert_kept(a, changed, n, what);
         let pod = net(&pod_cidr(n));
         assert_eq!(
             a.bird_times.get(&pod),
@@ -678,24 +682,7 @@ fn flapping_service_never_withdraws_anything_else() {
             withdraws <= flaps / 2 && updates == withdraws,
             "n{n}: {updates} updates and {withdraws} withdraws for {flaps} flaps"
         );
-        for (prefix, t) in &b.bird_times {
-            if *prefix != net(WEB_CLUSTER) {
-                assert_eq!(
-                    a.bird_times.get(prefix),
-                    Some(t),
-                    "flapping: BIRD re-learned or lost {prefix} of n{n}"
-                );
-            }
-        }
-        for (prefix, t) in &b.frr_times {
-            if *prefix != net(WEB_CLUSTER) {
-                assert_eq!(
-                    a.frr_times.get(prefix),
-                    Some(t),
-                    "flapping: FRR re-learned or lost {prefix} of n{n}"
-                );
-            }
-        }
+        b.assert_kept(a, net(WEB_CLUSTER), n, "flapping");
     }
     // The flaps were seen (not all coalesced away by the file source): at least one
     // node withdrew the route at least once.
