@@ -30,14 +30,14 @@ use crate::harness::{BgpDaemon, Neighbor, PeerOpts};
 const SPEAKER_AS: u32 = 65001;
 
 /// Reads rx.jsonl from where it left off: (prefix, announced?) with ExaBGP's time.
-struct Rx {
+pub(crate) struct Rx {
     path: std::path::PathBuf,
     offset: u64,
     partial: String,
 }
 
 impl Rx {
-    fn new(path: std::path::PathBuf) -> Rx {
+    pub(crate) fn new(path: std::path::PathBuf) -> Rx {
         Rx {
             path,
             offset: 0,
@@ -45,7 +45,7 @@ impl Rx {
         }
     }
 
-    fn read(&mut self) -> Vec<(f64, IpNet, bool)> {
+    pub(crate) fn read(&mut self) -> Vec<(f64, IpNet, bool)> {
         let mut out = Vec::new();
         let Ok(mut f) = std::fs::File::open(&self.path) else {
             return out;
@@ -88,7 +88,7 @@ fn last_loaded() -> Option<f64> {
 }
 
 /// Cumulative bucket counts of `event_to_update_seconds` by upper bound.
-fn histogram() -> Vec<(f64, f64)> {
+pub(crate) fn histogram() -> Vec<(f64, f64)> {
     let Some(body) = metrics() else {
         return Vec::new();
     };
@@ -102,6 +102,38 @@ fn histogram() -> Vec<(f64, f64)> {
                 le.parse().ok()?
             };
             Some((le, l.rsplit_once(' ')?.1.parse().ok()?))
+        })
+        .collect()
+}
+
+/// The histogram's cumulative buckets now, less those of `before`.
+pub(crate) fn histogram_since(before: &[(f64, f64)]) -> Vec<(f64, f64)> {
+    histogram()
+        .iter()
+        .map(|(le, c)| {
+            let b = before
+                .iter()
+                .find(|(l, _)| l == le)
+                .map(|x| x.1)
+                .unwrap_or(0.0);
+            (*le, c - b)
+        })
+        .collect()
+}
+
+/// Buckets as JSON for the report: `[[le, count], ...]`, `"+Inf"` for the last.
+pub(crate) fn buckets_json(buckets: &[(f64, f64)]) -> serde_json::Value {
+    buckets
+        .iter()
+        .map(|(le, c)| {
+            json!([
+                if le.is_finite() {
+                    json!(le)
+                } else {
+                    json!("+Inf")
+                },
+                c
+            ])
         })
         .collect()
 }
@@ -180,18 +212,7 @@ pub fn run(nodes: usize, events: usize) {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    let after_hist = histogram();
-    let buckets: Vec<(f64, f64)> = after_hist
-        .iter()
-        .map(|(le, c)| {
-            let b = before
-                .iter()
-                .find(|(l, _)| l == le)
-                .map(|x| x.1)
-                .unwrap_or(0.0);
-            (*le, c - b)
-        })
-        .collect();
+    let buckets = histogram_since(&before);
     let _ = speaker.stop();
     let stats = |v: &[f64]| json!({"median_ms": median(v), "p99_ms": percentile(v, 0.99), "max_ms": percentile(v, 1.0)});
     emit(json!({
@@ -201,6 +222,6 @@ pub fn run(nodes: usize, events: usize) {
         "end_to_end": stats(&total),
         "file_watch": stats(&watch),
         "after_watch": stats(&after),
-        "histogram": buckets.iter().map(|(le, c)| json!([if le.is_finite() { json!(le) } else { json!("+Inf") }, c])).collect::<Vec<_>>(),
+        "histogram": buckets_json(&buckets),
     }));
 }

@@ -25,15 +25,15 @@ use tower_test::mock;
 use crate::common::{emit, node_ip};
 use crate::kube_harness::{cilium_node, config_map, node, TestBody};
 
-struct NoSink;
+pub(crate) struct NoSink;
 impl EventSink for NoSink {
     fn publish(&self, _: &Report) {}
 }
 
 #[derive(Default, Debug, Clone, Copy)]
-struct Count {
-    requests: u64,
-    octets: u64,
+pub(crate) struct Count {
+    pub(crate) requests: u64,
+    pub(crate) octets: u64,
 }
 
 type Watches = Vec<(
@@ -42,7 +42,7 @@ type Watches = Vec<(
     mpsc::UnboundedSender<Result<Bytes, std::io::Error>>,
 )>;
 
-fn param(req: &Request<KubeBody>, key: &str) -> Option<String> {
+pub(crate) fn param(req: &Request<KubeBody>, key: &str) -> Option<String> {
     req.uri()
         .query()
         .unwrap_or_default()
@@ -53,7 +53,38 @@ fn param(req: &Request<KubeBody>, key: &str) -> Option<String> {
         })
 }
 
-fn objects(n: usize, cilium: bool) -> Vec<Value> {
+/// One page of a List answer to `req`, as the API server gives it: the objects its
+/// `metadata.name=` field selector lets through, from its `continue` offset, at most its
+/// `limit`, with a `continue` token while more are left.
+pub(crate) fn list_page(req: &Request<KubeBody>, kind: &str, all: &[Value]) -> String {
+    let matching: Vec<&Value> = all
+        .iter()
+        .filter(|o| {
+            match param(req, "fieldSelector")
+                .as_deref()
+                .and_then(|s| s.strip_prefix("metadata.name="))
+            {
+                Some(name) => o["metadata"]["name"] == name,
+                None => true,
+            }
+        })
+        .collect();
+    let limit: usize = param(req, "limit")
+        .and_then(|l| l.parse().ok())
+        .unwrap_or(usize::MAX);
+    let from: usize = param(req, "continue")
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let page: Vec<&Value> = matching.iter().skip(from).take(limit).copied().collect();
+    let next = from + page.len();
+    let mut meta = json!({"resourceVersion": "1"});
+    if next < matching.len() {
+        meta["continue"] = json!(next.to_string());
+    }
+    json!({"kind": kind, "apiVersion": "v1", "metadata": meta, "items": page}).to_string()
+}
+
+pub(crate) fn objects(n: usize, cilium: bool) -> Vec<Value> {
     (0..n)
         .map(|i| {
             let name = format!("n{i:06}");
@@ -122,37 +153,12 @@ async fn serve(
             )],
             _ => Vec::new(),
         };
-        let matching: Vec<&Value> = all
-            .iter()
-            .filter(|o| {
-                match selector
-                    .as_deref()
-                    .and_then(|s| s.strip_prefix("metadata.name="))
-                {
-                    Some(name) => o["metadata"]["name"] == name,
-                    None => true,
-                }
-            })
-            .collect();
-        let limit: usize = param(&req, "limit")
-            .and_then(|l| l.parse().ok())
-            .unwrap_or(usize::MAX);
-        let from: usize = param(&req, "continue")
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(0);
-        let page: Vec<&Value> = matching.iter().skip(from).take(limit).copied().collect();
-        let next = from + page.len();
-        let mut meta = json!({"resourceVersion": "1"});
-        if next < matching.len() {
-            meta["continue"] = json!(next.to_string());
-        }
         let kind = match key {
             "nodes" => "NodeList",
             "ciliumnodes" => "CiliumNodeList",
             _ => "ConfigMapList",
         };
-        let body =
-            json!({"kind": kind, "apiVersion": "v1", "metadata": meta, "items": page}).to_string();
+        let body = list_page(&req, kind, &all);
         let mut c = counts.lock().expect("counts");
         let e = c.entry(key.into()).or_default();
         e.requests += 1;

@@ -10,6 +10,9 @@
 //! peers --bench receive speaker|bird|frr|gobgpd N RUNS  item 4
 //! peers --bench footprint speaker|gobgpd N RUNS         item 5
 //! peers --bench kube N[,N...]                         item 6 (no namespace needed)
+//! peers --bench lb SERVICES ENDPOINTS EVENTS             item 7
+//! peers --bench lbplan SERVICES[,S...] ENDPOINTS EVENTS  item 7b (no namespace needed)
+//! peers --bench lbkube SERVICES[,S...] ENDPOINTS CHANGES item 7c (no namespace needed)
 //! peers --bench report RESULTS.jsonl OUT_DIR            tables (stdout) and chart data
 //! ```
 //!
@@ -38,6 +41,9 @@ mod common;
 mod event;
 mod footprint;
 mod kube;
+mod lb;
+mod lbkube;
+mod lbplan;
 mod receive;
 mod report;
 mod send;
@@ -63,6 +69,17 @@ fn main() {
         ["event", nodes, events] => event::run(num(nodes), num(events)),
         ["receive", who, n, runs] => receive::run(who, num(n), num(runs)),
         ["footprint", who, n, runs] => footprint::run(who, num(n), num(runs)),
+        ["lb", services, endpoints, events] => lb::run(num(services), num(endpoints), num(events)),
+        ["lbplan", sizes, endpoints, events] => lbplan::run(
+            &sizes.split(',').map(num).collect::<Vec<_>>(),
+            num(endpoints),
+            num(events),
+        ),
+        ["lbkube", sizes, endpoints, changes] => lbkube::run(
+            &sizes.split(',').map(num).collect::<Vec<_>>(),
+            num(endpoints),
+            num(changes),
+        ),
         ["kube", sizes] => kube::run(&sizes.split(',').map(num).collect::<Vec<_>>()),
         ["report", results, out] => report::run(results.as_ref(), out.as_ref()),
         other => {

@@ -51,6 +51,9 @@ pub fn run(results: &Path, out: &Path) {
     receive(&rows, out, &mut md);
     footprint(&rows, out, &mut md);
     kube(&rows, &mut md);
+    lb(&rows, &mut md);
+    lbplan(&rows, &mut md);
+    lbkube(&rows, &mut md);
     print!("{md}");
 }
 
@@ -294,6 +297,145 @@ fn kube(rows: &[Value], md: &mut String) {
             kib(f("cluster", "churn_octets")),
             whole(f("local", "octets")),
             whole(f("cluster", "octets")),
+        );
+    }
+    md.push('\n');
+}
+
+fn ms(v: &Value, k: &str) -> String {
+    v[k].as_f64()
+        .map(|x| {
+            if x < 0.1 {
+                format!("{:.1} µs", x * 1000.0)
+            } else {
+                format!("{x:.2} ms")
+            }
+        })
+        .unwrap_or("-".into())
+}
+
+/// How many of the histogram's events fell at or under `le` seconds, of how many.
+fn under(r: &Value, le: f64) -> String {
+    let buckets = r["histogram"].as_array().cloned().unwrap_or_default();
+    let count = |want: &dyn Fn(&Value) -> bool| {
+        buckets
+            .iter()
+            .find(|b| want(&b[0]))
+            .and_then(|b| b[1].as_f64())
+    };
+    let at = count(&|l| l.as_f64() == Some(le));
+    let all = count(&|l| l.as_str() == Some("+Inf"));
+    match (at, all) {
+        (Some(a), Some(n)) => format!("{a:.0} of {n:.0}"),
+        _ => "-".into(),
+    }
+}
+
+/// The smallest bucket bound holding at least `q` of the histogram's events.
+fn bucket_bound(r: &Value, q: f64) -> String {
+    let buckets = r["histogram"].as_array().cloned().unwrap_or_default();
+    let total = buckets.last().and_then(|b| b[1].as_f64()).unwrap_or(0.0);
+    buckets
+        .iter()
+        .find(|b| total > 0.0 && b[1].as_f64().unwrap_or(0.0) >= q * total)
+        .map(|b| match b[0].as_f64() {
+            Some(le) if le < 1.0 => format!("<= {:.1} ms", le * 1000.0),
+            Some(le) => format!("<= {le} s"),
+            None => "> 30 s".into(),
+        })
+        .unwrap_or("-".into())
+}
+
+fn lb(rows: &[Value], md: &mut String) {
+    let runs: Vec<&Value> = rows.iter().filter(|r| r["item"] == "lb").collect();
+    let Some(first) = runs.first() else {
+        return;
+    };
+    let _ = writeln!(
+        md,
+        "### 7. LoadBalancer Services: event to wire, memory, CPU ({} endpoint changes, {} nodes, ExaBGP receiving)\n",
+        first["events"], first["nodes"]
+    );
+    md.push_str("The speaker's part is its own `event_to_update_seconds` over the changes (update in -> UPDATE written), as histogram bounds.\n\n");
+    md.push_str("| Services in view | ready endpoints | IPs announced by this node | speaker's part: p50 / p99 | changes <= 1 ms / <= 10 ms | end to end incl. file watch: median / p99 | RSS synced / half-way / after churn (peak) | CPU per 1,000 changes (incl. file re-reads) | start to every route at ExaBGP |\n|---|---|---|---|---|---|---|---|---|\n");
+    for r in &runs {
+        let e = &r["end_to_end"];
+        let f = |k: &str| r[k].as_f64().unwrap_or(f64::NAN);
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} / {} | {} / {} | {} / {} | {:.1} / {:.1} / {:.1} MiB ({:.1}) | {:.0} s | {:.2} s |",
+            r["services"],
+            r["endpoints"],
+            r["announced"],
+            bucket_bound(r, 0.5),
+            bucket_bound(r, 0.99),
+            under(r, 0.001),
+            under(r, 0.01),
+            ms(e, "median_ms"),
+            ms(e, "p99_ms"),
+            f("rss_mib_synced"),
+            f("rss_mib_half"),
+            f("rss_mib_after"),
+            f("hwm_mib"),
+            f("cpu_s_per_1000"),
+            f("synced_s"),
+        );
+    }
+    md.push('\n');
+}
+
+fn lbplan(rows: &[Value], md: &mut String) {
+    let runs: Vec<&Value> = rows.iter().filter(|r| r["item"] == "lbplan").collect();
+    if runs.is_empty() {
+        return;
+    }
+    md.push_str("### 7b. The LoadBalancer planner per event, against a full re-plan (in process, thread CPU time)\n\n");
+    md.push_str("| Services in view | ready endpoints | events | incremental: median / p99 / max | CPU per 1,000 changes | full re-plan: median (events) | full / incremental, medians | planner's memory (RSS growth) |\n|---|---|---|---|---|---|---|---|\n");
+    for r in &runs {
+        let i = &r["incremental"];
+        let f = &r["full_replan"];
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} / {} / {} | {:.1} ms | {} ({}) | {} | {:.1} MiB |",
+            r["services"],
+            r["endpoints"],
+            r["events"],
+            ms(i, "median_ms"),
+            ms(i, "p99_ms"),
+            ms(i, "max_ms"),
+            r["cpu_ms_per_1000"].as_f64().unwrap_or(f64::NAN),
+            ms(f, "median_ms"),
+            f["n"],
+            ratio(f["median_ms"].as_f64(), i["median_ms"].as_f64()),
+            r["rss_growth_kib"].as_f64().unwrap_or(f64::NAN) / 1024.0,
+        );
+    }
+    md.push('\n');
+}
+
+fn lbkube(rows: &[Value], md: &mut String) {
+    let runs: Vec<&Value> = rows.iter().filter(|r| r["item"] == "lbkube").collect();
+    if runs.is_empty() {
+        return;
+    }
+    md.push_str(
+        "### 7c. What each speaker pulls for the LoadBalancer facts (mocked API service)\n\n",
+    );
+    md.push_str("Per speaker (every speaker watches every Service and EndpointSlice: a Local Service's endpoints may be on any node): requests and response octets of the Service and EndpointSlice lists, then what the watches receive for the endpoint changes. The whole cluster runs one speaker per node.\n\n");
+    md.push_str("| Services | ready endpoints | requests | MiB at start | endpoint changes | KiB per 1,000 changes | whole cluster of 100 nodes at start |\n|---|---|---|---|---|---|---|\n");
+    for r in &runs {
+        let f = |k: &str| r[k].as_f64().unwrap_or(f64::NAN);
+        let per = f("churn_octets") / f("changes") * 1000.0 / 1024.0;
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {:.1} | {} | {:.1} | {:.1} MiB |",
+            r["services"],
+            r["endpoints"],
+            r["requests"],
+            f("octets") / 1048576.0,
+            r["changes"],
+            per,
+            f("octets") * 100.0 / 1048576.0,
         );
     }
     md.push('\n');

@@ -8,6 +8,7 @@
 //! - [`reload`]: bgp-config edits under a running speaker.
 //! - [`restart`]: SIGTERM with graceful restart, and a new process taking over.
 //! - [`multipool`]: multi-pool IPAM, a node gaining and releasing pool CIDRs.
+//! - [`lb`]: LoadBalancer Service IPs from three speakers, ECMP path sets at the switches.
 //! - [`secrets`]: TCP MD5 keys from `--secrets-dir`, rotated under FRR and BIRD.
 //! - [`bfd`]: BFD with BIRD and FRR's bfdd over a veth that is cut: detection times.
 //!
@@ -29,6 +30,7 @@ mod bfd;
 mod bfd_rig;
 mod cli;
 mod cluster;
+mod lb;
 mod listen;
 mod local;
 mod multipool;

@@ -198,6 +198,19 @@ impl Inputs {
         write_file(&self.cluster_path().join("pools.yaml"), &y).expect("write pools");
     }
 
+    /// Writes (write, then rename) `file` of the cluster-state directory: a List of any
+    /// kinds, as `kubectl get svc,endpointslice -o yaml > file` leaves it.
+    pub fn write_cluster_file(&self, file: &str, yaml: &str) {
+        let tmp = self.dir.join(format!(".{file}.tmp"));
+        write_file(&tmp, yaml).expect("write cluster-state file");
+        std::fs::rename(&tmp, self.cluster_path().join(file)).expect("rename cluster-state file");
+    }
+
+    pub fn delete_cluster_file(&self, file: &str) {
+        std::fs::remove_file(self.cluster_path().join(file))
+            .unwrap_or_else(|e| panic!("delete {file}: {e}"));
+    }
+
     pub fn delete_node(&self, name: &str) {
         std::fs::remove_file(self.cluster_path().join(format!("{name}.yaml")))
             .unwrap_or_else(|e| panic!("delete node {name}: {e}"));
