@@ -61,8 +61,19 @@ pub fn load(path: &Path) -> Result<ClusterState, SourceError> {
 
 /// Reads a cluster-state path once: its node facts and its Services' and
 /// EndpointSlices' facts (the one-shot commands, and each reload of [`run`]).
+///
+/// One file at a time: each text is dropped once its objects are facts, so the memory a
+/// reload takes is that of the largest file, not of all of them.
 pub fn load_files(path: &Path) -> Result<ClusterFiles, SourceError> {
-    parse::cluster_files(&read_files(path)?)
+    let mut builder = parse::FilesBuilder::default();
+    for file in list_files(path)? {
+        let text = std::fs::read_to_string(&file).map_err(|e| SourceError::Io {
+            path: file.clone(),
+            reason: e.to_string(),
+        })?;
+        builder.add(&file, &text)?;
+    }
+    Ok(builder.finish())
 }
 
 /// Follows `config.path` until the receiver is dropped.
@@ -332,19 +343,6 @@ fn list_files(path: &Path) -> Result<Vec<PathBuf>, SourceError> {
     }
     files.sort();
     Ok(files)
-}
-
-fn read_files(path: &Path) -> Result<Vec<(PathBuf, String)>, SourceError> {
-    list_files(path)?
-        .into_iter()
-        .map(|file| match std::fs::read_to_string(&file) {
-            Ok(text) => Ok((file, text)),
-            Err(e) => Err(SourceError::Io {
-                path: file,
-                reason: e.to_string(),
-            }),
-        })
-        .collect()
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -274,16 +275,39 @@ pub fn cluster_state(files: &[(PathBuf, String)]) -> Result<ClusterState, Source
 /// object defined twice (a Service or EndpointSlice: the same namespace and name) fails
 /// the whole result, so the caller keeps its last good one.
 pub fn cluster_files(files: &[(PathBuf, String)]) -> Result<ClusterFiles, SourceError> {
-    let mut state = ClusterState::default();
-    let mut lb = LbFacts::default();
-    let mut names = services::Names::default();
-    let mut origin: BTreeMap<(&'static str, String), &Path> = BTreeMap::new();
+    let mut builder = FilesBuilder::default();
     for (path, text) in files {
+        builder.add(path, text)?;
+    }
+    Ok(builder.finish())
+}
+
+/// [`cluster_files`] one file at a time, so a caller that reads the files can drop each
+/// text once it is parsed: a directory of 100,000 endpoints is never all in memory as
+/// text at once, only as facts.
+#[derive(Default)]
+pub struct FilesBuilder {
+    files: ClusterFiles,
+    names: services::Names,
+    /// Where each object was defined first, to refuse a second definition.
+    origin: BTreeMap<(&'static str, String), Arc<Path>>,
+}
+
+impl FilesBuilder {
+    /// The objects of one file (`path` names it in errors).
+    pub fn add(&mut self, path: &Path, text: &str) -> Result<(), SourceError> {
+        let at: Arc<Path> = Arc::from(path);
+        let FilesBuilder {
+            files: ClusterFiles { state, lb },
+            names,
+            origin,
+        } = self;
         let in_file = |error: SourceError| SourceError::InFile {
-            path: path.clone(),
+            path: path.to_owned(),
             error: Box::new(error),
         };
-        for_each_object(path, text, &mut |object| {
+        let path_buf = path.to_owned();
+        for_each_object(&path_buf, text, &mut |object| {
             let (kind, name) = match object {
                 Object::Node(node) => {
                     let (name, facts) = objects::node_facts(&node).map_err(in_file)?;
@@ -315,25 +339,27 @@ pub fn cluster_files(files: &[(PathBuf, String)]) -> Result<ClusterFiles, Source
                     ("Service", name)
                 }
                 Object::EndpointSlice(slice) => {
-                    let (key, facts) =
-                        services::slice_facts(&slice, &mut names).map_err(in_file)?;
+                    let (key, facts) = services::slice_facts(&slice, names).map_err(in_file)?;
                     let name = key.to_string();
                     lb.slices.insert(key, facts);
                     ("EndpointSlice", name)
                 }
             };
-            if let Some(first) = origin.insert((kind, name.clone()), path) {
+            if let Some(first) = origin.insert((kind, name.clone()), Arc::clone(&at)) {
                 return Err(SourceError::Duplicate {
                     kind,
                     name,
-                    first: first.to_owned(),
-                    second: path.clone(),
+                    first: first.to_path_buf(),
+                    second: path_buf.clone(),
                 });
             }
             Ok(())
-        })?;
+        })
     }
-    Ok(ClusterFiles { state, lb })
+
+    pub fn finish(self) -> ClusterFiles {
+        self.files
+    }
 }
 
 #[cfg(test)]
