@@ -433,6 +433,18 @@ async fn a_peer_that_stops_reading_does_not_grow_our_memory() {
     // Stop reading; keep sending KEEPALIVEs.
     let keepalives = w.keep_alive();
 
+    // The speaker is Established once it has taken our KEEPALIVE; on a loaded machine
+    // that can be later than a second, which the settling below would read as a stall.
+    let deadline = Instant::now() + STEP;
+    while s.status().state != State::Established {
+        assert!(
+            Instant::now() < deadline,
+            "never established: {:#?}",
+            s.status()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
     // The socket fills, then the write buffer; encoding stops there.
     let mut last = s.status();
     let mut stable_since = Instant::now();
