@@ -407,6 +407,10 @@ pub struct DoctorArgs {
         default_value = "kube-system/cilium-config"
     )]
     pub cilium_config: String,
+    /// The bgp-config (raw YAML or a ConfigMap manifest): with it, LoadBalancer IPs
+    /// outside every bgp address-pool, or in a layer2 one, are listed too.
+    #[arg(long, value_name = "FILE")]
+    pub bgp_config: Option<PathBuf>,
 }
 
 /// `decode`: exactly one input source.
@@ -500,6 +504,7 @@ impl DoctorArgs {
             cluster_state: self.cluster_state.clone(),
             cilium_config: self.cilium_config.clone(),
             ipam: self.ipam,
+            bgp_config: self.bgp_config.clone(),
         }
     }
 }

@@ -19,7 +19,7 @@ use crate::{crate_root, outage_dir};
 #[allow(dead_code)]
 mod harness;
 
-use harness::{cilium_node, config_map, node, MockApi, Route};
+use harness::{cilium_node, config_map, node, service, MockApi, Route};
 
 /// The outage's pairs: (node, Node CIDR, CiliumNode CIDR).
 const OUTAGE: [(&str, &str, &str); 4] = [
@@ -248,6 +248,7 @@ async fn in_cluster(client: kube::Client, ipam: IpamOverride) -> (u8, String, St
         client,
         &ConfigMapRef::cilium_config(),
         ipam,
+        None,
         &mut out,
         &mut err,
     )
@@ -291,6 +292,9 @@ async fn in_cluster_reads_nodes_in_pages_and_flags_the_outage() {
         .uri()
         .starts_with("/api/v1/namespaces/kube-system/configmaps?"));
     call.list("ConfigMap", "v1", vec![config], "12");
+    api.next(Route::Services)
+        .await
+        .list("Service", "v1", vec![], "13");
 
     let (code, out, err) = tokio::time::timeout(harness::WAIT, run)
         .await
@@ -323,6 +327,9 @@ async fn in_cluster_without_the_ciliumnode_crd_or_cilium_config_still_diagnoses(
     api.next(Route::CiliumConfig)
         .await
         .list("ConfigMap", "v1", vec![], "1");
+    api.next(Route::Services)
+        .await
+        .status_error(403, "Forbidden");
     let (code, out, err) = tokio::time::timeout(harness::WAIT, run)
         .await
         .unwrap()
@@ -335,6 +342,11 @@ async fn in_cluster_without_the_ciliumnode_crd_or_cilium_config_still_diagnoses(
         "{out}"
     );
     assert!(out.contains("cilium-config not found"), "{out}");
+    assert!(
+        out.contains("Services cannot be listed")
+            && out.contains("LoadBalancer IPs are not checked"),
+        "{out}"
+    );
 }
 
 #[tokio::test]
@@ -367,6 +379,9 @@ async fn in_cluster_reports_unreadable_objects_and_fails_on_api_errors() {
         )],
         "1",
     );
+    api.next(Route::Services)
+        .await
+        .list("Service", "v1", vec![], "1");
     let (code, out, _) = tokio::time::timeout(harness::WAIT, run)
         .await
         .unwrap()
@@ -402,11 +417,116 @@ fn doctor_reads_the_path_it_is_given_only() {
     }
     std::fs::write(dir.join("notes.txt"), "not yaml").unwrap();
     let (mut out, mut err) = (Vec::new(), Vec::new());
-    let code = doctor::command_file(Path::new(&dir), IpamOverride::Auto, &mut out, &mut err);
+    let code = doctor::command_file(
+        Path::new(&dir),
+        IpamOverride::Auto,
+        None,
+        &mut out,
+        &mut err,
+    );
     std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(code, 1, "{}", String::from_utf8_lossy(&err));
     assert_eq!(
         String::from_utf8(out).unwrap(),
         outage(IpamOverride::Auto).to_string()
     );
+}
+
+/// The LoadBalancer findings in-cluster: Services listed once, with the bgp-config's
+/// pools: pending an IP, outside every pool, in a layer2 pool, inside a pod CIDR.
+#[tokio::test]
+async fn in_cluster_lists_loadbalancer_services_against_the_bgp_config() {
+    let config = podcidr_speaker::config::parse(
+        "peers:\n- peer-address: 10.0.0.1\n  peer-asn: 64512\n  my-asn: 64513\n\
+         address-pools:\n- name: public\n  protocol: bgp\n  addresses: [203.0.113.0/24]\n\
+         - name: l2\n  protocol: layer2\n  addresses: [198.51.100.0/24]\n",
+    )
+    .expect("a valid bgp-config");
+    let (client, mut api) = MockApi::start();
+    let run = tokio::spawn(async move {
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let code = doctor::diagnose_in_cluster(
+            client,
+            &ConfigMapRef::cilium_config(),
+            IpamOverride::Kubernetes,
+            Some(&config),
+            &mut out,
+            &mut err,
+        )
+        .await;
+        (
+            code,
+            String::from_utf8(out).unwrap(),
+            String::from_utf8(err).unwrap(),
+        )
+    });
+    api.next(Route::Nodes).await.list(
+        "Node",
+        "v1",
+        vec![node("a", "1", &["10.0.1.0/24"], json!({}))],
+        "1",
+    );
+    api.next(Route::CiliumNodes)
+        .await
+        .list("CiliumNode", "cilium.io/v2", vec![], "1");
+    api.next(Route::CiliumConfig)
+        .await
+        .list("ConfigMap", "v1", vec![], "1");
+    api.next(Route::Services).await.list(
+        "Service",
+        "v1",
+        vec![
+            service(
+                "shop",
+                "web",
+                "5",
+                "LoadBalancer",
+                "Local",
+                &["203.0.113.10"],
+            ),
+            service("shop", "pending", "6", "LoadBalancer", "Cluster", &[]),
+            service(
+                "shop",
+                "stray",
+                "7",
+                "LoadBalancer",
+                "Cluster",
+                &["192.0.2.1"],
+            ),
+            service(
+                "shop",
+                "l2",
+                "8",
+                "LoadBalancer",
+                "Cluster",
+                &["198.51.100.4"],
+            ),
+            service(
+                "shop",
+                "inside",
+                "9",
+                "LoadBalancer",
+                "Cluster",
+                &["10.0.1.7"],
+            ),
+            service("shop", "internal", "10", "ClusterIP", "Cluster", &[]),
+        ],
+        "2",
+    );
+    let (_, out, err) = tokio::time::timeout(harness::WAIT, run)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(err.is_empty(), "{err}");
+    for line in [
+        "service shop/pending: LoadBalancer pending an IP: nothing to announce",
+        "service shop/stray: LoadBalancer IP 192.0.2.1 lies outside every address-pool of the bgp-config: not announced",
+        "service shop/l2: LoadBalancer IP 198.51.100.4 is in the layer2 address-pool l2: not announced by BGP",
+        "service shop/inside: LoadBalancer IP 10.0.1.7 lies outside every address-pool of the bgp-config: not announced",
+        "service shop/inside: LoadBalancer IP 10.0.1.7 lies inside the pod CIDR 10.0.1.0/24 of node a",
+    ] {
+        assert!(out.contains(line), "missing {line:?} in:\n{out}");
+    }
+    assert!(!out.contains("shop/web"), "{out}");
+    assert!(!out.contains("shop/internal"), "{out}");
 }

@@ -1,9 +1,10 @@
 //! `podcidr-speaker doctor`: the table the outage needed. Per node: the Node's pod
 //! CIDRs, the CiliumNode's, which object is in force for the IPAM mode, drift between
 //! the two, overlaps with other nodes and CIDRs outside the cluster pool; exit status 1
-//! when anything is wrong. From cluster-state files, also the LoadBalancer Services
-//! pending an IP and LoadBalancer IPs inside a node's pod CIDR ([`lb_findings`], as
-//! warnings; IPs outside every address pool need the bgp-config: `plan` lists them).
+//! when anything is wrong. Also, from the cluster-state files or the cluster, the
+//! LoadBalancer Services pending an IP and LoadBalancer IPs inside a node's pod CIDR,
+//! and with `--bgp-config` the IPs outside every bgp address-pool ([`lb_findings`], as
+//! warnings).
 //!
 //! Owns: the diagnosis of a [`ClusterState`] ([`diagnose`]), its rendering and the
 //! one-shot in-cluster read ([`load_in_cluster`]). Must not: decide which object is in
@@ -18,12 +19,14 @@ use std::path::Path;
 use std::sync::Arc;
 
 use ipnet::IpNet;
-use k8s_openapi::api::core::v1::{ConfigMap, Node};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Service};
 use kube::api::{ListParams, ObjectList};
 use kube::{Api, Client};
 use serde::de::DeserializeOwned;
 
 use super::table::Table;
+use crate::config::{Config, Protocol};
+use crate::routes::lb::LbContext;
 use crate::routes::router_id::{router_id, shared, RouterIdOrigin};
 use crate::sources::file::load_files;
 use crate::sources::kube::{self as kube_source, ConfigMapRef};
@@ -32,7 +35,7 @@ use crate::sources::model::{
     NodeEntry, NodeView, PoolRanges,
 };
 use crate::sources::objects::{self, CiliumNode, CiliumPodIpPool};
-use crate::sources::services::LbFacts;
+use crate::sources::services::{self, LbFacts};
 use crate::sources::SourceError;
 
 /// Objects per page when listing from the API server: large clusters are read in
@@ -489,10 +492,14 @@ fn cidrs(list: &[IpNet]) -> String {
 }
 
 /// What the LoadBalancer Services say that an operator should look at: Services of type
-/// LoadBalancer without an ingress IP (no allocator wrote one: nothing to announce), and
+/// LoadBalancer without an ingress IP (no allocator wrote one: nothing to announce),
 /// ingress IPs inside a node's pod CIDR in force (a pool overlapping the pod range: the
-/// IP is announced as its own, more specific route). One line each, by Service.
-pub fn lb_findings(d: &Diagnosis, facts: &LbFacts) -> Vec<String> {
+/// IP is announced as its own, more specific route), and, given the bgp-config, ingress
+/// IPs outside every bgp address-pool (never announced). One line each, by Service.
+pub fn lb_findings(d: &Diagnosis, facts: &LbFacts, config: Option<&Config>) -> Vec<String> {
+    // The planner's own pool lookup (`LbContext::pool_of`), so doctor and the speaker
+    // agree on which pool an address is in.
+    let pools = config.map(|c| LbContext::new(c, None, &[], true));
     let mut out = Vec::new();
     for (key, svc) in facts.services.iter().filter(|(_, s)| s.load_balancer) {
         if svc.ingress_ips.is_empty() {
@@ -509,6 +516,20 @@ pub fn lb_findings(d: &Diagnosis, facts: &LbFacts) -> Vec<String> {
             ));
         }
         for ip in &svc.ingress_ips {
+            if let Some(pools) = &pools {
+                match pools.pool_of(*ip) {
+                    None => out.push(format!(
+                        "service {key}: LoadBalancer IP {ip} lies outside every address-pool \
+                         of the bgp-config: not announced"
+                    )),
+                    Some(pool) if pool.protocol == Protocol::Layer2 => out.push(format!(
+                        "service {key}: LoadBalancer IP {ip} is in the layer2 address-pool {}: \
+                         not announced by BGP",
+                        pool.name
+                    )),
+                    Some(_) => {}
+                }
+            }
             for n in &d.nodes {
                 for pod in n.in_force_cidrs.iter().filter(|c| c.contains(ip)) {
                     out.push(format!(
@@ -535,6 +556,9 @@ pub struct DoctorRequest {
     /// `--cilium-config NAMESPACE/NAME`, for the in-cluster read.
     pub cilium_config: String,
     pub ipam: IpamOverride,
+    /// `--bgp-config FILE`: with it, LoadBalancer IPs outside every bgp address-pool are
+    /// listed too.
+    pub bgp_config: Option<std::path::PathBuf>,
 }
 
 /// Diagnoses, writes the table to `out` and trouble to `err`; the exit status.
@@ -543,8 +567,19 @@ pub fn run(
     out: &mut (dyn Write + Send),
     err: &mut (dyn Write + Send),
 ) -> u8 {
+    let config = match &request.bgp_config {
+        None => None,
+        Some(path) => match read_bgp_config(path) {
+            Ok(config) => Some(config),
+            Err(e) => {
+                let _ = writeln!(err, "podcidr-speaker doctor: {e}");
+                return EXIT_UNREADABLE;
+            }
+        },
+    };
+    let config = config.as_ref();
     match &request.cluster_state {
-        Some(path) => command_file(path, request.ipam, out, err),
+        Some(path) => command_file(path, request.ipam, config, out, err),
         None => match tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -552,6 +587,7 @@ pub fn run(
             Ok(runtime) => runtime.block_on(command_in_cluster(
                 &request.cilium_config,
                 request.ipam,
+                config,
                 out,
                 err,
             )),
@@ -563,17 +599,31 @@ pub fn run(
     }
 }
 
+/// `--bgp-config FILE`: the config `plan` and the speaker read (raw YAML or a ConfigMap
+/// manifest), or why it cannot be used.
+fn read_bgp_config(path: &Path) -> Result<Config, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("--bgp-config {}: {e}", path.display()))?;
+    crate::config::parse(&text).map_err(|e| {
+        format!(
+            "--bgp-config {}: not a valid bgp-config (`podcidr-speaker check` says why): {e}",
+            path.display()
+        )
+    })
+}
+
 /// `doctor --cluster-state PATH`: prints the diagnosis; the exit status.
 pub fn command_file(
     path: &Path,
     ipam: IpamOverride,
+    config: Option<&Config>,
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> u8 {
     match load_files(path) {
         Ok(files) => {
             let mut d = diagnose(&files.state, ipam);
-            let lb = lb_findings(&d, &files.lb);
+            let lb = lb_findings(&d, &files.lb, config);
             d.warnings.extend(lb);
             report(&d, out, err)
         }
@@ -589,6 +639,7 @@ pub fn command_file(
 pub async fn command_in_cluster(
     cilium_config: &str,
     ipam: IpamOverride,
+    config: Option<&Config>,
     out: &mut (dyn Write + Send),
     err: &mut (dyn Write + Send),
 ) -> u8 {
@@ -610,7 +661,7 @@ pub async fn command_in_cluster(
             return EXIT_UNREADABLE;
         }
     };
-    diagnose_in_cluster(client, &cilium_config, ipam, out, err).await
+    diagnose_in_cluster(client, &cilium_config, ipam, config, out, err).await
 }
 
 /// Reads the cluster with `client`, prints the diagnosis; the exit status.
@@ -618,14 +669,23 @@ pub async fn diagnose_in_cluster(
     client: Client,
     cilium_config: &ConfigMapRef,
     ipam: IpamOverride,
+    config: Option<&Config>,
     out: &mut (dyn Write + Send),
     err: &mut (dyn Write + Send),
 ) -> u8 {
-    match load_in_cluster(client, cilium_config).await {
-        Ok((state, unreadable, notes)) => {
+    match load_in_cluster(client.clone(), cilium_config).await {
+        Ok((state, mut unreadable, mut notes)) => {
+            let lb = match load_services(client, &mut unreadable, &mut notes).await {
+                Ok(lb) => lb,
+                Err(e) => {
+                    let _ = writeln!(err, "podcidr-speaker doctor: {e}");
+                    return EXIT_UNREADABLE;
+                }
+            };
             let mut d = diagnose(&state, ipam);
             d.unreadable = unreadable.iter().map(ToString::to_string).collect();
             d.warnings.extend(notes);
+            d.warnings.extend(lb_findings(&d, &lb, config));
             report(&d, out, err)
         }
         Err(e) => {
@@ -747,6 +807,40 @@ pub async fn load_in_cluster(
     Ok((state, unreadable, notes))
 }
 
+/// Every Service of the cluster as LoadBalancer facts (EndpointSlices are not needed
+/// for the findings). Not fatal when Services cannot be listed (a user without the
+/// grant): a note says the LoadBalancer findings are missing.
+async fn load_services(
+    client: Client,
+    unreadable: &mut Vec<SourceError>,
+    notes: &mut Vec<String>,
+) -> Result<LbFacts, DoctorError> {
+    let mut lb = LbFacts::default();
+    match list_all(&Api::<Service>::all(client), "services", None).await {
+        Ok(list) => {
+            for service in list {
+                match services::service_facts(&service) {
+                    Ok((key, facts)) => {
+                        lb.services.insert(key, facts);
+                    }
+                    Err(e) => unreadable.push(e),
+                }
+            }
+        }
+        Err(DoctorError::Api {
+            source: kube::Error::Api(status),
+            ..
+        }) if status.code == 403 => {
+            notes.push(format!(
+                "Services cannot be listed ({}): LoadBalancer IPs are not checked",
+                status.message
+            ));
+        }
+        Err(e) => return Err(e),
+    }
+    Ok(lb)
+}
+
 async fn list_all<K>(
     api: &Api<K>,
     what: &'static str,
@@ -843,7 +937,7 @@ mod tests {
             .services
             .insert(ObjectKey::new("a", "clusterip"), ServiceFacts::default());
         assert_eq!(
-            lb_findings(&d, &facts),
+            lb_findings(&d, &facts, None),
             vec![
                 "service a/inside: LoadBalancer IP 10.0.1.7 lies inside the pod CIDR 10.0.1.0/24 \
                  of node n1: announced as its own, more specific route"
