@@ -53,6 +53,17 @@ pub(crate) fn param(req: &Request<KubeBody>, key: &str) -> Option<String> {
         })
 }
 
+/// Answers a mocked request with 200 and a JSON body (a List page or a watch stream).
+pub(crate) fn send_json(resp: mock::SendResponse<Response<TestBody>>, body: TestBody) {
+    resp.send_response(
+        Response::builder()
+            .status(StatusCode::OK)
+            .header("content-type", "application/json")
+            .body(body)
+            .expect("response"),
+    );
+}
+
 /// One page of a List answer to `req`, as the API server gives it: the objects its
 /// `metadata.name=` field selector lets through, from its `continue` offset, at most its
 /// `limit`, with a `continue` token while more are left.
@@ -133,13 +144,7 @@ async fn serve(
                 .push((key == "nodes", selector, tx));
             let mut c = counts.lock().expect("counts");
             c.entry(key.into()).or_default().requests += 1;
-            resp.send_response(
-                Response::builder()
-                    .status(StatusCode::OK)
-                    .header("content-type", "application/json")
-                    .body(TestBody::Stream(rx))
-                    .expect("response"),
-            );
+            send_json(resp, TestBody::Stream(rx));
             continue;
         }
         let all: Vec<Value> = match key {
@@ -163,13 +168,7 @@ async fn serve(
         let e = c.entry(key.into()).or_default();
         e.requests += 1;
         e.octets += body.len() as u64;
-        resp.send_response(
-            Response::builder()
-                .status(StatusCode::OK)
-                .header("content-type", "application/json")
-                .body(TestBody::Full(Some(Bytes::from(body))))
-                .expect("response"),
-        );
+        send_json(resp, TestBody::Full(Some(Bytes::from(body))));
     }
 }
 

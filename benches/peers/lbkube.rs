@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{Request, Response, StatusCode};
+use http::{Request, Response};
 use kube::client::Body as KubeBody;
 use podcidr_speaker::sources::kube::{
     self as kube_source, ConfigMapRef, KubeSourceConfig, Retry, WatchScope,
@@ -29,7 +29,7 @@ use tokio::sync::mpsc;
 use tower_test::mock;
 
 use crate::common::emit;
-use crate::kube::{list_page, objects, param, Count, NoSink};
+use crate::kube::{list_page, objects, param, send_json, Count, NoSink};
 use crate::kube_harness::{config_map, TestBody};
 
 const NODES: usize = 100;
@@ -129,13 +129,7 @@ async fn serve(
             } else {
                 idle.push(tx);
             }
-            resp.send_response(
-                Response::builder()
-                    .status(StatusCode::OK)
-                    .header("content-type", "application/json")
-                    .body(TestBody::Stream(rx))
-                    .expect("response"),
-            );
+            send_json(resp, TestBody::Stream(rx));
             continue;
         }
         let cilium_config;
@@ -153,13 +147,7 @@ async fn serve(
         let body = list_page(&req, kind, all);
         e.octets += body.len() as u64;
         drop(c);
-        resp.send_response(
-            Response::builder()
-                .status(StatusCode::OK)
-                .header("content-type", "application/json")
-                .body(TestBody::Full(Some(Bytes::from(body))))
-                .expect("response"),
-        );
+        send_json(resp, TestBody::Full(Some(Bytes::from(body))));
     }
 }
 

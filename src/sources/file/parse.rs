@@ -306,8 +306,7 @@ impl FilesBuilder {
             path: path.to_owned(),
             error: Box::new(error),
         };
-        let path_buf = path.to_owned();
-        for_each_object(&path_buf, text, &mut |object| {
+        for_each_object(path, text, &mut |object| {
             let (kind, name) = match object {
                 Object::Node(node) => {
                     let (name, facts) = objects::node_facts(&node).map_err(in_file)?;
@@ -350,7 +349,7 @@ impl FilesBuilder {
                     kind,
                     name,
                     first: first.to_path_buf(),
-                    second: path_buf.clone(),
+                    second: path.to_owned(),
                 });
             }
             Ok(())
