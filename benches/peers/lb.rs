@@ -16,8 +16,8 @@
 //! not apply: the file source stamps that after it has handed on every LoadBalancer
 //! update of a reload, so the UPDATE is often out before it. Also: RSS once every
 //! Service is in view, half-way through the churn and after it (VmRSS, VmHWM), and CPU
-//! time (utime + stime) over the churn per 1,000 changes, which includes re-reading
-//! every cluster-state file at each change (the file source loads all or nothing).
+//! time (utime + stime) over the churn per 1,000 changes, which includes the file
+//! source's polling and its re-reading of the changed file (100 Services).
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;

@@ -955,3 +955,209 @@ fn bad_services_and_slices_fail_the_load_with_a_clear_error() {
         "{err}"
     );
 }
+
+/// The follower's reload reads only the files whose metadata changed: a Service edit
+/// re-reads that file alone and does not rebuild the node state; a node edit re-reads
+/// the files holding node-side objects only; objects moving between files are not
+/// deletions; a second definition in another file, changed or not, fails the reload
+/// and names both files; and after every reload the facts sent so far are exactly
+/// what a one-shot load of the directory reads.
+#[test]
+fn reload_reads_only_what_changed_and_sends_exactly_the_differences() {
+    use podcidr_speaker::sources::file::reload::Loader;
+    let dir = scratch("lb-reload");
+    let mut loader = Loader::new(true);
+    let mut seen = LbFacts::default();
+    let mut state = None;
+    let mut step = |loader: &mut Loader, read: usize, node_state: bool| -> Vec<String> {
+        let reload = loader.reload(&dir).unwrap();
+        assert_eq!(reload.read, read, "files read");
+        assert_eq!(reload.state.is_some(), node_state, "node state rebuilt");
+        if let Some(new) = reload.state {
+            state = Some(new);
+        }
+        assert_eq!(state.as_ref(), Some(&file::load(&dir).unwrap()));
+        for update in &reload.lb {
+            assert!(seen.apply(update), "{update:?} changes nothing");
+        }
+        assert_eq!(seen, file::load_files(&dir).unwrap().lb);
+        summary(&reload.lb)
+    };
+    let nodes = node_doc("n1", "10.1.0.0/24") + KUBE_CONFIG;
+    write_atomic(&dir.join("nodes.yaml"), &nodes);
+    let a = |ip: &str| {
+        service_doc("shop", "a1", &[ip], "x")
+            + &service_doc("shop", "a2", &["192.0.2.2"], "x")
+            + &slice_doc("shop", "a1-1", "a1", &["n1"])
+    };
+    write_atomic(&dir.join("a.yaml"), &a("192.0.2.1"));
+    let b = service_doc("shop", "b1", &["192.0.2.3"], "x");
+    write_atomic(&dir.join("b.yaml"), &b);
+    assert_eq!(step(&mut loader, 3, true).len(), 4);
+    assert!(step(&mut loader, 0, false).is_empty(), "nothing changed");
+
+    // One Service's IP: that file only, that Service only.
+    write_atomic(&dir.join("a.yaml"), &a("192.0.2.9"));
+    assert_eq!(step(&mut loader, 1, false), ["service shop/a1 [192.0.2.9]"]);
+    // b1 moves into a.yaml: both files read, nothing sent.
+    write_atomic(&dir.join("a.yaml"), &(a("192.0.2.9") + &b));
+    std::fs::remove_file(dir.join("b.yaml")).unwrap();
+    assert!(
+        step(&mut loader, 1, false).is_empty(),
+        "a move is no change"
+    );
+
+    // A second definition in an unchanged file and in a changed one: refused, naming
+    // both files, and nothing of the reload is kept.
+    write_atomic(
+        &dir.join("c.yaml"),
+        &service_doc("shop", "a2", &["192.0.2.7"], "x"),
+    );
+    let err = loader.reload(&dir).unwrap_err().to_string();
+    let (a_path, c_path) = (dir.join("a.yaml"), dir.join("c.yaml"));
+    assert_eq!(
+        err,
+        format!(
+            "Service shop/a2 is defined twice: in {} and in {}",
+            a_path.display(),
+            c_path.display()
+        )
+    );
+    write_atomic(&dir.join("d.yaml"), &b);
+    let err = loader.reload(&dir).unwrap_err().to_string();
+    assert!(err.starts_with("Service shop/"), "{err}");
+    // Fixed: a2 moves to c.yaml with a new IP, d.yaml goes; exactly a2's change.
+    std::fs::remove_file(dir.join("d.yaml")).unwrap();
+    write_atomic(
+        &dir.join("a.yaml"),
+        &(service_doc("shop", "a1", &["192.0.2.9"], "x")
+            + &slice_doc("shop", "a1-1", "a1", &["n1"])
+            + &b),
+    );
+    assert_eq!(step(&mut loader, 2, false), ["service shop/a2 [192.0.2.7]"]);
+
+    // A node edit: the node file alone; the Service files are not read.
+    write_atomic(
+        &dir.join("nodes.yaml"),
+        &(node_doc("n1", "10.1.0.0/24") + &node_doc("n2", "10.2.0.0/24") + KUBE_CONFIG),
+    );
+    assert!(step(&mut loader, 1, true).is_empty());
+    // A file with both: a Service edit in it rebuilds the node state from it and the
+    // node file; a Node moving between them is no deletion.
+    write_atomic(
+        &dir.join("mixed.yaml"),
+        &(node_doc("n3", "10.3.0.0/24") + &slice_doc("shop", "a2-1", "a2", &["n3"])),
+    );
+    assert_eq!(
+        step(&mut loader, 2, true),
+        ["slice shop/a2-1 [(\"n3\", 1)]"]
+    );
+    write_atomic(
+        &dir.join("mixed.yaml"),
+        &(node_doc("n3", "10.3.0.0/24") + &slice_doc("shop", "a2-1", "a2", &["n3", "n1"])),
+    );
+    assert_eq!(
+        step(&mut loader, 2, true),
+        ["slice shop/a2-1 [(\"n1\", 1), (\"n3\", 1)]"]
+    );
+    // Removing a file deletes exactly its objects.
+    std::fs::remove_file(dir.join("c.yaml")).unwrap();
+    assert_eq!(step(&mut loader, 0, false), ["service shop/a2 deleted"]);
+    std::fs::remove_file(dir.join("mixed.yaml")).unwrap();
+    assert_eq!(step(&mut loader, 1, true), ["slice shop/a2-1 deleted"]);
+}
+
+/// Random edits over several files (objects added, changed, deleted and moved between
+/// files, several files rewritten per step): after each reload the facts sent so far
+/// are exactly a one-shot load's, every update changes something, and deletions come
+/// after additions.
+#[test]
+fn reload_deltas_match_a_full_load_under_random_edits() {
+    use podcidr_speaker::sources::file::reload::Loader;
+    const FILES: usize = 4;
+    const OBJECTS: usize = 12;
+    let dir = scratch("lb-reload-random");
+    for seed in 1..=4u64 {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            std::fs::remove_file(entry.unwrap().path()).unwrap();
+        }
+        let mut rng = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let mut next = move |n: usize| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            (rng % n as u64) as usize
+        };
+        // Per object: its file and its version (None: absent). Even objects are
+        // Services, odd ones EndpointSlices; object 0 of file 0 is a Node.
+        let mut where_: Vec<Option<(usize, usize)>> = vec![None; OBJECTS];
+        let mut loader = Loader::new(true);
+        let mut seen = LbFacts::default();
+        let render = |where_: &[Option<(usize, usize)>], file: usize| -> String {
+            let mut text = if file == 0 {
+                node_doc("n1", "10.1.0.0/24")
+            } else {
+                String::new()
+            };
+            for (i, at) in where_.iter().enumerate() {
+                let Some((f, version)) = at else { continue };
+                if *f != file {
+                    continue;
+                }
+                text += &if i % 2 == 0 {
+                    service_doc(
+                        "ns",
+                        &format!("o{i}"),
+                        &[&format!("192.0.2.{version}")],
+                        "x",
+                    )
+                } else {
+                    let nodes = ["n1", "n2", "n3"];
+                    slice_doc("ns", &format!("o{i}"), "svc", &nodes[..1 + version % 3])
+                };
+            }
+            text
+        };
+        let mut on_disk: Vec<Option<String>> = vec![None; FILES];
+        for round in 0..60 {
+            for _ in 0..1 + next(3) {
+                let i = next(OBJECTS);
+                where_[i] = match next(4) {
+                    0 => None,
+                    1 => Some((next(FILES), where_[i].map_or(1, |w| w.1))),
+                    _ => Some((where_[i].map_or(next(FILES), |w| w.0), 1 + next(200))),
+                };
+            }
+            for (file, disk) in on_disk.iter_mut().enumerate() {
+                let text = render(&where_, file);
+                let path = dir.join(format!("f{file}.yaml"));
+                if text.is_empty() {
+                    if disk.take().is_some() {
+                        std::fs::remove_file(&path).unwrap();
+                    }
+                } else if disk.as_ref() != Some(&text) {
+                    write_atomic(&path, &text);
+                    *disk = Some(text);
+                }
+            }
+            let reload = loader.reload(&dir).unwrap();
+            let mut added = 0;
+            for (n, update) in reload.lb.iter().enumerate() {
+                assert!(seen.apply(update), "seed {seed} round {round}: {update:?}");
+                match update {
+                    LbUpdate::Service { facts: None, .. } | LbUpdate::Slice { facts: None, .. } => {
+                    }
+                    _ => {
+                        assert_eq!(added, n, "seed {seed} round {round}: a deletion came first");
+                        added += 1;
+                    }
+                }
+            }
+            let full = file::load_files(&dir).unwrap();
+            assert_eq!(seen, full.lb, "seed {seed} round {round}");
+            if let Some(state) = reload.state {
+                assert_eq!(state, full.state, "seed {seed} round {round}");
+            }
+        }
+    }
+}

@@ -12,6 +12,9 @@
 //! - Loading is all or nothing ([`parse::cluster_state`]): a file that fails to read or
 //!   parse keeps the last good state, and the error is logged once per distinct error.
 //!   A missing path is such an error, not an empty cluster.
+//! - A reload reads only the files whose metadata changed ([`reload`]): a Service edit
+//!   in a directory of many files costs that file, and the node state is rebuilt only
+//!   when a file holding node-side objects changed.
 //! - Removing a Node from the files is that node's deletion.
 //! - Nothing is sent before the first good load; afterwards only changed states.
 //! - LoadBalancer facts (when [`FileSourceConfig::load_balancers`]): after the first
@@ -21,6 +24,7 @@
 //!   nothing, so no Service is withdrawn for a half-edited file.
 
 pub mod parse;
+pub mod reload;
 pub mod secrets;
 
 use std::path::{Path, PathBuf};
@@ -33,7 +37,7 @@ use super::error::SourceError;
 use super::model::{
     CiliumConfigMemory, ClusterState, IpamOverride, KeptChange, CILIUM_CONFIG_KEPT,
 };
-use super::services::{LbFacts, LbUpdate};
+use super::services::LbUpdate;
 use super::{
     snapshot_and_report, Closed, ClusterSnapshot, NoEvents, RefusedIngress, ReportTracker,
     Resource, SourceSender, SourceUpdate,
@@ -87,8 +91,14 @@ pub async fn run(config: FileSourceConfig, out: SourceSender) -> Result<(), Clos
     let mut last_sent: Option<Arc<ClusterSnapshot>> = None;
     let mut errors = ErrorLog::default();
     let mut memory = CiliumConfigMemory::default();
-    // The LoadBalancer facts sent so far; `None` until the first good load.
-    let mut lb_sent: Option<LbFacts> = None;
+    // The files and LoadBalancer facts read so far: a reload reads only what changed.
+    // Shared with the blocking task that reads. A reload changes it only after every
+    // file is read and checked, so a panic while reading (none is known) leaves it as a
+    // failed reload does.
+    let loader = Arc::new(std::sync::Mutex::new(reload::Loader::new(
+        config.load_balancers,
+    )));
+    let mut lb_synced = false;
     let mut refused = RefusedIngress::default();
     let mut poller = Poller::new(config.path.clone());
     let mut tick = tokio::time::interval(config.poll);
@@ -102,43 +112,50 @@ pub async fn run(config: FileSourceConfig, out: SourceSender) -> Result<(), Clos
             continue;
         }
         let path = config.path.clone();
-        let loaded = tokio::task::spawn_blocking(move || load_files(&path))
-            .await
-            .unwrap_or_else(|e| {
-                Err(SourceError::Io {
-                    path: config.path.clone(),
-                    reason: format!("loader task failed: {e}"),
-                })
-            });
+        let shared = Arc::clone(&loader);
+        let loaded = tokio::task::spawn_blocking(move || {
+            let mut loader = shared
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            loader.reload(&path)
+        })
+        .await
+        .unwrap_or_else(|e| {
+            Err(SourceError::Io {
+                path: config.path.clone(),
+                reason: format!("loader task failed: {e}"),
+            })
+        });
         match loaded {
-            Ok(ClusterFiles { mut state, lb }) => {
+            Ok(reload::Reload { state, lb, .. }) => {
                 errors.clear(&config.path);
-                let (cilium_config, change) = memory.in_force(state.cilium_config.take());
-                state.cilium_config = cilium_config;
-                match change {
-                    KeptChange::NowKept => warn!(path = %config.path.display(),
-                        "cilium-config removed from the cluster state: keeping the last one seen, nothing changes until it is back"),
-                    KeptChange::Back => {
-                        info!(path = %config.path.display(), "cilium-config is back")
+                if let Some(mut state) = state {
+                    let (cilium_config, change) = memory.in_force(state.cilium_config.take());
+                    state.cilium_config = cilium_config;
+                    match change {
+                        KeptChange::NowKept => warn!(path = %config.path.display(),
+                            "cilium-config removed from the cluster state: keeping the last one seen, nothing changes until it is back"),
+                        KeptChange::Back => {
+                            info!(path = %config.path.display(), "cilium-config is back")
+                        }
+                        KeptChange::Unchanged => {}
                     }
-                    KeptChange::Unchanged => {}
-                }
-                if last_sent.as_ref().is_none_or(|s| s.state != state) {
-                    let snapshot = snapshot_and_report(state, config.ipam, &mut tracker, &NoEvents);
-                    last_sent = Some(Arc::clone(&snapshot));
-                    out.send(SourceUpdate::Cluster(snapshot)).await?;
+                    if last_sent.as_ref().is_none_or(|s| s.state != state) {
+                        let snapshot =
+                            snapshot_and_report(state, config.ipam, &mut tracker, &NoEvents);
+                        last_sent = Some(Arc::clone(&snapshot));
+                        out.send(SourceUpdate::Cluster(snapshot)).await?;
+                    }
                 }
                 if config.load_balancers {
-                    let first = lb_sent.is_none();
-                    let before = lb_sent.take().unwrap_or_default();
-                    for update in before.changes_to(&lb) {
+                    for update in lb {
                         refused.observe(&update);
                         out.send(SourceUpdate::Lb(update)).await?;
                     }
-                    if first {
+                    if !lb_synced {
+                        lb_synced = true;
                         out.send(SourceUpdate::Lb(LbUpdate::Synced)).await?;
                     }
-                    lb_sent = Some(lb);
                 }
 
                 out.status(resource, |s| {
@@ -295,25 +312,38 @@ struct FileStamp {
 }
 
 fn fingerprint(path: &Path) -> Fingerprint {
-    use std::os::unix::fs::MetadataExt;
     let files = match list_files(path) {
         Ok(files) => files,
         Err(e) => return Fingerprint::Error(e.to_string()),
     };
     let mut stamps = Vec::with_capacity(files.len());
     for file in files {
+        match FileStamp::of(file) {
+            Ok(stamp) => stamps.push(stamp),
+            Err(e) => return Fingerprint::Error(e.to_string()),
+        }
+    }
+    Fingerprint::Files(stamps)
+}
+
+impl FileStamp {
+    /// `file`'s metadata now (following symlinks).
+    fn of(file: PathBuf) -> Result<FileStamp, SourceError> {
+        use std::os::unix::fs::MetadataExt;
         match std::fs::metadata(&file) {
-            Ok(m) => stamps.push(FileStamp {
+            Ok(m) => Ok(FileStamp {
                 path: file,
                 len: m.len(),
                 modified: m.modified().ok(),
                 changed: (m.ctime(), m.ctime_nsec()),
                 inode: (m.dev(), m.ino()),
             }),
-            Err(e) => return Fingerprint::Error(format!("{}: {e}", file.display())),
+            Err(e) => Err(SourceError::Io {
+                reason: e.to_string(),
+                path: file,
+            }),
         }
     }
-    Fingerprint::Files(stamps)
 }
 
 /// The files a cluster-state path stands for, in name order.

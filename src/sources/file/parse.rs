@@ -293,20 +293,61 @@ pub struct FilesBuilder {
     origin: BTreeMap<(&'static str, String), Arc<Path>>,
 }
 
+/// Where [`FilesBuilder::add_split`] puts a file's Services and EndpointSlices.
+pub enum LbSink<'a> {
+    /// Into the builder's own facts, each checked against every file added so far.
+    Builder,
+    /// Into this file's own facts (checked only against the file itself: the caller,
+    /// which keeps each file's facts apart, checks across files), naming endpoints'
+    /// nodes through `names`.
+    File {
+        facts: &'a mut LbFacts,
+        names: &'a mut services::Names,
+    },
+    /// Not read (their node-side neighbours still are).
+    Skip,
+}
+
+/// Kinds that are node-side facts: everything but Services and EndpointSlices.
+fn is_node_side(object: &Object) -> bool {
+    !matches!(object, Object::Service(_) | Object::EndpointSlice(_))
+}
+
 impl FilesBuilder {
     /// The objects of one file (`path` names it in errors).
     pub fn add(&mut self, path: &Path, text: &str) -> Result<(), SourceError> {
+        self.add_split(path, text, LbSink::Builder).map(|_| ())
+    }
+
+    /// The objects of one file: node-side objects (Nodes, CiliumNodes,
+    /// CiliumPodIPPools, cilium-config) into this builder, the LoadBalancer objects into
+    /// `lb`. True when the file holds any node-side object, so a caller that keeps
+    /// files apart knows which files the node state depends on.
+    pub fn add_split(
+        &mut self,
+        path: &Path,
+        text: &str,
+        mut lb: LbSink,
+    ) -> Result<bool, SourceError> {
         let at: Arc<Path> = Arc::from(path);
         let FilesBuilder {
-            files: ClusterFiles { state, lb },
-            names,
+            files: ClusterFiles { state, lb: own_lb },
+            names: own_names,
             origin,
         } = self;
         let in_file = |error: SourceError| SourceError::InFile {
             path: path.to_owned(),
             error: Box::new(error),
         };
+        let twice = |kind: &'static str, name: String| SourceError::Duplicate {
+            kind,
+            name,
+            first: path.to_owned(),
+            second: path.to_owned(),
+        };
+        let mut node_side = false;
         for_each_object(path, text, &mut |object| {
+            node_side |= is_node_side(&object);
             let (kind, name) = match object {
                 Object::Node(node) => {
                     let (name, facts) = objects::node_facts(&node).map_err(in_file)?;
@@ -332,15 +373,41 @@ impl FilesBuilder {
                     ("ConfigMap", CILIUM_CONFIG_NAME.to_owned())
                 }
                 Object::Service(service) => {
-                    let (key, facts) = services::service_facts(&service).map_err(in_file)?;
+                    let (facts, _) = match &mut lb {
+                        LbSink::Skip => return Ok(()),
+                        LbSink::Builder => (&mut *own_lb, &mut *own_names),
+                        LbSink::File { facts, names } => (&mut **facts, &mut **names),
+                    };
+                    let (key, service) = services::service_facts(&service).map_err(in_file)?;
                     let name = key.to_string();
-                    lb.services.insert(key, facts);
+                    let again = facts.services.insert(key, service).is_some();
+                    // The builder's own facts: the origin check below names both files.
+                    if let LbSink::File { .. } = lb {
+                        return if again {
+                            Err(twice("Service", name))
+                        } else {
+                            Ok(())
+                        };
+                    }
                     ("Service", name)
                 }
                 Object::EndpointSlice(slice) => {
-                    let (key, facts) = services::slice_facts(&slice, names).map_err(in_file)?;
+                    let (facts, names) = match &mut lb {
+                        LbSink::Skip => return Ok(()),
+                        LbSink::Builder => (&mut *own_lb, &mut *own_names),
+                        LbSink::File { facts, names } => (&mut **facts, &mut **names),
+                    };
+                    let (key, slice) = services::slice_facts(&slice, names).map_err(in_file)?;
                     let name = key.to_string();
-                    lb.slices.insert(key, facts);
+                    let again = facts.slices.insert(key, slice).is_some();
+                    // The builder's own facts: the origin check below names both files.
+                    if let LbSink::File { .. } = lb {
+                        return if again {
+                            Err(twice("EndpointSlice", name))
+                        } else {
+                            Ok(())
+                        };
+                    }
                     ("EndpointSlice", name)
                 }
             };
@@ -353,7 +420,8 @@ impl FilesBuilder {
                 });
             }
             Ok(())
-        })
+        })?;
+        Ok(node_side)
     }
 
     pub fn finish(self) -> ClusterFiles {

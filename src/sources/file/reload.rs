@@ -1,0 +1,276 @@
+//! The follower's reload ([`super::run`]): only the files whose metadata changed are
+//! read again.
+//!
+//! - Each file's last good read is remembered by its [`FileStamp`] and whether it holds
+//!   node-side objects (Nodes, CiliumNodes, CiliumPodIPPools, cilium-config).
+//! - The LoadBalancer facts are kept once, by object, each with the file that defines
+//!   it. A reload re-reads the changed files and sends exactly the objects whose facts
+//!   differ among the objects those files defined before or define now: an object that
+//!   moves from one changed file to another is changed (or not at all), never deleted
+//!   and added.
+//! - The node state is rebuilt only when a file that held or holds node-side objects
+//!   changed (always on the first load): from the changed files, read once, and the
+//!   other node-side files. A Service-only edit never re-reads the Nodes.
+//! - All or nothing, as [`super::load_files`]: a file that does not read or parse, or an
+//!   object another file also defines, fails the reload, and nothing of it is kept; the
+//!   failed files' stamps are not remembered, so the next change reads them again.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::parse::{FilesBuilder, LbSink};
+use super::{list_files, FileStamp};
+use crate::sources::error::SourceError;
+use crate::sources::model::ClusterState;
+use crate::sources::services::{self, LbFacts, LbUpdate, ObjectKey};
+
+/// What one file gave at its last good read.
+#[derive(Debug)]
+struct Seen {
+    stamp: FileStamp,
+    /// It holds node-side objects.
+    node_side: bool,
+}
+
+/// The result of one reload.
+#[derive(Debug, Default)]
+pub struct Reload {
+    /// The node-side state of every file, when it may have changed (a file that held or
+    /// holds node-side objects changed, or this is the first load); `None` when it
+    /// cannot have.
+    pub state: Option<ClusterState>,
+    /// The LoadBalancer objects whose facts changed: additions, then changes, then
+    /// deletions (each: Services, then EndpointSlices), as [`LbFacts::changes_to`].
+    pub lb: Vec<LbUpdate>,
+    /// The files read (for tests and logs).
+    pub read: usize,
+}
+
+/// The remembered files and facts of a followed cluster-state path.
+#[derive(Debug, Default)]
+pub struct Loader {
+    /// Also keep and diff the Services' and EndpointSlices' facts.
+    load_balancers: bool,
+    loaded: bool,
+    files: BTreeMap<PathBuf, Seen>,
+    services: BTreeMap<ObjectKey, (Arc<Path>, services::ServiceFacts)>,
+    slices: BTreeMap<ObjectKey, (Arc<Path>, services::SliceFacts)>,
+    names: services::Names,
+}
+
+/// One kind's new facts, from the changed files, with their files.
+type Fresh<F> = BTreeMap<ObjectKey, (Arc<Path>, F)>;
+
+impl Loader {
+    pub fn new(load_balancers: bool) -> Self {
+        Self {
+            load_balancers,
+            ..Self::default()
+        }
+    }
+
+    /// Reads what changed under `path` since the last good reload.
+    pub fn reload(&mut self, path: &Path) -> Result<Reload, SourceError> {
+        let listed = list_files(path)?;
+        let mut changed = Vec::new();
+        for file in &listed {
+            let stamp = FileStamp::of(file.clone())?;
+            if self.files.get(file).map(|s| &s.stamp) != Some(&stamp) {
+                changed.push(stamp);
+            }
+        }
+        let listed_set: HashSet<&PathBuf> = listed.iter().collect();
+        let removed: Vec<PathBuf> = self
+            .files
+            .keys()
+            .filter(|f| !listed_set.contains(f))
+            .cloned()
+            .collect();
+        if self.loaded && changed.is_empty() && removed.is_empty() {
+            return Ok(Reload::default());
+        }
+        // The node-side state of the changed files first; of the others once it is known
+        // to be needed.
+        let mut nodes = FilesBuilder::default();
+        let mut services: Fresh<services::ServiceFacts> = BTreeMap::new();
+        let mut slices: Fresh<services::SliceFacts> = BTreeMap::new();
+        let mut read = Vec::with_capacity(changed.len());
+        for stamp in changed {
+            let at: Arc<Path> = Arc::from(stamp.path.as_path());
+            let text = read_text(&stamp.path)?;
+            let mut facts = LbFacts::default();
+            let sink = if self.load_balancers {
+                LbSink::File {
+                    facts: &mut facts,
+                    names: &mut self.names,
+                }
+            } else {
+                LbSink::Skip
+            };
+            let node_side = nodes.add_split(&stamp.path, &text, sink)?;
+            drop(text);
+            take_fresh(&mut services, facts.services, &at, "Service")?;
+            take_fresh(&mut slices, facts.slices, &at, "EndpointSlice")?;
+            read.push(Seen { stamp, node_side });
+        }
+        let node_side_changed = read.iter().any(|s| s.node_side)
+            || read
+                .iter()
+                .filter_map(|s| self.files.get(&s.stamp.path))
+                .chain(removed.iter().filter_map(|f| self.files.get(f)))
+                .any(|s| s.node_side);
+        let mut files_read = read.len();
+        let state = if !self.loaded || node_side_changed {
+            let fresh: HashSet<&Path> = read.iter().map(|s| s.stamp.path.as_path()).collect();
+            for file in &listed {
+                let kept = self.files.get(file).filter(|s| s.node_side);
+                if kept.is_some() && !fresh.contains(file.as_path()) {
+                    let text = read_text(file)?;
+                    nodes.add_split(file, &text, LbSink::Skip)?;
+                    files_read += 1;
+                }
+            }
+            Some(nodes.finish().state)
+        } else {
+            None
+        };
+        // The files whose objects are replaced: an object defined in any other file is
+        // defined twice.
+        let replaced: HashSet<&Path> = read
+            .iter()
+            .map(|s| s.stamp.path.as_path())
+            .chain(removed.iter().map(|f| f.as_path()))
+            .collect();
+        check_elsewhere(&self.services, &services, &replaced, "Service")?;
+        check_elsewhere(&self.slices, &slices, &replaced, "EndpointSlice")?;
+
+        // Nothing fails from here on.
+        let lb = if self.load_balancers {
+            let services = merge(&mut self.services, services, &replaced);
+            let slices = merge(&mut self.slices, slices, &replaced);
+            order(services, slices)
+        } else {
+            Vec::new()
+        };
+        drop(replaced);
+        for file in &removed {
+            self.files.remove(file);
+        }
+        for seen in read {
+            self.files.insert(seen.stamp.path.clone(), seen);
+        }
+        self.loaded = true;
+        Ok(Reload {
+            state,
+            lb,
+            read: files_read,
+        })
+    }
+}
+
+fn read_text(file: &Path) -> Result<String, SourceError> {
+    std::fs::read_to_string(file).map_err(|e| SourceError::Io {
+        path: file.to_owned(),
+        reason: e.to_string(),
+    })
+}
+
+/// Moves one changed file's facts of a kind into `fresh`, refusing an object that
+/// another changed file also defines.
+fn take_fresh<F>(
+    fresh: &mut Fresh<F>,
+    facts: BTreeMap<ObjectKey, F>,
+    at: &Arc<Path>,
+    kind: &'static str,
+) -> Result<(), SourceError> {
+    for (key, facts) in facts {
+        if let Some((first, _)) = fresh.get(&key) {
+            return Err(SourceError::Duplicate {
+                kind,
+                name: key.to_string(),
+                first: first.to_path_buf(),
+                second: at.to_path_buf(),
+            });
+        }
+        fresh.insert(key, (Arc::clone(at), facts));
+    }
+    Ok(())
+}
+
+/// Refuses a fresh object that a file not re-read still defines.
+fn check_elsewhere<F>(
+    kept: &BTreeMap<ObjectKey, (Arc<Path>, F)>,
+    fresh: &Fresh<F>,
+    replaced: &HashSet<&Path>,
+    kind: &'static str,
+) -> Result<(), SourceError> {
+    for (key, (at, _)) in fresh {
+        if let Some((first, _)) = kept.get(key) {
+            if !replaced.contains(&**first) {
+                return Err(SourceError::Duplicate {
+                    kind,
+                    name: key.to_string(),
+                    first: first.to_path_buf(),
+                    second: at.to_path_buf(),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One kind's changes, by [`services::Change`], in key order.
+type Changes<F> = Vec<(ObjectKey, Option<F>, services::Change)>;
+
+/// Replaces the objects of the `replaced` files in `kept` with `fresh`; the changes.
+fn merge<F: PartialEq + Clone>(
+    kept: &mut BTreeMap<ObjectKey, (Arc<Path>, F)>,
+    fresh: Fresh<F>,
+    replaced: &HashSet<&Path>,
+) -> Changes<F> {
+    use services::Change;
+    let mut out = Vec::new();
+    let gone: Vec<ObjectKey> = kept
+        .iter()
+        .filter(|(key, (at, _))| replaced.contains(&**at) && !fresh.contains_key(*key))
+        .map(|(key, _)| key.clone())
+        .collect();
+    for (key, (at, facts)) in fresh {
+        let change = match kept.get(&key) {
+            None => Some(Change::Added),
+            Some((_, old)) if *old != facts => Some(Change::Changed),
+            Some(_) => None,
+        };
+        if let Some(change) = change {
+            out.push((key.clone(), Some(facts.clone()), change));
+        }
+        kept.insert(key, (at, facts));
+    }
+    for key in gone {
+        kept.remove(&key);
+        out.push((key, None, Change::Deleted));
+    }
+    out
+}
+
+/// Additions, then changes, then deletions; each: Services, then EndpointSlices.
+fn order(
+    services: Changes<services::ServiceFacts>,
+    slices: Changes<services::SliceFacts>,
+) -> Vec<LbUpdate> {
+    use services::Change;
+    let mut buckets: [Vec<LbUpdate>; 6] = Default::default();
+    let at = |change: Change| match change {
+        Change::Added => 0,
+        Change::Changed => 2,
+        Change::Deleted => 4,
+    };
+    for (key, facts, change) in services {
+        buckets[at(change)].push(LbUpdate::Service { key, facts });
+    }
+    for (key, facts, change) in slices {
+        buckets[at(change) + 1].push(LbUpdate::Slice { key, facts });
+    }
+    buckets.into_iter().flatten().collect()
+}
