@@ -29,6 +29,9 @@ use crate::sources::services::{self, LbFacts, LbUpdate, ObjectKey};
 #[derive(Debug)]
 struct Seen {
     stamp: FileStamp,
+    /// The file as its objects' facts name their origin: one allocation per read, so
+    /// "defined by this file" is a pointer comparison.
+    at: Arc<Path>,
     /// It holds node-side objects.
     node_side: bool,
 }
@@ -112,7 +115,11 @@ impl Loader {
             drop(text);
             take_fresh(&mut services, facts.services, &at, "Service")?;
             take_fresh(&mut slices, facts.slices, &at, "EndpointSlice")?;
-            read.push(Seen { stamp, node_side });
+            read.push(Seen {
+                stamp,
+                at,
+                node_side,
+            });
         }
         let node_side_changed = read.iter().any(|s| s.node_side)
             || read
@@ -135,13 +142,16 @@ impl Loader {
         } else {
             None
         };
-        // The files whose objects are replaced: an object defined in any other file is
-        // defined twice.
-        let replaced: HashSet<&Path> = read
-            .iter()
-            .map(|s| s.stamp.path.as_path())
-            .chain(removed.iter().map(|f| f.as_path()))
-            .collect();
+        // The files whose objects are replaced (as they were last read): an object
+        // defined in any other file is defined twice.
+        let replaced = Replaced(
+            read.iter()
+                .map(|s| &s.stamp.path)
+                .chain(&removed)
+                .filter_map(|f| self.files.get(f))
+                .map(|s| Arc::clone(&s.at))
+                .collect(),
+        );
         check_elsewhere(&self.services, &services, &replaced, "Service")?;
         check_elsewhere(&self.slices, &slices, &replaced, "EndpointSlice")?;
 
@@ -198,16 +208,27 @@ fn take_fresh<F>(
     Ok(())
 }
 
+/// The files a reload re-read or lost, by their last read's [`Seen::at`].
+struct Replaced(Vec<Arc<Path>>);
+
+impl Replaced {
+    /// `at` is one of them: the same allocation (a few files per reload, against every
+    /// object's origin: no hashing of paths).
+    fn contains(&self, at: &Arc<Path>) -> bool {
+        self.0.iter().any(|r| Arc::ptr_eq(r, at))
+    }
+}
+
 /// Refuses a fresh object that a file not re-read still defines.
 fn check_elsewhere<F>(
     kept: &BTreeMap<ObjectKey, (Arc<Path>, F)>,
     fresh: &Fresh<F>,
-    replaced: &HashSet<&Path>,
+    replaced: &Replaced,
     kind: &'static str,
 ) -> Result<(), SourceError> {
     for (key, (at, _)) in fresh {
         if let Some((first, _)) = kept.get(key) {
-            if !replaced.contains(&**first) {
+            if !replaced.contains(first) {
                 return Err(SourceError::Duplicate {
                     kind,
                     name: key.to_string(),
@@ -227,13 +248,13 @@ type Changes<F> = Vec<(ObjectKey, Option<F>, services::Change)>;
 fn merge<F: PartialEq + Clone>(
     kept: &mut BTreeMap<ObjectKey, (Arc<Path>, F)>,
     fresh: Fresh<F>,
-    replaced: &HashSet<&Path>,
+    replaced: &Replaced,
 ) -> Changes<F> {
     use services::Change;
     let mut out = Vec::new();
     let gone: Vec<ObjectKey> = kept
         .iter()
-        .filter(|(key, (at, _))| replaced.contains(&**at) && !fresh.contains_key(*key))
+        .filter(|(key, (at, _))| replaced.contains(at) && !fresh.contains_key(*key))
         .map(|(key, _)| key.clone())
         .collect();
     for (key, (at, facts)) in fresh {
