@@ -4,7 +4,7 @@
 //! - Each file's last good read is remembered by its [`FileStamp`] and whether it holds
 //!   node-side objects (Nodes, CiliumNodes, CiliumPodIPPools, cilium-config).
 //! - The LoadBalancer facts are kept once, by object, each with the file that defines
-//!   it. A reload re-reads the changed files and sends exactly the objects whose facts
+//!   it; each file keeps the keys of its objects. A reload re-reads the changed files and sends exactly the objects whose facts
 //!   differ among the objects those files defined before or define now: an object that
 //!   moves from one changed file to another is changed (or not at all), never deleted
 //!   and added.
@@ -34,6 +34,10 @@ struct Seen {
     at: Arc<Path>,
     /// It holds node-side objects.
     node_side: bool,
+    /// The Services and EndpointSlices it defines: a reload of the file finds what it
+    /// no longer defines without a scan of every object.
+    services: Box<[ObjectKey]>,
+    slices: Box<[ObjectKey]>,
 }
 
 /// The result of one reload.
@@ -113,12 +117,14 @@ impl Loader {
             };
             let node_side = nodes.add_split(&stamp.path, &text, sink)?;
             drop(text);
-            take_fresh(&mut services, facts.services, &at, "Service")?;
-            take_fresh(&mut slices, facts.slices, &at, "EndpointSlice")?;
+            let service_keys = take_fresh(&mut services, facts.services, &at, "Service")?;
+            let slice_keys = take_fresh(&mut slices, facts.slices, &at, "EndpointSlice")?;
             read.push(Seen {
                 stamp,
                 at,
                 node_side,
+                services: service_keys,
+                slices: slice_keys,
             });
         }
         let node_side_changed = read.iter().any(|s| s.node_side)
@@ -144,21 +150,24 @@ impl Loader {
         };
         // The files whose objects are replaced (as they were last read): an object
         // defined in any other file is defined twice.
-        let replaced = Replaced(
-            read.iter()
-                .map(|s| &s.stamp.path)
-                .chain(&removed)
-                .filter_map(|f| self.files.get(f))
-                .map(|s| Arc::clone(&s.at))
-                .collect(),
-        );
+        let before: Vec<&Seen> = read
+            .iter()
+            .map(|s| &s.stamp.path)
+            .chain(&removed)
+            .filter_map(|f| self.files.get(f))
+            .collect();
+        let replaced = Replaced(before.iter().map(|s| Arc::clone(&s.at)).collect());
         check_elsewhere(&self.services, &services, &replaced, "Service")?;
         check_elsewhere(&self.slices, &slices, &replaced, "EndpointSlice")?;
 
         // Nothing fails from here on.
         let lb = if self.load_balancers {
-            let services = merge(&mut self.services, services, &replaced);
-            let slices = merge(&mut self.slices, slices, &replaced);
+            let old = |keys: fn(&Seen) -> &[ObjectKey]| -> Vec<ObjectKey> {
+                before.iter().flat_map(|s| keys(s)).cloned().collect()
+            };
+            let (old_services, old_slices) = (old(|s| &s.services), old(|s| &s.slices));
+            let services = merge(&mut self.services, services, old_services);
+            let slices = merge(&mut self.slices, slices, old_slices);
             order(services, slices)
         } else {
             Vec::new()
@@ -187,13 +196,14 @@ fn read_text(file: &Path) -> Result<String, SourceError> {
 }
 
 /// Moves one changed file's facts of a kind into `fresh`, refusing an object that
-/// another changed file also defines.
+/// another changed file also defines; the file's keys.
 fn take_fresh<F>(
     fresh: &mut Fresh<F>,
     facts: BTreeMap<ObjectKey, F>,
     at: &Arc<Path>,
     kind: &'static str,
-) -> Result<(), SourceError> {
+) -> Result<Box<[ObjectKey]>, SourceError> {
+    let keys = facts.keys().cloned().collect();
     for (key, facts) in facts {
         if let Some((first, _)) = fresh.get(&key) {
             return Err(SourceError::Duplicate {
@@ -205,7 +215,7 @@ fn take_fresh<F>(
         }
         fresh.insert(key, (Arc::clone(at), facts));
     }
-    Ok(())
+    Ok(keys)
 }
 
 /// The files a reload re-read or lost, by their last read's [`Seen::at`].
@@ -244,18 +254,18 @@ fn check_elsewhere<F>(
 /// One kind's changes, by [`services::Change`], in key order.
 type Changes<F> = Vec<(ObjectKey, Option<F>, services::Change)>;
 
-/// Replaces the objects of the `replaced` files in `kept` with `fresh`; the changes.
+/// Replaces the objects of the re-read or lost files (`old`: what they defined) in
+/// `kept` with `fresh`; the changes.
 fn merge<F: PartialEq + Clone>(
     kept: &mut BTreeMap<ObjectKey, (Arc<Path>, F)>,
     fresh: Fresh<F>,
-    replaced: &Replaced,
+    old: Vec<ObjectKey>,
 ) -> Changes<F> {
     use services::Change;
     let mut out = Vec::new();
-    let gone: Vec<ObjectKey> = kept
-        .iter()
-        .filter(|(key, (at, _))| replaced.contains(at) && !fresh.contains_key(*key))
-        .map(|(key, _)| key.clone())
+    let gone: Vec<ObjectKey> = old
+        .into_iter()
+        .filter(|key| !fresh.contains_key(key))
         .collect();
     for (key, (at, facts)) in fresh {
         let change = match kept.get(&key) {
