@@ -92,15 +92,16 @@ pub async fn run(config: FileSourceConfig, out: SourceSender) -> Result<(), Clos
     let mut errors = ErrorLog::default();
     let mut memory = CiliumConfigMemory::default();
     // The files and LoadBalancer facts read so far: a reload reads only what changed.
-    // Shared with the blocking task that reads. A reload changes it only after every
-    // file is read and checked, so a panic while reading (none is known) leaves it as a
-    // failed reload does.
-    let loader = Arc::new(std::sync::Mutex::new(reload::Loader::new(
-        config.load_balancers,
+    // The poller and the loader live on a blocking thread's side: every poll stats
+    // each file, which is no work for a runtime worker that also runs the peer tasks.
+    // A reload changes the loader only after every file is read and checked, so a
+    // panic while reading (none is known) leaves it as a failed reload does.
+    let files = Arc::new(std::sync::Mutex::new((
+        Poller::new(config.path.clone()),
+        reload::Loader::new(config.load_balancers),
     )));
     let mut lb_synced = false;
     let mut refused = RefusedIngress::default();
-    let mut poller = Poller::new(config.path.clone());
     let mut tick = tokio::time::interval(config.poll);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -108,24 +109,23 @@ pub async fn run(config: FileSourceConfig, out: SourceSender) -> Result<(), Clos
         if out.is_closed() {
             return Err(Closed);
         }
-        if !poller.changed() {
-            continue;
-        }
         let path = config.path.clone();
-        let shared = Arc::clone(&loader);
+        let shared = Arc::clone(&files);
         let loaded = tokio::task::spawn_blocking(move || {
-            let mut loader = shared
+            let mut files = shared
                 .lock()
                 .unwrap_or_else(|poisoned| poisoned.into_inner());
-            loader.reload(&path)
+            let (poller, loader) = &mut *files;
+            poller.changed().then(|| loader.reload(&path))
         })
         .await
         .unwrap_or_else(|e| {
-            Err(SourceError::Io {
+            Some(Err(SourceError::Io {
                 path: config.path.clone(),
                 reason: format!("loader task failed: {e}"),
-            })
+            }))
         });
+        let Some(loaded) = loaded else { continue };
         match loaded {
             Ok(reload::Reload { state, lb, .. }) => {
                 errors.clear(&config.path);
