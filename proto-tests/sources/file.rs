@@ -1060,6 +1060,20 @@ fn reload_reads_only_what_changed_and_sends_exactly_the_differences() {
         step(&mut loader, 2, true),
         ["slice shop/a2-1 [(\"n1\", 1), (\"n3\", 1)]"]
     );
+    // An object twice within one re-read file: refused, naming that file twice.
+    let twice = dir.join("twice.yaml");
+    let slice = slice_doc("shop", "t-1", "t", &["n1"]);
+    write_atomic(&twice, &(slice.clone() + &slice));
+    let err = loader.reload(&dir).unwrap_err().to_string();
+    assert_eq!(
+        err,
+        format!(
+            "EndpointSlice shop/t-1 is defined twice: in {} and in {}",
+            twice.display(),
+            twice.display()
+        )
+    );
+    std::fs::remove_file(&twice).unwrap();
     // Removing a file deletes exactly its objects.
     std::fs::remove_file(dir.join("c.yaml")).unwrap();
     assert_eq!(step(&mut loader, 0, false), ["service shop/a2 deleted"]);

@@ -64,7 +64,7 @@ pub fn load(path: &Path) -> Result<ClusterState, SourceError> {
 }
 
 /// Reads a cluster-state path once: its node facts and its Services' and
-/// EndpointSlices' facts (the one-shot commands, and each reload of [`run`]).
+/// EndpointSlices' facts (the one-shot commands; [`run`] re-reads through [`reload`]).
 ///
 /// One file at a time: each text is dropped once its objects are facts, so the memory a
 /// reload takes is that of the largest file, not of all of them.
@@ -109,14 +109,13 @@ pub async fn run(config: FileSourceConfig, out: SourceSender) -> Result<(), Clos
         if out.is_closed() {
             return Err(Closed);
         }
-        let path = config.path.clone();
         let shared = Arc::clone(&files);
         let loaded = tokio::task::spawn_blocking(move || {
             let mut files = shared
                 .lock()
                 .unwrap_or_else(|poisoned| poisoned.into_inner());
             let (poller, loader) = &mut *files;
-            poller.changed().then(|| loader.reload(&path))
+            poller.changed().map(|files| loader.reload_listed(files))
         })
         .await
         .unwrap_or_else(|e| {
@@ -201,7 +200,7 @@ pub async fn watch_text_file(
         if out.is_closed() {
             return Err(Closed);
         }
-        if !poller.changed() {
+        if poller.changed().is_none() {
             continue;
         }
         match std::fs::read_to_string(&path) {
@@ -274,36 +273,35 @@ impl Poller {
         }
     }
 
-    fn changed(&mut self) -> bool {
+    /// The files (or the error) to load now, when it is time to.
+    fn changed(&mut self) -> Option<&Fingerprint> {
         let now = fingerprint(&self.path);
-        if self.applied.is_none() {
-            self.applied = Some(now);
-            return true;
+        let load = match &self.applied {
+            None => true,
+            Some(applied) if *applied == now => false,
+            // Changed: loaded once it is the same for one poll.
+            Some(_) => self.pending.as_ref() == Some(&now),
+        };
+        if !load {
+            let unchanged = self.applied.as_ref() == Some(&now);
+            self.pending = (!unchanged).then_some(now);
+            return None;
         }
-        if self.applied.as_ref() == Some(&now) {
-            self.pending = None;
-            return false;
-        }
-        if self.pending.as_ref() == Some(&now) {
-            self.pending = None;
-            self.applied = Some(now);
-            return true;
-        }
-        self.pending = Some(now);
-        false
+        self.pending = None;
+        Some(self.applied.insert(now))
     }
 }
 
 /// What the files look like from their metadata; an error is a fingerprint too, so
 /// going from broken to fixed (or back) is a change.
 #[derive(Clone, Debug, PartialEq, Eq)]
-enum Fingerprint {
+pub(crate) enum Fingerprint {
     Files(Vec<FileStamp>),
-    Error(String),
+    Error(SourceError),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-struct FileStamp {
+pub(crate) struct FileStamp {
     path: PathBuf,
     len: u64,
     modified: Option<SystemTime>,
@@ -312,18 +310,11 @@ struct FileStamp {
 }
 
 fn fingerprint(path: &Path) -> Fingerprint {
-    let files = match list_files(path) {
-        Ok(files) => files,
-        Err(e) => return Fingerprint::Error(e.to_string()),
-    };
-    let mut stamps = Vec::with_capacity(files.len());
-    for file in files {
-        match FileStamp::of(file) {
-            Ok(stamp) => stamps.push(stamp),
-            Err(e) => return Fingerprint::Error(e.to_string()),
-        }
+    let stamps = list_files(path).and_then(|files| files.into_iter().map(FileStamp::of).collect());
+    match stamps {
+        Ok(stamps) => Fingerprint::Files(stamps),
+        Err(e) => Fingerprint::Error(e),
     }
-    Fingerprint::Files(stamps)
 }
 
 impl FileStamp {
@@ -411,15 +402,18 @@ mod tests {
         let file = dir.join("state.yaml");
         std::fs::write(&file, "a").unwrap();
         let mut poller = Poller::new(file.clone());
-        assert!(poller.changed(), "first poll loads");
-        assert!(!poller.changed(), "unchanged");
+        assert!(poller.changed().is_some(), "first poll loads");
+        assert!(poller.changed().is_none(), "unchanged");
         std::fs::write(&file, "bb").unwrap();
-        assert!(!poller.changed(), "a change waits one poll");
-        assert!(poller.changed(), "stable change loads");
-        assert!(!poller.changed());
+        assert!(poller.changed().is_none(), "a change waits one poll");
+        assert!(poller.changed().is_some(), "stable change loads");
+        assert!(poller.changed().is_none());
         std::fs::remove_file(&file).unwrap();
-        assert!(!poller.changed());
-        assert!(poller.changed(), "a missing file is a change (to an error)");
+        assert!(poller.changed().is_none());
+        assert!(
+            poller.changed().is_some(),
+            "a missing file is a change (to an error)"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -308,6 +308,21 @@ pub enum LbSink<'a> {
     Skip,
 }
 
+impl LbSink<'_> {
+    /// Where a LoadBalancer object goes: `None` when it is skipped.
+    fn target<'s>(
+        &'s mut self,
+        own: &'s mut LbFacts,
+        own_names: &'s mut services::Names,
+    ) -> Option<(&'s mut LbFacts, &'s mut services::Names)> {
+        match self {
+            LbSink::Builder => Some((own, own_names)),
+            LbSink::File { facts, names } => Some((&mut **facts, &mut **names)),
+            LbSink::Skip => None,
+        }
+    }
+}
+
 /// Kinds that are node-side facts: everything but Services and EndpointSlices.
 fn is_node_side(object: &Object) -> bool {
     !matches!(object, Object::Service(_) | Object::EndpointSlice(_))
@@ -339,15 +354,10 @@ impl FilesBuilder {
             path: path.to_owned(),
             error: Box::new(error),
         };
-        let twice = |kind: &'static str, name: String| SourceError::Duplicate {
-            kind,
-            name,
-            first: path.to_owned(),
-            second: path.to_owned(),
-        };
         let mut node_side = false;
         for_each_object(path, text, &mut |object| {
             node_side |= is_node_side(&object);
+            let mut again = false;
             let (kind, name) = match object {
                 Object::Node(node) => {
                     let (name, facts) = objects::node_facts(&node).map_err(in_file)?;
@@ -373,44 +383,38 @@ impl FilesBuilder {
                     ("ConfigMap", CILIUM_CONFIG_NAME.to_owned())
                 }
                 Object::Service(service) => {
-                    let (facts, _) = match &mut lb {
-                        LbSink::Skip => return Ok(()),
-                        LbSink::Builder => (&mut *own_lb, &mut *own_names),
-                        LbSink::File { facts, names } => (&mut **facts, &mut **names),
+                    let Some((facts, _)) = lb.target(own_lb, own_names) else {
+                        return Ok(());
                     };
                     let (key, service) = services::service_facts(&service).map_err(in_file)?;
                     let name = key.to_string();
-                    let again = facts.services.insert(key, service).is_some();
-                    // The builder's own facts: the origin check below names both files.
-                    if let LbSink::File { .. } = lb {
-                        return if again {
-                            Err(twice("Service", name))
-                        } else {
-                            Ok(())
-                        };
-                    }
+                    again = facts.services.insert(key, service).is_some();
                     ("Service", name)
                 }
                 Object::EndpointSlice(slice) => {
-                    let (facts, names) = match &mut lb {
-                        LbSink::Skip => return Ok(()),
-                        LbSink::Builder => (&mut *own_lb, &mut *own_names),
-                        LbSink::File { facts, names } => (&mut **facts, &mut **names),
+                    let Some((facts, names)) = lb.target(own_lb, own_names) else {
+                        return Ok(());
                     };
                     let (key, slice) = services::slice_facts(&slice, names).map_err(in_file)?;
                     let name = key.to_string();
-                    let again = facts.slices.insert(key, slice).is_some();
-                    // The builder's own facts: the origin check below names both files.
-                    if let LbSink::File { .. } = lb {
-                        return if again {
-                            Err(twice("EndpointSlice", name))
-                        } else {
-                            Ok(())
-                        };
-                    }
+                    again = facts.slices.insert(key, slice).is_some();
                     ("EndpointSlice", name)
                 }
             };
+            // A file's own facts are checked within the file only; the builder's own
+            // facts (and node-side objects) by the origin check, which names both files.
+            if matches!(lb, LbSink::File { .. }) && matches!(kind, "Service" | "EndpointSlice") {
+                return if again {
+                    Err(SourceError::Duplicate {
+                        kind,
+                        name,
+                        first: path.to_owned(),
+                        second: path.to_owned(),
+                    })
+                } else {
+                    Ok(())
+                };
+            }
             if let Some(first) = origin.insert((kind, name.clone()), Arc::clone(&at)) {
                 return Err(SourceError::Duplicate {
                     kind,

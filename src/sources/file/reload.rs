@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::parse::{FilesBuilder, LbSink};
-use super::{list_files, FileStamp};
+use super::{fingerprint, FileStamp, Fingerprint};
 use crate::sources::error::SourceError;
 use crate::sources::model::ClusterState;
 use crate::sources::services::{self, LbFacts, LbUpdate, ObjectKey};
@@ -79,15 +79,22 @@ impl Loader {
 
     /// Reads what changed under `path` since the last good reload.
     pub fn reload(&mut self, path: &Path) -> Result<Reload, SourceError> {
-        let listed = list_files(path)?;
-        let mut changed = Vec::new();
-        for file in &listed {
-            let stamp = FileStamp::of(file.clone())?;
-            if self.files.get(file).map(|s| &s.stamp) != Some(&stamp) {
-                changed.push(stamp);
-            }
-        }
-        let listed_set: HashSet<&PathBuf> = listed.iter().collect();
+        self.reload_listed(&fingerprint(path))
+    }
+
+    /// [`Loader::reload`] of the files as the poller just listed and stamped them.
+    pub(crate) fn reload_listed(&mut self, files: &Fingerprint) -> Result<Reload, SourceError> {
+        let stamps = match files {
+            Fingerprint::Files(stamps) => stamps,
+            Fingerprint::Error(e) => return Err(e.clone()),
+        };
+        let listed: Vec<&PathBuf> = stamps.iter().map(|s| &s.path).collect();
+        let changed: Vec<FileStamp> = stamps
+            .iter()
+            .filter(|stamp| self.files.get(&stamp.path).map(|s| &s.stamp) != Some(stamp))
+            .cloned()
+            .collect();
+        let listed_set: HashSet<&PathBuf> = listed.iter().copied().collect();
         let removed: Vec<PathBuf> = self
             .files
             .keys()
@@ -136,7 +143,7 @@ impl Loader {
         let mut files_read = read.len();
         let state = if !self.loaded || node_side_changed {
             let fresh: HashSet<&Path> = read.iter().map(|s| s.stamp.path.as_path()).collect();
-            for file in &listed {
+            for file in listed {
                 let kept = self.files.get(file).filter(|s| s.node_side);
                 if kept.is_some() && !fresh.contains(file.as_path()) {
                     let text = read_text(file)?;
@@ -156,9 +163,8 @@ impl Loader {
             .chain(&removed)
             .filter_map(|f| self.files.get(f))
             .collect();
-        let replaced = Replaced(before.iter().map(|s| Arc::clone(&s.at)).collect());
-        check_elsewhere(&self.services, &services, &replaced, "Service")?;
-        check_elsewhere(&self.slices, &slices, &replaced, "EndpointSlice")?;
+        check_elsewhere(&self.services, &services, &before, "Service")?;
+        check_elsewhere(&self.slices, &slices, &before, "EndpointSlice")?;
 
         // Nothing fails from here on.
         let lb = if self.load_balancers {
@@ -172,7 +178,6 @@ impl Loader {
         } else {
             Vec::new()
         };
-        drop(replaced);
         for file in &removed {
             self.files.remove(file);
         }
@@ -218,27 +223,18 @@ fn take_fresh<F>(
     Ok(keys)
 }
 
-/// The files a reload re-read or lost, by their last read's [`Seen::at`].
-struct Replaced(Vec<Arc<Path>>);
-
-impl Replaced {
-    /// `at` is one of them: the same allocation (a few files per reload, against every
-    /// object's origin: no hashing of paths).
-    fn contains(&self, at: &Arc<Path>) -> bool {
-        self.0.iter().any(|r| Arc::ptr_eq(r, at))
-    }
-}
-
-/// Refuses a fresh object that a file not re-read still defines.
+/// Refuses a fresh object that a file not re-read still defines (`replaced`: the
+/// files re-read or lost, as last read; an object's origin is the same allocation as
+/// its file's [`Seen::at`], so no path is compared).
 fn check_elsewhere<F>(
     kept: &BTreeMap<ObjectKey, (Arc<Path>, F)>,
     fresh: &Fresh<F>,
-    replaced: &Replaced,
+    replaced: &[&Seen],
     kind: &'static str,
 ) -> Result<(), SourceError> {
     for (key, (at, _)) in fresh {
         if let Some((first, _)) = kept.get(key) {
-            if !replaced.contains(first) {
+            if !replaced.iter().any(|s| Arc::ptr_eq(&s.at, first)) {
                 return Err(SourceError::Duplicate {
                     kind,
                     name: key.to_string(),
