@@ -28,7 +28,9 @@ use crate::bgp::session::{
 };
 use crate::bgp::wire::{check_header, decode_message_bytes, encode_message, AfiSafi, Message};
 use crate::config::PeerKey;
+use crate::routes::drain::{Drain, DrainAction, DrainInput, RouteClass, Treatment};
 use crate::routes::next_hop::SessionNextHops;
+use crate::routes::stop::{self as stop_rule, ClassStop, SessionFacts, SessionStop};
 use crate::routes::{self, DesiredRoutes};
 use bytes::{Buf, BytesMut};
 use std::collections::BTreeMap;
@@ -62,18 +64,6 @@ type Dial = Pin<Box<dyn Future<Output = Result<TcpStream, PeerError>> + Send>>;
 enum LinkRole {
     Main,
     Candidate,
-}
-
-impl Drain {
-    /// The next moment the drain must act: the end of the grace period, then the bound
-    /// on writing the withdrawals.
-    fn deadline(&self) -> Instant {
-        if self.withdrawing {
-            self.until + CLOSE_TIMEOUT
-        } else {
-            self.until
-        }
-    }
 }
 
 impl LinkRole {
@@ -163,16 +153,6 @@ impl Conn {
         })
         .await;
     }
-}
-
-/// A graceful shutdown in progress (RFC 8326 section 4): our routes went out again with
-/// GRACEFUL_SHUTDOWN; at `until` they are withdrawn, then the session stops.
-struct Drain {
-    until: Instant,
-    /// The Cease that ends it.
-    reason: StopReason,
-    /// The routes are being withdrawn (the grace period is over).
-    withdrawing: bool,
 }
 
 /// What woke the task.
@@ -317,23 +297,22 @@ impl Task {
             let now = Instant::now();
             self.beat.beat(now);
             match event {
-                Event::Shutdown(mode) => {
+                Event::Shutdown(mode) => match self.graceful.as_mut() {
                     // A second request during a drain ends it at once.
-                    if self.graceful.is_some() || !self.begin_drain(now, &mode) {
-                        self.shutdown(now, mode).await;
-                        break;
-                    }
-                }
-                Event::ShutdownClosed => {
-                    shutdown_open = false;
-                    if self.graceful.is_none() {
-                        // The daemon is gone: leave as a restart would, routes kept by a
-                        // GR peer (or drained first).
-                        let mode = Shutdown::Restart(DAEMON_GONE_MESSAGE.into());
-                        if !self.begin_drain(now, &mode) {
-                            self.shutdown(now, mode).await;
+                    Some(drain) => drain.handle(now, DrainInput::StopNow(mode.reason_now())),
+                    None => {
+                        if self.begin_stop(now, &mode).await {
                             break;
                         }
+                    }
+                },
+                Event::ShutdownClosed => {
+                    shutdown_open = false;
+                    // The daemon is gone: leave as a restart would, routes kept by a GR
+                    // peer (or drained first).
+                    let mode = Shutdown::Restart(DAEMON_GONE_MESSAGE.into());
+                    if self.graceful.is_none() && self.begin_stop(now, &mode).await {
+                        break;
                     }
                 }
                 Event::Timeout => self.timeout(now).await,
@@ -347,13 +326,13 @@ impl Task {
                 Event::InboundClosed => inbound = None,
                 Event::Desired => {
                     let d = desired.borrow_and_update().clone();
-                    match &self.graceful {
-                        // Withdrawing: nothing goes out again.
-                        Some(drain) if drain.withdrawing => {}
-                        Some(_) => self
+                    match self.treatment(RouteClass::PodCidrs) {
+                        Treatment::AsPlanned => self.rib.set_desired(d),
+                        Treatment::Marked => self
                             .rib
                             .set_desired(Arc::new(routes::graceful_shutdown(&d))),
-                        None => self.rib.set_desired(d),
+                        // Withdrawing: nothing goes out again.
+                        Treatment::Withheld => {}
                     }
                     if self.rib.has_work() {
                         // Changes that arrive before the last one is written are
@@ -401,7 +380,7 @@ impl Task {
             self.candidate
                 .as_ref()
                 .and_then(|c| c.session.poll_timeout()),
-            self.graceful.as_ref().map(Drain::deadline),
+            self.graceful.as_ref().and_then(Drain::poll_timeout),
         ]
         .into_iter()
         .flatten()
@@ -511,10 +490,10 @@ impl Task {
         let Some(taken) = lb.take() else {
             return;
         };
-        let mut mark = match &self.graceful {
-            Some(drain) if drain.withdrawing => return,
-            Some(_) => Some(routes::GracefulShutdownMark::default()),
-            None => None,
+        let mut mark = match self.treatment(RouteClass::LoadBalancer) {
+            Treatment::Withheld => return,
+            Treatment::Marked => Some(routes::GracefulShutdownMark::default()),
+            Treatment::AsPlanned => None,
         };
         match taken {
             LbTake::Full(mut full) => {
@@ -1008,95 +987,125 @@ impl Task {
         }
     }
 
-    async fn shutdown(&mut self, now: Instant, mode: Shutdown) {
-        info!(mode = ?mode, "shutting down");
-        let reason = match mode {
-            Shutdown::Admin(m) => StopReason::AdminShutdown(m),
-            Shutdown::Restart(m) => StopReason::Restart(m),
-            Shutdown::Deconfigured => StopReason::PeerDeconfigured,
-        };
-        self.stop(now, reason).await;
+    /// How a route of `class` goes to the peer now: as planned unless a drain says
+    /// otherwise.
+    fn treatment(&self, class: RouteClass) -> Treatment {
+        self.graceful
+            .as_ref()
+            .map_or(Treatment::AsPlanned, |d| d.treatment(class))
     }
 
-    /// Starts a graceful shutdown (RFC 8326) when `mode` ends the session for good while
-    /// the peer holds our routes: every route goes out again with GRACEFUL_SHUTDOWN
-    /// (65535:0), so the peer and those behind it move traffic to other paths while the
-    /// routes still work; [`Task::drain_step`] withdraws them after the grace period.
-    /// Not for an administrative shutdown (an operator's "now"), nor a restart that
-    /// graceful restart covers (the peer keeps the routes as stale and needs no warning),
-    /// nor a session that is not Established (the peer holds nothing). Returns whether
-    /// it started.
-    fn begin_drain(&mut self, now: Instant, mode: &Shutdown) -> bool {
-        let grace = self.spec.graceful_shutdown;
-        if grace.is_zero() || self.main.session.state() != State::Established {
-            return false;
-        }
-        let reason = match mode {
-            Shutdown::Admin(_) => return false,
-            Shutdown::Restart(_) if self.main.session.graceful_restart_in_force() => return false,
-            Shutdown::Restart(m) => StopReason::AdminShutdown(m.clone()),
-            Shutdown::Deconfigured => StopReason::PeerDeconfigured,
+    /// Carries out what `routes::stop::session_stop` makes of `mode` for this session:
+    /// a stop now (returns true: the task ends), or a graceful shutdown (RFC 8326) of
+    /// the classes it names, which [`Task::drain_step`] moves on.
+    async fn begin_stop(&mut self, now: Instant, mode: &Shutdown) -> bool {
+        let facts = SessionFacts {
+            established: self.main.session.state() == State::Established,
+            graceful_restart: self.main.session.graceful_restart_in_force(),
+            grace: self.spec.graceful_shutdown,
         };
-        info!(
-            grace_secs = grace.as_secs_f64(),
-            then = %reason,
-            "graceful shutdown: routes re-advertised with GRACEFUL_SHUTDOWN, withdrawn after the grace period"
-        );
-        // A connection the peer opened meanwhile has no routes of ours: it goes now.
-        if let Some(c) = self.candidate.as_mut() {
-            c.session.handle(
-                now,
-                Input::Stop {
-                    reason: reason.clone(),
-                },
-            );
+        match stop_rule::session_stop(mode, facts) {
+            SessionStop::Now(reason) => {
+                info!(mode = ?mode, "shutting down");
+                self.stop(now, reason).await;
+                true
+            }
+            SessionStop::Drain {
+                classes,
+                grace,
+                then,
+            } => {
+                info!(
+                    grace_secs = grace.as_secs_f64(),
+                    pod_cidrs = ?classes.pod_cidrs,
+                    load_balancer = ?classes.load_balancer,
+                    then = %then,
+                    "graceful shutdown: routes re-advertised with GRACEFUL_SHUTDOWN, withdrawn after the grace period"
+                );
+                self.graceful = Some(Drain::start(now, classes, grace, then));
+                match self.carry_out_drain(now).await {
+                    Some(reason) => {
+                        self.stop(now, reason).await;
+                        true
+                    }
+                    None => false,
+                }
+            }
         }
-        let marked = routes::graceful_shutdown(self.rib.desired());
-        let mut mark = routes::GracefulShutdownMark::default();
-        let lb = self
-            .rib
-            .lb()
-            .iter()
-            .map(|(p, a)| (*p, mark.mark(a)))
-            .collect();
-        self.rib.set_layers(Arc::new(marked), lb);
-        self.changed_at.get_or_insert(now);
-        self.graceful = Some(Drain {
-            until: now + grace,
-            reason,
-            withdrawing: false,
-        });
-        true
     }
 
-    /// Moves a graceful shutdown on: withdraws every route once the grace period is
-    /// over, and returns the Cease to stop with once they are written (or after
-    /// [`CLOSE_TIMEOUT`] more, should the peer not read them), or at once when the
-    /// session went down meanwhile (the peer dropped our routes with it; no new one
-    /// may start).
+    /// Carries out the drain's actions; returns the reason to stop with once it is over.
+    async fn carry_out_drain(&mut self, now: Instant) -> Option<StopReason> {
+        while let Some(action) = self.graceful.as_mut().and_then(Drain::poll_action) {
+            match action {
+                DrainAction::StopCandidate(reason) => {
+                    // Its NOTIFICATION goes out at the next drain step, then it is gone.
+                    if let Some(c) = self.candidate.as_mut() {
+                        c.session.handle(now, Input::Stop { reason });
+                    }
+                }
+                DrainAction::Mark(classes) => {
+                    let pod = match classes.pod_cidrs {
+                        ClassStop::Drain => Arc::new(routes::graceful_shutdown(self.rib.desired())),
+                        ClassStop::Keep => Arc::clone(self.rib.desired()),
+                    };
+                    let lb = match classes.load_balancer {
+                        ClassStop::Drain => {
+                            let mut mark = routes::GracefulShutdownMark::default();
+                            self.rib
+                                .lb()
+                                .iter()
+                                .map(|(p, a)| (*p, mark.mark(a)))
+                                .collect()
+                        }
+                        ClassStop::Keep => self.rib.lb().clone(),
+                    };
+                    self.rib.set_layers(pod, lb);
+                    self.changed_at.get_or_insert(now);
+                }
+                DrainAction::Withdraw(classes) => {
+                    info!("grace period over: withdrawing the drained routes");
+                    let pod = match classes.pod_cidrs {
+                        ClassStop::Drain => Arc::new(DesiredRoutes::new()),
+                        ClassStop::Keep => Arc::clone(self.rib.desired()),
+                    };
+                    let lb = match classes.load_balancer {
+                        ClassStop::Drain => Default::default(),
+                        ClassStop::Keep => self.rib.lb().clone(),
+                    };
+                    self.rib.set_layers(pod, lb);
+                    self.after_event(now).await;
+                }
+                DrainAction::Stop(reason) => return Some(reason),
+            }
+        }
+        None
+    }
+
+    /// Moves a graceful shutdown on: tells the drain what happened (time, the session
+    /// gone, the withdrawals written) and carries out what it asks. Returns the reason
+    /// to stop with once it is over.
     async fn drain_step(&mut self, now: Instant) -> Option<StopReason> {
         self.graceful.as_ref()?;
         if self.candidate.is_some() {
-            // Stopped by `begin_drain`: its NOTIFICATION goes out, then it is gone.
+            // Stopped when the drain began: its NOTIFICATION goes out, then it is gone.
             self.drain(LinkRole::Candidate, now).await;
             self.candidate = None;
         }
-        let drain = self.graceful.as_mut()?;
-        if self.main.session.state() != State::Established {
-            return Some(drain.reason.clone());
+        let input = if self.main.session.state() == State::Established {
+            DrainInput::Tick
+        } else {
+            DrainInput::SessionDown
+        };
+        self.graceful.as_mut()?.handle(now, input);
+        if let Some(reason) = self.carry_out_drain(now).await {
+            return Some(reason);
         }
-        if !drain.withdrawing && now >= drain.until {
-            drain.withdrawing = true;
-            info!("grace period over: withdrawing every route");
-            self.rib
-                .set_layers(Arc::new(DesiredRoutes::new()), Default::default());
-            self.after_event(now).await;
-        }
-        let drain = self.graceful.as_ref()?;
         let written =
             !self.rib.has_work() && self.main.conn.as_ref().is_none_or(|c| c.wbuf.is_empty());
-        if drain.withdrawing && (written || now >= drain.deadline()) {
-            return Some(drain.reason.clone());
+        if written {
+            self.graceful.as_mut()?.handle(now, DrainInput::Written);
+            return self.carry_out_drain(now).await;
         }
         None
     }

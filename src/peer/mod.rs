@@ -70,22 +70,8 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
-/// How a peer task ends.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Shutdown {
-    /// NOTIFICATION Cease/Administrative Shutdown with this RFC 9003 message: the peer
-    /// drops our routes.
-    Admin(String),
-    /// This speaker is restarting or going away: with graceful restart in force on the
-    /// session at that moment the connection is closed without a NOTIFICATION, so the
-    /// peer keeps our routes as stale until we are back (RFC 4724 section 4); otherwise
-    /// Cease/Administrative Shutdown with this RFC 9003 message. The session decides, so
-    /// a caller never acts on a status that lags behind the session (a SIGTERM just after
-    /// Established, while the initial table is being written).
-    Restart(String),
-    /// The peer was removed from the configuration: Cease/Peer De-configured.
-    Deconfigured,
-}
+/// How a peer task ends: the one definition is beside the stop decision.
+pub use crate::routes::stop::Shutdown;
 
 /// The RFC 9003 message of the Cease a peer task sends when its daemon is gone (the
 /// shutdown sender dropped) and graceful restart is not in force.

@@ -13,13 +13,18 @@
 //!   Service or an EndpointSlice re-plans that Service only, and yields the routes it
 //!   changed ([`lb::LbDelta`]); the per-peer attributes of those routes.
 //! - [`router_id`](mod@router_id): the BGP Identifier of a node without a configured one.
+//! - [`stop`]: the stop decision (restart or leaving, from what the cluster says about
+//!   the node), what each route class gets, and what one session does at a stop;
+//!   [`drain`]: the graceful shutdown (RFC 8326) of one session on the virtual clock.
 //! - this file: the types the planner hands the peer driver, and [`diff`].
 
+pub mod drain;
 mod error;
 pub mod lb;
 pub mod next_hop;
 pub mod plan;
 pub mod router_id;
+pub mod stop;
 
 /// The address family of a prefix, as the planner and the next hop rule name it (the
 /// peer driver reads it here: it does not import `sources`).

@@ -91,6 +91,23 @@ pub struct NodeFacts {
     pub node_cidrs: Vec<IpNet>,
     /// The `io.cilium.network.ipv4-pod-cidr` and `ipv6-pod-cidr` annotations, IPv4 first.
     pub annotation_cidrs: Vec<IpNet>,
+    /// What the Node says of its own coming and going (the stop decision reads it).
+    pub lifecycle: NodeLifecycle,
+}
+
+/// What a Node object says about whether the node is going away: the facts the stop
+/// decision (`routes::stop::decide`) reads at the moment the speaker stops.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NodeLifecycle {
+    /// `spec.unschedulable`: cordoned (by hand, or by a drain).
+    pub unschedulable: bool,
+    /// `metadata.deletionTimestamp` is set: the Node is being deleted.
+    pub deleting: bool,
+    /// The kubelet's graceful node shutdown is under way: its Ready condition is False
+    /// with "node is shutting down" in its message (written before it kills the pods).
+    pub shutting_down: bool,
+    /// `spec.taints[].key`, sorted, without duplicates.
+    pub taints: Vec<String>,
 }
 
 /// One entry of a CiliumNode's `spec.ipam.pools.allocated`: the CIDRs the multi-pool

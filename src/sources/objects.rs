@@ -23,7 +23,9 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 
 use super::error::SourceError;
-use super::model::{CiliumConfig, CiliumNodeFacts, NodeFacts, PoolAllocation, PoolRanges};
+use super::model::{
+    CiliumConfig, CiliumNodeFacts, NodeFacts, NodeLifecycle, PoolAllocation, PoolRanges,
+};
 
 /// Cilium's annotation for a node's IPv4 pod CIDR (Cilium `annotation.V4CIDRName`).
 pub const ANNOTATION_V4_CIDR: &str = "io.cilium.network.ipv4-pod-cidr";
@@ -230,6 +232,7 @@ pub fn node_facts(node: &Node) -> Result<(String, NodeFacts), SourceError> {
         labels: Arc::new(node.metadata.labels.clone().unwrap_or_default()),
         node_cidrs,
         annotation_cidrs,
+        lifecycle: node_lifecycle(node),
         ..NodeFacts::default()
     };
     // Addresses are the kubelet's to validate; one we cannot read is not an InternalIP
@@ -246,6 +249,43 @@ pub fn node_facts(node: &Node) -> Result<(String, NodeFacts), SourceError> {
         }
     }
     Ok((name, facts))
+}
+
+/// The kubelet's words in the Ready condition while its graceful node shutdown runs
+/// (pkg/kubelet/nodeshutdown: `ShutdownStatus` is one of the Ready condition's errors).
+pub const SHUTTING_DOWN_MESSAGE: &str = "node is shutting down";
+
+/// What the Node says of its own coming and going. Nothing here can fail: a field we
+/// cannot read says nothing.
+pub fn node_lifecycle(node: &Node) -> NodeLifecycle {
+    let spec = node.spec.as_ref();
+    let mut taints: Vec<String> = spec
+        .and_then(|s| s.taints.as_deref())
+        .unwrap_or_default()
+        .iter()
+        .map(|t| t.key.clone())
+        .collect();
+    taints.sort_unstable();
+    taints.dedup();
+    let shutting_down = node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_deref())
+        .unwrap_or_default()
+        .iter()
+        .any(|c| {
+            c.type_ == "Ready"
+                && c.status != "True"
+                && c.message
+                    .as_deref()
+                    .is_some_and(|m| m.contains(SHUTTING_DOWN_MESSAGE))
+        });
+    NodeLifecycle {
+        unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false),
+        deleting: node.metadata.deletion_timestamp.is_some(),
+        shutting_down,
+        taints,
+    }
 }
 
 /// What a CiliumNode says, keyed by its name, which is the node's name: its
