@@ -16,6 +16,7 @@ use crate::commands::status::StatusRequest;
 use crate::daemon::{ClusterSource, ConfigSource, SecretsSource, Settings};
 use crate::decode;
 use crate::routes::lb::LbSwitch;
+use crate::routes::stop::StopPolicy;
 use crate::routes::AnnounceMode;
 use crate::sources::kube::BgpConfigMapRef;
 use crate::sources::IpamOverride;
@@ -215,6 +216,22 @@ pub struct RunArgs {
     )]
     pub graceful_shutdown_time: Duration,
 
+    /// What a stop (SIGTERM) means for this node's routes. `auto`: decided from the Node
+    /// at that moment: deleted, being deleted, tainted out-of-service or by a node
+    /// autoscaler, or shutting down (the kubelet's graceful node shutdown) is leaving,
+    /// and every route gets the graceful shutdown, then is withdrawn, whatever graceful
+    /// restart says; cordoned (`spec.unschedulable`) drains the LoadBalancer routes and
+    /// keeps the pod CIDRs under graceful restart; anything else is a restart.
+    /// `restart` or `leave` force either.
+    #[arg(
+        long,
+        env = "PODCIDR_ON_STOP",
+        value_name = "MODE",
+        default_value = "auto",
+        value_parser = on_stop_arg
+    )]
+    pub on_stop: StopPolicy,
+
     /// How long /readyz waits, once a config is in force and the sources have synced,
     /// for every session this node should have to be Established (and, with
     /// `--cilium-health-addr`, for the first announcement); after that it answers ready
@@ -312,6 +329,7 @@ impl RunArgs {
                 (None, Some(_)) => SecretsSource::None,
             },
             graceful_shutdown: self.graceful_shutdown_time,
+            on_stop: self.on_stop,
             ready_timeout: self.ready_timeout,
             cilium_health_addr: self.cilium_health_addr,
         }
@@ -319,6 +337,10 @@ impl RunArgs {
 }
 
 /// A non-negative Go duration ("15s", "1m30s", "0"), as the bgp-config writes them.
+fn on_stop_arg(text: &str) -> Result<StopPolicy, String> {
+    text.parse()
+}
+
 fn duration_arg(text: &str) -> Result<Duration, String> {
     let d = crate::config::duration::parse(text).map_err(|e| format!("{text:?} {e}"))?;
     d.to_std()

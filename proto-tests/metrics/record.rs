@@ -751,6 +751,60 @@ fn readiness_waits_for_sessions_and_the_gate_within_the_timeout() {
 }
 
 #[test]
+fn the_stop_decision_is_a_metric_a_status_entry_and_a_readiness_reason() {
+    use podcidr_speaker::routes::stop::{LeaveReason, StopKind};
+    let m = Metrics::new();
+    assert!(m
+        .status(SystemTime::now(), Instant::now())
+        .stopping
+        .is_none());
+    assert!(!scrape(&m)
+        .samples
+        .iter()
+        .any(|x| x.name == "podcidr_speaker_stop_decision"));
+    m.record_stop(StopKind::Cordoned);
+    let s = scrape(&m);
+    assert_eq!(
+        v(
+            &s,
+            "podcidr_speaker_stop_decision",
+            &[("decision", "cordoned")]
+        ),
+        1.0
+    );
+    let st = m
+        .status(SystemTime::now(), Instant::now())
+        .stopping
+        .unwrap();
+    assert_eq!(
+        (
+            st.decision.as_str(),
+            st.pod_cidrs.as_str(),
+            st.load_balancer.as_str()
+        ),
+        ("cordoned", "keep", "drain")
+    );
+    assert!(m
+        .readiness_at(Instant::now())
+        .reasons
+        .contains(&"shutting down".to_owned()));
+    let m = Metrics::new();
+    m.record_stop(StopKind::Leaving(LeaveReason::ShuttingDown));
+    let st = m
+        .status(SystemTime::now(), Instant::now())
+        .stopping
+        .unwrap();
+    assert_eq!(
+        (
+            st.decision.as_str(),
+            st.pod_cidrs.as_str(),
+            st.load_balancer.as_str()
+        ),
+        ("shutting-down", "drain", "drain")
+    );
+}
+
+#[test]
 fn the_view_sets_nodes_mode_and_one_drift_series_per_drifting_node() {
     let m = Metrics::new();
     let mut state = file::load(&outage_dir()).unwrap();

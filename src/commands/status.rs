@@ -300,6 +300,13 @@ impl fmt::Display for Summary<'_> {
         for r in &s.ready_reasons {
             writeln!(f, "  readiness: {r}")?;
         }
+        if let Some(st) = &s.stopping {
+            writeln!(
+                f,
+                "STOPPING: {} (pod CIDRs: {}, LoadBalancer routes: {})",
+                st.decision, st.pod_cidrs, st.load_balancer
+            )?;
+        }
         if let Some(g) = &s.gate {
             let agent = match g.healthy {
                 Some(true) => "healthy",
@@ -875,6 +882,7 @@ mod tests {
             sources: vec![],
             view: None,
             peers,
+            stopping: None,
             lb: Some(crate::metrics::board::LbReport {
                 announced: 3,
                 not_announced: [("no_endpoints".to_owned(), 2)].into(),

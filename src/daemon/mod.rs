@@ -53,6 +53,7 @@ use crate::config::{Config, ConfigErrors, PeerKey};
 use crate::metrics::{server as metrics_server, Metrics};
 use crate::peer::{Listener, PeerError, RunOverrides};
 use crate::routes::lb::{LbContext, LbDelta, LbEnabled, LbPlanner};
+use crate::routes::stop::{self, ClassStop, NodeAtStop, StopKind};
 use crate::routes::{self, AnnounceMode, Finding, FindingTracker, LocalNode, Overrides, Plan};
 use crate::sources::kube::{self as kube_source, KubeSourceConfig, Retry, WatchScope};
 use crate::sources::secrets::{SecretOrigin, SecretsView};
@@ -109,6 +110,17 @@ pub enum DaemonError {
     },
 }
 
+/// How long the stop decision's Kubernetes Event may take to be written at the end.
+const STOP_EVENT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// What [`start_sources`] started that the main loop keeps.
+struct Started {
+    /// The Secret names to follow (`password-secret`).
+    secret_names: tokio::sync::watch::Sender<BTreeSet<String>>,
+    /// In-cluster: where the stop decision's Event goes, and the task writing it.
+    stop_events: Option<(Arc<dyn sources::EventSink>, tokio::task::JoinHandle<()>)>,
+}
+
 /// Runs the speaker until SIGTERM or SIGINT, then closes every session and returns.
 pub async fn run(settings: Settings) -> Result<(), DaemonError> {
     settings.validate()?;
@@ -144,7 +156,7 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
     ));
 
     let (tx, mut rx) = sources::channel(SOURCE_QUEUE);
-    let secret_names = start_sources(&settings, &metrics, tx, &mut tasks).await?;
+    let started = start_sources(&settings, &metrics, tx, &mut tasks).await?;
     let grace = settings.graceful_shutdown;
     let mut gate = settings.cilium_health_addr.map(|addr| {
         let (health, task) = crate::gate::spawn(addr);
@@ -163,9 +175,13 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
         settings,
         Arc::clone(&metrics),
         Peers::new(metrics, listener, grace),
-        secret_names,
+        started.secret_names,
     );
     daemon.gate_open = gate.is_none();
+    let stop_publisher = started.stop_events.map(|(sink, task)| {
+        daemon.stop_events = Some(sink);
+        task
+    });
     info!(
         node = %daemon.settings.node_name(),
         announce = %daemon.settings.announce,
@@ -229,22 +245,31 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
     };
 
     info!(signal, "shutting down");
-    daemon.metrics.record_shutting_down();
-    daemon.peers.shutdown(SHUTDOWN_TIMEOUT).await;
+    let stop = daemon.stop_decision();
+    daemon
+        .peers
+        .shutdown(SHUTDOWN_TIMEOUT, stop.shutdown(SHUTDOWN_MESSAGE))
+        .await;
+    // The stop's Event: its queue closes with the sink, then the publisher writes what
+    // it holds (bounded: a restart must not wait on the API server).
+    if let Some(task) = stop_publisher {
+        daemon.stop_events = None;
+        let _ = tokio::time::timeout(STOP_EVENT_TIMEOUT, task).await;
+    }
     let _ = stop_endpoint.send(());
     tasks.shutdown().await;
     info!("podcidr-speaker stopped");
     Ok(())
 }
 
-/// Starts the source tasks the settings ask for, all feeding one channel. Returns the
-/// sender of the Secret names to follow (`password-secret`).
+/// Starts the source tasks the settings ask for, all feeding one channel.
 async fn start_sources(
     settings: &Settings,
     metrics: &Arc<Metrics>,
     tx: SourceSender,
     tasks: &mut JoinSet<()>,
-) -> Result<tokio::sync::watch::Sender<BTreeSet<String>>, DaemonError> {
+) -> Result<Started, DaemonError> {
+    let mut stop_events = None;
     let (names, names_rx) = tokio::sync::watch::channel(BTreeSet::new());
     let mut kube_client = None;
     match &settings.secrets {
@@ -317,15 +342,25 @@ async fn start_sources(
                 retry: Retry::KubeDefault,
                 load_balancers: settings.follows_load_balancers(),
             };
+            let stop_client = client.clone();
             tasks.spawn(async move {
                 let _ = kube_source::run(client, config, tx, Arc::new(events)).await;
             });
             tasks.spawn(async move {
                 let _ = publisher.await;
             });
+            let (sink, publisher) = kube_source::events::KubeEvents::spawn(
+                stop_client,
+                settings.node.clone(),
+                Arc::clone(metrics) as Arc<dyn kube_source::events::EventObserver>,
+            );
+            stop_events = Some((Arc::new(sink) as Arc<dyn sources::EventSink>, publisher));
         }
     }
-    Ok(names)
+    Ok(Started {
+        secret_names: names,
+        stop_events,
+    })
 }
 
 /// The startup gate as the main loop follows it.
@@ -355,6 +390,11 @@ struct Daemon {
     metrics: Arc<Metrics>,
     peers: Peers,
     cluster: Option<Arc<ClusterSnapshot>>,
+    /// This node's Node object was in a cluster snapshot: its absence later means it
+    /// was deleted (before, it means nothing is known).
+    node_seen: bool,
+    /// Where the stop decision is published as a Kubernetes Event (in-cluster only).
+    stop_events: Option<Arc<dyn sources::EventSink>>,
     config: ConfigState,
     findings: FindingTracker,
     /// The config and local labels the last plan was made with, for the reload log.
@@ -406,6 +446,8 @@ impl Daemon {
             metrics,
             peers,
             cluster: None,
+            node_seen: false,
+            stop_events: None,
             config: ConfigState::new(),
             findings: FindingTracker::new(),
             planned: None,
@@ -477,6 +519,54 @@ impl Daemon {
         }
     }
 
+    /// The stop decision (`routes::stop::decide`) from `--on-stop` and what the last
+    /// cluster snapshot says about this node; logged, recorded (`/status`, a metric) and
+    /// published as an Event on the Node.
+    fn stop_decision(&self) -> StopKind {
+        let node = match (self.settings.node.as_deref(), &self.cluster) {
+            (Some(name), Some(c)) => match c.state.nodes.get(name) {
+                Some(facts) => NodeAtStop::Present(facts.lifecycle.clone()),
+                None if self.node_seen => NodeAtStop::Gone,
+                None => NodeAtStop::Unknown,
+            },
+            _ => NodeAtStop::Unknown,
+        };
+        let kind = stop::decide(self.settings.on_stop, &node);
+        let classes = kind.classes();
+        let word = |c: ClassStop| match c {
+            ClassStop::Keep => "kept under graceful restart",
+            ClassStop::Drain => "drained (65535:0, then withdrawn)",
+        };
+        let note = format!(
+            "{}: pod CIDRs {}, LoadBalancer routes {}",
+            kind.describe(),
+            word(classes.pod_cidrs),
+            word(classes.load_balancer)
+        );
+        info!(
+            decision = kind.as_str(),
+            on_stop = self.settings.on_stop.as_str(),
+            pod_cidrs = ?classes.pod_cidrs,
+            load_balancer = ?classes.load_balancer,
+            "stop decision: {note}"
+        );
+        self.metrics.record_stop(kind);
+        if let (Some(events), Some(node)) = (&self.stop_events, self.settings.node.as_deref()) {
+            let uid = self
+                .cluster
+                .as_ref()
+                .and_then(|c| c.state.nodes.get(node))
+                .and_then(|f| f.uid.clone());
+            events.publish(&sources::Report::Stopping {
+                node: node.into(),
+                uid,
+                decision: kind.as_str(),
+                note,
+            });
+        }
+        kind
+    }
+
     /// Takes one source update in; planning waits until the queue is drained. Returns
     /// whether the whole plan must be made again (anything but a LoadBalancer delta).
     fn apply(&mut self, update: SourceUpdate) -> bool {
@@ -484,6 +574,9 @@ impl Daemon {
         match update {
             SourceUpdate::Cluster(snapshot) => {
                 self.metrics.set_view_result(&snapshot.view);
+                if let Some(node) = self.settings.node.as_deref() {
+                    self.node_seen |= snapshot.state.nodes.contains_key(node);
+                }
                 self.cluster = Some(snapshot);
             }
             SourceUpdate::BgpConfigText(text) => {

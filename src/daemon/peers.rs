@@ -330,7 +330,7 @@ impl Peers {
     /// graceful shutdown time with GRACEFUL_SHUTDOWN, then withdrawals and Cease /
     /// Administrative Shutdown with a message), waiting at most the grace period plus
     /// `timeout`.
-    pub async fn shutdown(&mut self, timeout: Duration) {
+    pub async fn shutdown(&mut self, timeout: Duration, mode: Shutdown) {
         let deadline = tokio::time::Instant::now() + self.grace + timeout;
         let mut waiting = JoinSet::new();
         for (key, r) in std::mem::take(&mut self.running) {
@@ -339,7 +339,7 @@ impl Peers {
             // initial table is being written, it does not show the negotiated graceful
             // restart yet), and acting on it there made the peer drop every route.
             info!(peer = %key, "closing the session");
-            r.stop(Shutdown::Restart(SHUTDOWN_MESSAGE.into()));
+            r.stop(mode.clone());
             let handle = r.handle;
             waiting.spawn(async move {
                 let mut join = handle.join;

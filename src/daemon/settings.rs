@@ -13,6 +13,7 @@ use std::time::Duration;
 use crate::config::duration::Compact;
 use crate::config::{self, Config};
 use crate::routes::lb::LbSwitch;
+use crate::routes::stop::StopPolicy;
 use crate::routes::{self, AnnounceMode, LocalNode, Overrides, Plan};
 use crate::sources::kube::BgpConfigMapRef;
 use crate::sources::{self, IpamOverride, NodeView};
@@ -73,6 +74,9 @@ pub struct Settings {
     /// `--graceful-shutdown-time`: how long routes carry GRACEFUL_SHUTDOWN (RFC 8326)
     /// before a session that stops for good withdraws them; zero: at once.
     pub graceful_shutdown: Duration,
+    /// `--on-stop`: restart, leave, or decided from the Node at the stop
+    /// (`routes::stop::decide`).
+    pub on_stop: StopPolicy,
     /// `--ready-timeout`: how long `/readyz` waits for this node's sessions.
     pub ready_timeout: Duration,
     /// `--cilium-health-addr`: announce nothing until the Cilium agent's `/healthz` there
@@ -395,6 +399,7 @@ mod tests {
                 namespace: "kube-system".into(),
             },
             graceful_shutdown: DEFAULT_GRACEFUL_SHUTDOWN,
+            on_stop: StopPolicy::Auto,
             ready_timeout: DEFAULT_READY_TIMEOUT,
             cilium_health_addr: None,
         }

@@ -47,6 +47,18 @@ pub struct Status {
     /// The LoadBalancer Services and routes, once planned.
     #[serde(default)]
     pub lb: Option<LbReport>,
+    /// The stop decision, once the speaker is stopping (`routes::stop`).
+    #[serde(default)]
+    pub stopping: Option<StopReport>,
+}
+
+/// The stop decision as `/status` shows it: restart or leaving and why, and what each
+/// route class gets ("keep": graceful restart; "drain": graceful shutdown, withdrawn).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct StopReport {
+    pub decision: String,
+    pub pod_cidrs: String,
+    pub load_balancer: String,
 }
 
 /// The LoadBalancer planner's counts (`routes::lb`): Services of type LoadBalancer,

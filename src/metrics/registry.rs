@@ -19,7 +19,7 @@ use prometheus::{
 
 use super::board::{
     BfdReport, ConfigReport, DriftReport, GateReport, LbReport, OverlapReport, PeerReport,
-    RefusedReport, SourceReport, Status, UnannounceableReport, ViewReport,
+    RefusedReport, SourceReport, Status, StopReport, UnannounceableReport, ViewReport,
 };
 use super::labels::{self, Direction, AFIS, MESSAGE_TYPES};
 use crate::bfd::{Diag, State as BfdState};
@@ -29,6 +29,7 @@ use crate::config::state::{ConfigStatus, ConfigUpdate};
 use crate::config::PeerKey;
 use crate::peer::{Beat, BfdStatus, PeerStatus, RouteRefusal, RoutesQuery};
 use crate::routes::lb::LbReason;
+use crate::routes::stop::{ClassStop, StopKind};
 use crate::routes::{Plan, Unannounceable, UnannounceableReason};
 use crate::sources::kube::events::EventLoss;
 use crate::sources::model::{IpamError, IpamMode, NodeView};
@@ -122,6 +123,7 @@ struct Families {
     cilium_healthy: IntGauge,
     cilium_flaps: prometheus::IntCounter,
     gate_open: IntGauge,
+    stop_decision: IntGaugeVec,
     bfd_up: IntGaugeVec,
     bfd_state: IntGaugeVec,
     bfd_transitions: IntCounterVec,
@@ -156,6 +158,8 @@ struct Inner {
     gate: Option<GateReport>,
     /// SIGTERM arrived: the sessions are ending.
     shutting_down: bool,
+    /// The stop decision, once made.
+    stopping: Option<StopReport>,
     /// The LoadBalancer counts, once recorded.
     lb: Option<LbReport>,
 }
@@ -292,6 +296,29 @@ impl Metrics {
     /// SIGTERM: `/readyz` fails from now on.
     pub fn record_shutting_down(&self) {
         self.lock().shutting_down = true;
+    }
+
+    /// The stop decision (`routes::stop::decide`): shown in `/status` and as
+    /// `stop_decision{decision}` while the sessions end (a drain lasts the grace period,
+    /// so a scrape sees it).
+    pub fn record_stop(&self, kind: StopKind) {
+        let classes = kind.classes();
+        let word = |c: ClassStop| match c {
+            ClassStop::Keep => "keep",
+            ClassStop::Drain => "drain",
+        };
+        let mut inner = self.lock();
+        inner.shutting_down = true;
+        inner.stopping = Some(StopReport {
+            decision: kind.as_str().to_owned(),
+            pod_cidrs: word(classes.pod_cidrs).to_owned(),
+            load_balancer: word(classes.load_balancer).to_owned(),
+        });
+        drop(inner);
+        self.families
+            .stop_decision
+            .with_label_values(&[kind.as_str()])
+            .set(1);
     }
 
     /// The readiness rule, at `now`:
@@ -1231,6 +1258,7 @@ impl Metrics {
             ready_reasons: readiness.reasons,
             gate: inner.gate.clone(),
             lb: inner.lb.clone(),
+            stopping: inner.stopping.clone(),
             config: inner.config.clone(),
             sources: inner
                 .sources
@@ -1505,6 +1533,13 @@ impl Families {
                 "cilium_agent_unhealthy_total",
                 "Times the Cilium agent's /healthz went from healthy to unhealthy or \
                  unreachable (reported only: routes stay announced).",
+            ),
+            stop_decision: r.gauge_vec(
+                "stop_decision",
+                "1 for the stop decision once the speaker is stopping: restart (graceful \
+                 restart keeps the routes), cordoned (LoadBalancer routes drained), or \
+                 why the node is leaving (every route drained).",
+                &["decision"],
             ),
             gate_open: r.gauge(
                 "announce_gate_open",

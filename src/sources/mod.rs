@@ -290,6 +290,12 @@ pub fn log_report(report: &Report) {
         Report::Ipam(e) => warn!(error = %e, "cannot decide the ipam mode, nothing is announced"),
         Report::IpamResolved { ipam } => info!(ipam = %ipam, "ipam mode decided"),
         Report::Warning(w) => warn!(warning = %w, "node view warning"),
+        Report::Stopping {
+            node,
+            decision,
+            note,
+            ..
+        } => info!(node = %node, decision, "{note}"),
     }
 }
 

@@ -537,6 +537,47 @@ mod tests {
     }
 
     #[test]
+    fn node_lifecycle_reads_cordon_deletion_taints_and_the_kubelets_shutdown() {
+        // As the API server sends a node the kubelet is shutting down (graceful node
+        // shutdown), cordoned by a drain, tainted twice with one key.
+        let n = node(json!({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": "w1", "deletionTimestamp": "2026-11-27T10:00:00Z"},
+            "spec": {"unschedulable": true, "taints": [
+                {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"},
+                {"key": "ToBeDeletedByClusterAutoscaler", "value": "1732700000", "effect": "NoSchedule"},
+                {"key": "ToBeDeletedByClusterAutoscaler", "effect": "PreferNoSchedule"}
+            ]},
+            "status": {"conditions": [
+                {"type": "MemoryPressure", "status": "False", "message": "node is shutting down"},
+                {"type": "Ready", "status": "False", "reason": "KubeletNotReady",
+                 "message": "[container runtime status check may not have completed yet, node is shutting down]"}
+            ]}
+        }));
+        assert_eq!(
+            node_lifecycle(&n),
+            NodeLifecycle {
+                unschedulable: true,
+                deleting: true,
+                shutting_down: true,
+                taints: vec![
+                    "ToBeDeletedByClusterAutoscaler".to_owned(),
+                    "node.kubernetes.io/unschedulable".to_owned()
+                ],
+            }
+        );
+        assert_eq!(node_facts(&n).unwrap().1.lifecycle, node_lifecycle(&n));
+        // A Ready node with the same words elsewhere, and a bare node: nothing.
+        let ready = node(json!({
+            "apiVersion": "v1", "kind": "Node", "metadata": {"name": "w2"},
+            "status": {"conditions": [
+                {"type": "Ready", "status": "True", "message": "node is shutting down"}
+            ]}
+        }));
+        assert_eq!(node_lifecycle(&ready), NodeLifecycle::default());
+    }
+
+    #[test]
     fn node_facts_reads_labels_uid_addresses_and_cidrs() {
         let (name, facts) = node_facts(&node(json!({
             "apiVersion": "v1", "kind": "Node",

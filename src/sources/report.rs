@@ -38,6 +38,14 @@ pub enum Report {
     IpamResolved { ipam: IpamMode },
     /// A view-wide warning that was not in the previous view.
     Warning(ViewWarning),
+    /// The speaker on `node` is stopping: `decision` (a bounded word: restart, cordoned,
+    /// or why the node leaves) and what it does with the node's routes, in words.
+    Stopping {
+        node: Arc<str>,
+        uid: Option<String>,
+        decision: &'static str,
+        note: String,
+    },
 }
 
 /// Remembers what was reported so each fact is reported once per change.

@@ -203,6 +203,21 @@ pub fn event_for(report: &Report) -> Option<(Event, ObjectReference)> {
             },
             node_ref(node, None),
         )),
+        Report::Stopping {
+            node,
+            uid,
+            decision,
+            note,
+        } => Some((
+            Event {
+                type_: EventType::Normal,
+                reason: "SpeakerStopping".into(),
+                note: Some(truncate(format!("{decision}: {note}"))),
+                action: "DecideStop".into(),
+                secondary: None,
+            },
+            node_ref(node, uid.as_ref()),
+        )),
         Report::Ipam(_) | Report::IpamResolved { .. } | Report::Warning(_) => None,
     }
 }
