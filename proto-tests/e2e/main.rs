@@ -31,6 +31,7 @@ mod bfd_rig;
 mod cli;
 mod cluster;
 mod lb;
+mod lifecycle;
 mod listen;
 mod local;
 mod multipool;

@@ -42,6 +42,13 @@ pub struct NodeSpec {
     pub cilium_cidrs: Option<Vec<IpNet>>,
     /// CiliumNode spec.ipam.pools.allocated (multi-pool IPAM): (pool, CIDRs).
     pub pools: Vec<(String, Vec<IpNet>)>,
+    /// `spec.unschedulable` (cordoned).
+    pub unschedulable: bool,
+    /// `spec.taints[].key` (effect NoSchedule).
+    pub taints: Vec<String>,
+    /// The kubelet's graceful node shutdown under way: Ready False, "node is shutting
+    /// down".
+    pub shutting_down: bool,
 }
 
 impl NodeSpec {
@@ -53,6 +60,9 @@ impl NodeSpec {
             node_cidrs: Vec::new(),
             cilium_cidrs: None,
             pools: Vec::new(),
+            unschedulable: false,
+            taints: Vec::new(),
+            shutting_down: false,
         }
     }
 
@@ -95,11 +105,26 @@ impl NodeSpec {
         for c in &self.node_cidrs {
             let _ = writeln!(y, "    - {c}");
         }
+        if self.unschedulable {
+            y.push_str("    unschedulable: true\n");
+        }
+        if !self.taints.is_empty() {
+            y.push_str("    taints:\n");
+            for t in &self.taints {
+                let _ = writeln!(y, "    - key: {t}\n      effect: NoSchedule");
+            }
+        }
         let _ = writeln!(
             y,
             "  status:\n    addresses:\n    - type: InternalIP\n      address: {}",
             self.ip
         );
+        if self.shutting_down {
+            // As the kubelet writes it once its graceful node shutdown starts.
+            y.push_str(
+                "    conditions:\n    - type: Ready\n      status: \"False\"\n      reason: KubeletNotReady\n      message: node is shutting down\n",
+            );
+        }
         if self.cilium_cidrs.is_some() || !self.pools.is_empty() {
             let _ = writeln!(
                 y,
@@ -254,6 +279,24 @@ impl Speaker {
 
     pub fn log_tail(&self, lines: usize) -> String {
         self.process.log_tail(lines)
+    }
+
+    /// SIGKILL (a node that dies without a stop), and the exit status.
+    pub fn kill(&mut self) -> ExitStatus {
+        self.process
+            .kill()
+            .unwrap_or_else(|e| panic!("kill speaker {}: {e}", self.name))
+    }
+
+    /// SIGTERM without waiting: what happens meanwhile can be watched; [`terminate`]
+    /// then waits for the exit.
+    pub fn send_sigterm(&mut self) {
+        if self.process.is_running() {
+            // SAFETY: as in `terminate`.
+            unsafe {
+                libc::kill(self.process.pid() as libc::pid_t, libc::SIGTERM);
+            }
+        }
     }
 
     /// SIGTERM, then waits up to [`EXIT_GRACE`] for the exit status.

@@ -1,0 +1,581 @@
+//! Node lifecycle end to end (issue 27): what BIRD and FRR hold of a node's pod CIDR and
+//! LoadBalancer path when its speaker stops, in each way a node comes and goes.
+//!
+//! Two per-node speakers (n1, n2) with graceful restart on, both switches with their
+//! defaults (graceful restart on), one `externalTrafficPolicy: Cluster` Service whose IP
+//! both announce. n1's Node is put in the state of the row (cordoned, tainted, shutting
+//! down, deleted, labelled), then n1's speaker stops (SIGTERM, or SIGKILL), and both
+//! switches are polled every 100 ms: when n1's paths get 65535:0, turn stale, or go.
+//! Each row prints what it measured (`lifecycle row: ...`), the numbers in
+//! RELIABILITY.md's lifecycle table, and asserts what the row must do:
+//!
+//! - a restart (rolling upgrade) withdraws nothing: both paths stale until the new
+//!   speaker refreshes them;
+//! - a leaving node (drain + reboot, autoscaler scale-down, Node deleted) marks every
+//!   path 65535:0 and has none left at either switch within the grace period plus one
+//!   second;
+//! - a cordoned node (cordon + upgrade) drains its LoadBalancer path only: the pod CIDR
+//!   stays (stale) until the new speaker refreshes it;
+//! - kill -9: no stop decision is possible; graceful restart keeps both paths stale for
+//!   the restart time the speaker advertised, then the switches drop them;
+//! - the maintenance label (`node.kubernetes.io/exclude-from-external-load-balancers`)
+//!   takes the LoadBalancer path away while the speaker runs; the pod CIDR stays.
+
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+use crate::harness::bird::Bird;
+use crate::harness::frr::Frr;
+use crate::harness::{v4, wait_for, Afi, BgpDaemon, Neighbor, PeerOpts, Route};
+use crate::isolated;
+use crate::lb::ServiceSpec;
+use crate::speaker::{net, node_ip, Inputs, NodeSpec, Speaker};
+use crate::WAIT;
+
+const BIRD_AS: u32 = 65000;
+const NODE_AS: u32 = 65001;
+/// `--graceful-shutdown-time` of the e2e speakers (`speaker::GRACEFUL_SHUTDOWN`).
+const GRACE: Duration = Duration::from_secs(2);
+/// The graceful-restart time the speakers advertise: long enough that a restart row
+/// never sees it run out, short enough for the kill -9 row to watch it end.
+const RESTART_TIME: Duration = Duration::from_secs(8);
+const LB_IP: &str = "198.51.100.20/32";
+const GSHUT: (u16, u16) = (65535, 0);
+const EXCLUDE: &str = "node.kubernetes.io/exclude-from-external-load-balancers";
+
+fn bgp_config() -> String {
+    format!(
+        "peers:
+  - peer-address: {bird}
+    peer-asn: {BIRD_AS}
+    my-asn: {NODE_AS}
+    hold-time: 9s
+  - peer-address: {frr}
+    peer-asn: {NODE_AS}
+    my-asn: {NODE_AS}
+    hold-time: 9s
+address-pools:
+  - name: web
+    protocol: bgp
+    addresses: [198.51.100.0/24]
+speaker:
+  connect-retry-time: 1s
+  graceful-restart: true
+  graceful-restart-time: {restart}s
+",
+        bird = v4(2),
+        frr = v4(3),
+        restart = RESTART_TIME.as_secs(),
+    )
+}
+
+fn pod_cidr(n: u8) -> String {
+    format!("10.244.{n}.0/24")
+}
+
+fn node(n: u8) -> NodeSpec {
+    NodeSpec::new(&format!("n{n}"), node_ip(n)).node_cidrs(&[&pod_cidr(n)])
+}
+
+/// One prefix of n1 at one switch, as polled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+struct Seen {
+    /// When it first carried 65535:0.
+    marked: Option<Duration>,
+    /// When it first turned stale.
+    stale: Option<Duration>,
+    /// When it was first gone.
+    gone: Option<Duration>,
+}
+
+impl Seen {
+    fn observe(&mut self, route: Option<&Route>, at: Duration) {
+        match route {
+            None => {
+                self.gone.get_or_insert(at);
+            }
+            Some(r) => {
+                if r.communities.contains(&GSHUT) {
+                    self.marked.get_or_insert(at);
+                }
+                if r.stale {
+                    self.stale.get_or_insert(at);
+                }
+            }
+        }
+    }
+
+    fn describe(&self) -> String {
+        let t =
+            |d: Option<Duration>| d.map_or("-".to_owned(), |d| format!("{:.1}s", d.as_secs_f64()));
+        format!(
+            "65535:0 at {}, stale at {}, gone at {}",
+            t(self.marked),
+            t(self.stale),
+            t(self.gone)
+        )
+    }
+}
+
+/// n1's pod CIDR and LB path at BIRD and at FRR.
+#[derive(Debug, Default)]
+struct Timeline {
+    bird_pod: Seen,
+    bird_lb: Seen,
+    frr_pod: Seen,
+    frr_lb: Seen,
+}
+
+impl Timeline {
+    fn describe(&self, row: &str) -> String {
+        format!(
+            "lifecycle row: {row}\n  BIRD pod CIDR: {}\n  BIRD LB path:  {}\n  FRR pod CIDR:  {}\n  FRR LB path:   {}",
+            self.bird_pod.describe(),
+            self.bird_lb.describe(),
+            self.frr_pod.describe(),
+            self.frr_lb.describe()
+        )
+    }
+}
+
+/// Polls both switches every 100 ms from `t0` for `how_long` (or until both of n1's
+/// prefixes are gone at both).
+fn watch(bird: &Bird, frr: &Frr, t0: Instant, how_long: Duration) -> Timeline {
+    let mut tl = Timeline::default();
+    let (pod, lb) = (net(&pod_cidr(1)), net(LB_IP));
+    while t0.elapsed() < how_long {
+        let at = t0.elapsed();
+        for (tor, pod_seen, lb_seen) in [
+            (bird as &dyn BgpDaemon, &mut tl.bird_pod, &mut tl.bird_lb),
+            (frr as &dyn BgpDaemon, &mut tl.frr_pod, &mut tl.frr_lb),
+        ] {
+            // A switch that cannot answer this once is asked again at the next poll.
+            let Ok(routes) = tor.routes(node_ip(1), Afi::Ipv4) else {
+                continue;
+            };
+            pod_seen.observe(routes.iter().find(|r| r.prefix == pod), at);
+            lb_seen.observe(routes.iter().find(|r| r.prefix == lb), at);
+        }
+        let all_gone = [tl.bird_pod, tl.bird_lb, tl.frr_pod, tl.frr_lb]
+            .iter()
+            .all(|s| s.gone.is_some());
+        if all_gone {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    tl
+}
+
+/// The rig: BIRD (eBGP) and FRR (iBGP, multipath) with their defaults, n1 and n2, the
+/// Service announced by both.
+struct Rig {
+    bird: Bird,
+    frr: Frr,
+    inputs: Inputs,
+    n1: Speaker,
+    n2: Speaker,
+    args1: Vec<String>,
+}
+
+impl Rig {
+    fn start(ns: &crate::harness::netns::Netns) -> Rig {
+        let mut bird_opts = PeerOpts::new(v4(2), BIRD_AS);
+        let mut frr_opts = PeerOpts::new(v4(3), NODE_AS);
+        for n in [1, 2] {
+            bird_opts = bird_opts.neighbor(Neighbor::new(node_ip(n), NODE_AS));
+            frr_opts = frr_opts.neighbor(Neighbor::new(node_ip(n), NODE_AS));
+        }
+        let bird = Bird::start(ns.dir(), bird_opts).expect("start BIRD");
+        let frr = Frr::start(ns.dir(), frr_opts).expect("start FRR");
+        frr.vtysh(&[
+            "configure terminal",
+            &format!("router bgp {NODE_AS}"),
+            "address-family ipv4 unicast",
+            "maximum-paths ibgp 8",
+        ])
+        .expect("FRR maximum-paths");
+        let inputs = Inputs::new(ns.dir(), "kubernetes", "10.244.0.0/16");
+        inputs.write_config(&bgp_config());
+        for n in [1, 2] {
+            inputs.write_node(&node(n));
+        }
+        let svc = ServiceSpec::new("web", "Cluster", &["198.51.100.20"]).endpoints(&["n2"], true);
+        inputs.write_cluster_file(&svc.file(), &svc.yaml());
+        let args = |n: u8| {
+            let mut a = Speaker::standalone_args(&inputs, &format!("n{n}"), node_ip(n));
+            a.push("--announce-lb-ips=on".into());
+            a
+        };
+        let args1 = args(1);
+        let n1 = Speaker::start(ns.dir(), "n1", &args1);
+        let n2 = Speaker::start(ns.dir(), "n2", &args(2));
+        let rig = Rig {
+            bird,
+            frr,
+            inputs,
+            n1,
+            n2,
+            args1,
+        };
+        rig.wait_both_paths("start");
+        rig
+    }
+
+    /// Both switches hold n1's pod CIDR and LB path, fresh, and n2's LB path.
+    fn wait_both_paths(&self, what: &str) {
+        for tor in [&self.bird as &dyn BgpDaemon, &self.frr] {
+            for n in [1u8, 2] {
+                let want: Vec<String> = if n == 1 {
+                    vec![pod_cidr(1), LB_IP.to_owned()]
+                } else {
+                    vec![pod_cidr(2), LB_IP.to_owned()]
+                };
+                wait_for(
+                    &format!("{what}: {} holds n{n}'s routes", tor.kind()),
+                    WAIT,
+                    || {
+                        let routes = tor
+                            .routes(node_ip(n), Afi::Ipv4)
+                            .map_err(|e| e.to_string())?;
+                        let fresh = want.iter().all(|p| {
+                            routes.iter().any(|r| {
+                                r.prefix == net(p) && !r.stale && !r.communities.contains(&GSHUT)
+                            })
+                        });
+                        if fresh && routes.len() == want.len() {
+                            Ok(())
+                        } else {
+                            Err(format!("{routes:?}"))
+                        }
+                    },
+                )
+                .unwrap_or_else(|e| {
+                    panic!(
+                        "{e}\n--- n1\n{}\n--- n2\n{}",
+                        self.n1.log_tail(30),
+                        self.n2.log_tail(20)
+                    )
+                });
+            }
+        }
+    }
+
+    /// n2's LB path is untouched at both switches (the other path of the Service).
+    fn assert_n2_holds(&self, what: &str) {
+        for tor in [&self.bird as &dyn BgpDaemon, &self.frr] {
+            let routes = tor.routes(node_ip(2), Afi::Ipv4).unwrap();
+            assert!(
+                routes
+                    .iter()
+                    .any(|r| r.prefix == net(LB_IP) && !r.stale && !r.communities.contains(&GSHUT)),
+                "{what}: {} lost n2's LB path: {routes:?}",
+                tor.kind()
+            );
+        }
+    }
+
+    fn set_n1(&self, spec: NodeSpec) {
+        self.inputs.write_node(&spec);
+        // The file source sees a stable file within about half a second.
+        std::thread::sleep(Duration::from_millis(1500));
+    }
+
+    /// SIGTERM to n1, the switches watched through the drain.
+    fn stop_n1(&mut self, watch_for: Duration) -> Timeline {
+        let t0 = Instant::now();
+        self.n1.send_sigterm();
+        let tl = watch(&self.bird, &self.frr, t0, watch_for);
+        let status = self.n1.terminate();
+        assert!(status.success(), "exit {status}:\n{}", self.n1.log_tail(30));
+        tl
+    }
+
+    fn restart_n1(&mut self, ns: &crate::harness::netns::Netns) {
+        self.n1 = Speaker::start(ns.dir(), "n1-new", &self.args1);
+        self.wait_both_paths("after the new speaker");
+    }
+
+    fn log_has(&self, needle: &str) -> bool {
+        self.n1.log_tail(200).contains(needle)
+    }
+}
+
+fn assert_left(tl: &Timeline, row: &str) {
+    let bound = GRACE + Duration::from_secs(1);
+    for (what, s) in [
+        ("BIRD pod CIDR", tl.bird_pod),
+        ("BIRD LB path", tl.bird_lb),
+        ("FRR pod CIDR", tl.frr_pod),
+        ("FRR LB path", tl.frr_lb),
+    ] {
+        assert!(
+            s.marked.is_some(),
+            "{row}: {what} never carried 65535:0\n{}",
+            tl.describe(row)
+        );
+        let gone = s
+            .gone
+            .unwrap_or_else(|| panic!("{row}: {what} never went\n{}", tl.describe(row)));
+        assert!(
+            gone <= bound,
+            "{row}: {what} gone only after {gone:?}\n{}",
+            tl.describe(row)
+        );
+        assert!(
+            s.stale.is_none(),
+            "{row}: {what} went stale\n{}",
+            tl.describe(row)
+        );
+    }
+}
+
+fn assert_kept(s: Seen, what: &str, tl: &Timeline, row: &str) {
+    assert!(
+        s.gone.is_none(),
+        "{row}: {what} withdrawn\n{}",
+        tl.describe(row)
+    );
+    assert!(
+        s.marked.is_none(),
+        "{row}: {what} marked\n{}",
+        tl.describe(row)
+    );
+    assert!(
+        s.stale.is_some(),
+        "{row}: {what} never stale\n{}",
+        tl.describe(row)
+    );
+}
+
+fn rig_addrs() -> Vec<IpAddr> {
+    vec![v4(2), v4(3), node_ip(1), node_ip(2)]
+}
+
+#[test]
+fn rolling_upgrade_keeps_every_path() {
+    let Some(ns) = isolated!(&rig_addrs(), Duration::from_secs(180)) else {
+        return;
+    };
+    let mut rig = Rig::start(&ns);
+    let row = "rolling upgrade";
+    let tl = rig.stop_n1(Duration::from_secs(4));
+    eprintln!("{}", tl.describe(row));
+    assert!(rig.log_has("decision=\"restart\"") || rig.log_has("decision=restart"));
+    for (what, s) in [
+        ("BIRD pod CIDR", tl.bird_pod),
+        ("BIRD LB path", tl.bird_lb),
+        ("FRR pod CIDR", tl.frr_pod),
+        ("FRR LB path", tl.frr_lb),
+    ] {
+        assert_kept(s, what, &tl, row);
+    }
+    rig.restart_n1(&ns);
+    rig.assert_n2_holds(row);
+}
+
+#[test]
+fn drain_and_reboot_drains_every_path() {
+    let Some(ns) = isolated!(&rig_addrs(), Duration::from_secs(180)) else {
+        return;
+    };
+    let mut rig = Rig::start(&ns);
+    let row = "drain + reboot";
+    let mut n1 = node(1);
+    n1.unschedulable = true;
+    n1.taints = vec!["node.kubernetes.io/unschedulable".into()];
+    rig.set_n1(n1.clone());
+    // The kubelet's graceful node shutdown: Ready False, "node is shutting down".
+    n1.shutting_down = true;
+    rig.set_n1(n1);
+    let tl = rig.stop_n1(GRACE + Duration::from_secs(4));
+    eprintln!("{}", tl.describe(row));
+    assert!(rig.log_has("shutting-down"), "{}", rig.n1.log_tail(30));
+    assert_left(&tl, row);
+    rig.assert_n2_holds(row);
+}
+
+#[test]
+fn cordon_and_upgrade_drains_the_lb_path_and_keeps_the_pod_cidr() {
+    let Some(ns) = isolated!(&rig_addrs(), Duration::from_secs(180)) else {
+        return;
+    };
+    let mut rig = Rig::start(&ns);
+    let row = "cordon + upgrade";
+    let mut n1 = node(1);
+    n1.unschedulable = true;
+    rig.set_n1(n1);
+    let tl = rig.stop_n1(GRACE + Duration::from_secs(4));
+    eprintln!("{}", tl.describe(row));
+    assert!(rig.log_has("cordoned"), "{}", rig.n1.log_tail(30));
+    let bound = GRACE + Duration::from_secs(1);
+    for (what, s) in [("BIRD LB path", tl.bird_lb), ("FRR LB path", tl.frr_lb)] {
+        assert!(
+            s.marked.is_some(),
+            "{row}: {what} never marked\n{}",
+            tl.describe(row)
+        );
+        assert!(
+            s.gone.is_some_and(|g| g <= bound),
+            "{row}: {what} not gone within {bound:?}\n{}",
+            tl.describe(row)
+        );
+    }
+    for (what, s) in [("BIRD pod CIDR", tl.bird_pod), ("FRR pod CIDR", tl.frr_pod)] {
+        assert_kept(s, what, &tl, row);
+    }
+    rig.assert_n2_holds(row);
+    // The upgraded speaker on the still cordoned node: the pod CIDR refreshed, and
+    // cordon is no exclusion, so the LB path is back too.
+    rig.restart_n1(&ns);
+}
+
+#[test]
+fn autoscaler_scale_down_drains_every_path() {
+    let Some(ns) = isolated!(&rig_addrs(), Duration::from_secs(180)) else {
+        return;
+    };
+    let mut rig = Rig::start(&ns);
+    let row = "autoscaler scale-down";
+    let mut n1 = node(1);
+    n1.unschedulable = true;
+    n1.taints = vec!["ToBeDeletedByClusterAutoscaler".into()];
+    rig.set_n1(n1);
+    let tl = rig.stop_n1(GRACE + Duration::from_secs(4));
+    eprintln!("{}", tl.describe(row));
+    assert!(rig.log_has("scale-down"), "{}", rig.n1.log_tail(30));
+    assert_left(&tl, row);
+    rig.assert_n2_holds(row);
+}
+
+#[test]
+fn node_deleted_withdraws_the_pod_cidr_then_drains_the_lb_path() {
+    let Some(ns) = isolated!(&rig_addrs(), Duration::from_secs(180)) else {
+        return;
+    };
+    let mut rig = Rig::start(&ns);
+    let row = "Node deleted";
+    // The Node object goes while the speaker still runs (its pod is deleted after it).
+    let t0 = Instant::now();
+    rig.inputs.delete_node("n1");
+    let before = watch(&rig.bird, &rig.frr, t0, Duration::from_secs(3));
+    eprintln!("{}", before.describe("Node deleted, speaker running"));
+    for (what, s) in [
+        ("BIRD pod CIDR", before.bird_pod),
+        ("FRR pod CIDR", before.frr_pod),
+    ] {
+        assert!(
+            s.gone.is_some(),
+            "{row}: {what} still held after the Node is gone\n{}",
+            before.describe(row)
+        );
+    }
+    let tl = rig.stop_n1(GRACE + Duration::from_secs(4));
+    eprintln!("{}", tl.describe(row));
+    assert!(rig.log_has("node-deleted"), "{}", rig.n1.log_tail(30));
+    let bound = GRACE + Duration::from_secs(1);
+    for (what, s) in [("BIRD LB path", tl.bird_lb), ("FRR LB path", tl.frr_lb)] {
+        if before_gone(&before, what) {
+            continue;
+        }
+        assert!(
+            s.marked.is_some(),
+            "{row}: {what} never marked\n{}",
+            tl.describe(row)
+        );
+        assert!(
+            s.gone.is_some_and(|g| g <= bound),
+            "{row}: {what} not gone within {bound:?}\n{}",
+            tl.describe(row)
+        );
+    }
+    rig.assert_n2_holds(row);
+}
+
+/// Whether n1's LB path was already gone before the stop (the LB planner drops a node
+/// it no longer knows).
+fn before_gone(before: &Timeline, what: &str) -> bool {
+    if what.starts_with("BIRD") {
+        before.bird_lb.gone.is_some()
+    } else {
+        before.frr_lb.gone.is_some()
+    }
+}
+
+#[test]
+fn kill_9_leaves_stale_paths_for_the_restart_time() {
+    let Some(ns) = isolated!(&rig_addrs(), Duration::from_secs(180)) else {
+        return;
+    };
+    let mut rig = Rig::start(&ns);
+    let row = "kill -9";
+    let t0 = Instant::now();
+    rig.n1.kill();
+    let tl = watch(
+        &rig.bird,
+        &rig.frr,
+        t0,
+        RESTART_TIME + Duration::from_secs(12),
+    );
+    eprintln!("{}", tl.describe(row));
+    for (what, s) in [
+        ("BIRD pod CIDR", tl.bird_pod),
+        ("BIRD LB path", tl.bird_lb),
+        ("FRR pod CIDR", tl.frr_pod),
+        ("FRR LB path", tl.frr_lb),
+    ] {
+        assert!(
+            s.marked.is_none(),
+            "{row}: {what} marked\n{}",
+            tl.describe(row)
+        );
+        // Stale once the switch notices the connection is gone (the kernel resets it
+        // at once), then dropped when the advertised restart time runs out.
+        assert!(
+            s.stale.is_some(),
+            "{row}: {what} never stale\n{}",
+            tl.describe(row)
+        );
+        let gone = s
+            .gone
+            .unwrap_or_else(|| panic!("{row}: {what} never went\n{}", tl.describe(row)));
+        assert!(
+            gone >= RESTART_TIME - Duration::from_secs(1),
+            "{row}: {what} gone before the restart time\n{}",
+            tl.describe(row)
+        );
+    }
+    rig.assert_n2_holds(row);
+}
+
+#[test]
+fn maintenance_label_takes_the_lb_path_away_and_keeps_the_pod_cidr() {
+    let Some(ns) = isolated!(&rig_addrs(), Duration::from_secs(180)) else {
+        return;
+    };
+    let rig = Rig::start(&ns);
+    let row = "maintenance label";
+    let t0 = Instant::now();
+    rig.inputs.write_node(&node(1).label(EXCLUDE, "true"));
+    let tl = watch(&rig.bird, &rig.frr, t0, GRACE + Duration::from_secs(5));
+    eprintln!("{}", tl.describe(row));
+    let bound = GRACE + Duration::from_secs(2);
+    for (what, s) in [("BIRD LB path", tl.bird_lb), ("FRR LB path", tl.frr_lb)] {
+        assert!(
+            s.gone.is_some_and(|g| g <= bound),
+            "{row}: {what} not gone within {bound:?}\n{}",
+            tl.describe(row)
+        );
+    }
+    for (what, s) in [("BIRD pod CIDR", tl.bird_pod), ("FRR pod CIDR", tl.frr_pod)] {
+        assert!(
+            s.gone.is_none() && s.stale.is_none(),
+            "{row}: {what} touched\n{}",
+            tl.describe(row)
+        );
+    }
+    rig.assert_n2_holds(row);
+    // The label removed: the path is back.
+    rig.inputs.write_node(&node(1));
+    rig.wait_both_paths("label removed");
+}
