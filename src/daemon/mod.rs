@@ -35,7 +35,7 @@
 mod peers;
 pub mod settings;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -52,6 +52,7 @@ use crate::config::state::ConfigState;
 use crate::config::{Config, ConfigErrors, PeerKey};
 use crate::metrics::{server as metrics_server, Metrics};
 use crate::peer::{Listener, PeerError, RunOverrides};
+use crate::routes::drain::ExclusionDrain;
 use crate::routes::lb::{LbContext, LbDelta, LbEnabled, LbPlanner};
 use crate::routes::stop::{self, ClassStop, NodeAtStop, StopKind};
 use crate::routes::{self, AnnounceMode, Finding, FindingTracker, LocalNode, Overrides, Plan};
@@ -234,6 +235,13 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
                     status_open = false;
                 }
             }
+            () = sleep_until_std(daemon.exclusion.poll_timeout()) => {
+                let now = Instant::now();
+                let delta = daemon.exclusion.handle_timeout(now);
+                info!(routes = delta.changes.len(), "grace period over: withdrawing this excluded node's loadbalancer routes");
+                daemon.lb_pending.then(delta);
+                daemon.flush_lb(now);
+            }
             _ = tick.tick() => {
                 daemon.peers.report();
                 daemon.peers.reap_stopped();
@@ -363,6 +371,14 @@ async fn start_sources(
     })
 }
 
+/// Sleeps until `deadline`; never, without one.
+async fn sleep_until_std(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(tokio::time::Instant::from_std(d)).await,
+        None => std::future::pending().await,
+    }
+}
+
 /// The startup gate as the main loop follows it.
 struct Gate {
     addr: SocketAddr,
@@ -413,6 +429,9 @@ struct Daemon {
     gate_open: bool,
     /// The LoadBalancer planner, fed every `SourceUpdate::Lb` in order.
     lb: LbPlanner,
+    /// The graceful withdrawal of the LoadBalancer routes when the node gets the
+    /// maintenance label.
+    exclusion: ExclusionDrain,
     /// Its changes not yet handed to the peer tasks.
     lb_pending: LbDelta,
     /// The on/off decision in force, logged when it changes.
@@ -459,6 +478,7 @@ impl Daemon {
             gate_open: true,
             lb,
             lb_pending: LbDelta::default(),
+            exclusion: ExclusionDrain::default(),
             lb_enabled: None,
             pod_prefixes: Vec::new(),
             lb_overlap: (Vec::new(), 0),
@@ -723,7 +743,20 @@ impl Daemon {
             &self.settings.lb_classes,
             enabled.on,
         );
+        let was = self.lb.context().excluded;
+        let before = (!was && context.excluded).then(|| self.lb.routes().clone());
         let delta = self.lb.set_context(context);
+        let delta = self.exclusion.context_changed(
+            event,
+            self.settings.graceful_shutdown,
+            (was, self.lb.context().excluded),
+            before.as_ref().unwrap_or(&BTreeMap::new()),
+            delta,
+        );
+        if self.exclusion.held() > 0 && before.is_some() {
+            info!(routes = self.exclusion.held(), grace_secs = self.settings.graceful_shutdown.as_secs_f64(),
+                "this node is excluded from external load balancers: its loadbalancer routes go out with GRACEFUL_SHUTDOWN, withdrawn after the grace period");
+        }
         self.lb_pending.then(delta);
         self.pod_prefixes = match self.settings.announce {
             AnnounceMode::Local => entry.map(|e| e.prefixes.clone()).unwrap_or_default(),

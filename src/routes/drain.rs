@@ -10,9 +10,12 @@
 //! and `poll_timeout()` for the next deadline. The peer task carries the actions out on
 //! its Adj-RIB-Out and session; it decides nothing of this itself.
 
+use super::lb::{LbAttrs, LbDelta};
 use super::stop::{ClassStop, ClassStops};
 use crate::bgp::session::StopReason;
-use std::collections::VecDeque;
+use ipnet::IpNet;
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How long the withdrawals may take to be written before the session stops anyway
@@ -172,6 +175,93 @@ impl Drain {
     }
 }
 
+/// The maintenance label's graceful withdrawal: when this node gains
+/// `node.kubernetes.io/exclude-from-external-load-balancers` (an operator taking its
+/// LoadBalancer paths away before working on it, its pods still running), the routes
+/// the LoadBalancer planner drops go out again with GRACEFUL_SHUTDOWN for the grace
+/// period and are withdrawn after it (RFC 8326 for a route, not a session). The label
+/// removed before that: the planner's routes go out as they are, and a held route it no
+/// longer gives is withdrawn at once. The pod CIDRs are not touched.
+///
+/// Sans-IO: the daemon hands it every LoadBalancer context change with the planner's
+/// routes from before it, and calls [`ExclusionDrain::handle_timeout`] at
+/// [`ExclusionDrain::poll_timeout`].
+#[derive(Debug, Default)]
+pub struct ExclusionDrain {
+    held: BTreeMap<IpNet, Arc<LbAttrs>>,
+    until: Option<Instant>,
+}
+
+impl ExclusionDrain {
+    /// The planner's `delta` for a context change from `was_excluded` to `excluded`,
+    /// `before` its routes until then: what goes to the peers now.
+    pub fn context_changed(
+        &mut self,
+        now: Instant,
+        grace: Duration,
+        (was_excluded, excluded): (bool, bool),
+        before: &BTreeMap<IpNet, Arc<LbAttrs>>,
+        mut delta: LbDelta,
+    ) -> LbDelta {
+        if !was_excluded && excluded && !grace.is_zero() {
+            for (prefix, to) in delta.changes.iter_mut() {
+                if to.is_some() {
+                    continue;
+                }
+                if let Some(attrs) = before.get(prefix) {
+                    *to = Some(Arc::new(mark(attrs)));
+                    self.held.insert(*prefix, Arc::clone(attrs));
+                }
+            }
+            if !self.held.is_empty() {
+                self.until = Some(now + grace);
+            }
+        } else if was_excluded && !excluded {
+            for prefix in std::mem::take(&mut self.held).into_keys() {
+                delta.changes.entry(prefix).or_insert(None);
+            }
+            self.until = None;
+        }
+        delta
+    }
+
+    /// When the held routes are to be withdrawn.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.until
+    }
+
+    /// The withdrawal of the held routes, once their grace period is over.
+    pub fn handle_timeout(&mut self, now: Instant) -> LbDelta {
+        match self.until {
+            Some(until) if now >= until => {
+                self.until = None;
+                LbDelta {
+                    changes: std::mem::take(&mut self.held)
+                        .into_keys()
+                        .map(|p| (p, None))
+                        .collect(),
+                }
+            }
+            _ => LbDelta::default(),
+        }
+    }
+
+    /// Routes out with GRACEFUL_SHUTDOWN, waiting for their withdrawal.
+    pub fn held(&self) -> usize {
+        self.held.len()
+    }
+}
+
+/// `attrs` with GRACEFUL_SHUTDOWN (65535:0) among its communities.
+fn mark(attrs: &LbAttrs) -> LbAttrs {
+    let mut marked = attrs.clone();
+    let gshut = crate::config::Community::GRACEFUL_SHUTDOWN.0;
+    if let Err(at) = marked.communities.binary_search(&gshut) {
+        marked.communities.insert(at, gshut);
+    }
+    marked
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -266,6 +356,97 @@ mod tests {
         );
         d.handle(t0, DrainInput::Written);
         assert_eq!(all(&mut d), vec![DrainAction::Stop(keep)]);
+    }
+
+    fn lb(communities: &[u32]) -> Arc<LbAttrs> {
+        Arc::new(LbAttrs {
+            communities: communities.to_vec(),
+            ..LbAttrs::default()
+        })
+    }
+
+    fn p(s: &str) -> IpNet {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn the_maintenance_label_marks_then_withdraws_the_lb_routes() {
+        let t0 = Instant::now();
+        let gshut = crate::config::Community::GRACEFUL_SHUTDOWN.0;
+        let before: BTreeMap<IpNet, Arc<LbAttrs>> = [
+            (p("198.51.100.20/32"), lb(&[7])),
+            (p("198.51.100.21/32"), lb(&[])),
+        ]
+        .into();
+        // The planner drops both once the node is excluded.
+        let removal = LbDelta {
+            changes: before.keys().map(|p| (*p, None)).collect(),
+        };
+        let mut d = ExclusionDrain::default();
+        let out = d.context_changed(t0, GRACE, (false, true), &before, removal.clone());
+        assert_eq!(out.changes.len(), 2);
+        for (prefix, to) in &out.changes {
+            let to = to.as_ref().unwrap();
+            assert!(to.communities.contains(&gshut), "{prefix}: {to:?}");
+            assert!(before[prefix]
+                .communities
+                .iter()
+                .all(|c| to.communities.contains(c)));
+        }
+        assert_eq!(d.poll_timeout(), Some(t0 + GRACE));
+        assert!(d.handle_timeout(t0 + GRACE / 2).is_empty());
+        assert_eq!(d.handle_timeout(t0 + GRACE), removal);
+        assert_eq!(d.poll_timeout(), None);
+        assert_eq!(d.held(), 0);
+    }
+
+    #[test]
+    fn the_label_removed_early_restores_and_withdraws_what_the_planner_dropped() {
+        let t0 = Instant::now();
+        let before: BTreeMap<IpNet, Arc<LbAttrs>> = [
+            (p("198.51.100.20/32"), lb(&[])),
+            (p("198.51.100.21/32"), lb(&[])),
+        ]
+        .into();
+        let mut d = ExclusionDrain::default();
+        d.context_changed(
+            t0,
+            GRACE,
+            (false, true),
+            &before,
+            LbDelta {
+                changes: before.keys().map(|p| (*p, None)).collect(),
+            },
+        );
+        // Back before the grace period is over; meanwhile .21's Service went away.
+        let back = LbDelta {
+            changes: [(p("198.51.100.20/32"), Some(lb(&[])))].into(),
+        };
+        let out = d.context_changed(t0 + GRACE / 2, GRACE, (true, false), &BTreeMap::new(), back);
+        assert_eq!(
+            out.changes,
+            [
+                (p("198.51.100.20/32"), Some(lb(&[]))),
+                (p("198.51.100.21/32"), None)
+            ]
+            .into()
+        );
+        assert_eq!(d.poll_timeout(), None);
+        assert!(d.handle_timeout(t0 + GRACE).is_empty());
+        // Other context changes, or no grace period: the planner's delta as it is.
+        let removal = LbDelta {
+            changes: before.keys().map(|p| (*p, None)).collect(),
+        };
+        let mut d = ExclusionDrain::default();
+        assert_eq!(
+            d.context_changed(t0, Duration::ZERO, (false, true), &before, removal.clone()),
+            removal
+        );
+        assert_eq!(
+            d.context_changed(t0, GRACE, (false, false), &before, removal.clone()),
+            removal
+        );
+        assert_eq!(d.poll_timeout(), None);
     }
 
     #[test]
