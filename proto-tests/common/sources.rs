@@ -8,8 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ipnet::IpNet;
+use podcidr_speaker::config::SecretKeyRef;
 use podcidr_speaker::sources::model::NodeView;
-use podcidr_speaker::sources::secrets::SecretsView;
+use podcidr_speaker::sources::secrets::{SecretError, SecretsView};
 use podcidr_speaker::sources::{
     ClusterSnapshot, Resource, ResourceStatus, SourceReceiver, SourceUpdate,
 };
@@ -34,6 +35,15 @@ pub async fn bounded<F: Future<Output = ()>>(test: F) {
 
 pub fn nets(list: &[&str]) -> Vec<IpNet> {
     list.iter().map(|s| s.parse().unwrap()).collect()
+}
+
+/// The value `view` resolves for `key` of Secret `name`, shown (the tests compare it).
+pub fn secret_key(view: &SecretsView, name: &str, key: &str) -> Result<String, SecretError> {
+    view.resolve(&SecretKeyRef {
+        name: name.into(),
+        key: key.into(),
+    })
+    .map(|k| k.expose().to_owned())
 }
 
 /// A running source task and what it sends. Dropping it aborts the task, so that a

@@ -17,7 +17,7 @@ use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{bounded, nets, Source};
+use common::{bounded, nets, secret_key, Source};
 use harness::{
     cilium_node, config_map, multi_pool_node, node, pod_ip_pool, secret, Call, MockApi, Route,
     WatchStream, WAIT,
@@ -986,9 +986,8 @@ fn assert_secret_watch(call: &Call, name: &str, resource_version: &str) {
 /// one the API refuses; each failure is that Secret's alone and never shows a value.
 #[tokio::test]
 async fn secret_follower_gets_and_watches_only_the_named_secrets() {
-    use podcidr_speaker::config::SecretKeyRef;
     use podcidr_speaker::sources::kube::secrets;
-    use podcidr_speaker::sources::secrets::{SecretError, SecretsView};
+    use podcidr_speaker::sources::secrets::SecretError;
     bounded(async {
         let (client, mut api) = MockApi::start();
         let (tx, rx) = channel(16);
@@ -1004,16 +1003,9 @@ async fn secret_follower_gets_and_watches_only_the_named_secrets() {
                 tx,
             )),
         );
-        let key = |v: &SecretsView, name: &str, key: &str| {
-            v.resolve(&SecretKeyRef {
-                name: name.into(),
-                key: key.into(),
-            })
-            .map(|k| k.expose().to_owned())
-        };
         // Nothing read yet: pending, not missing.
         let v = source.secrets().await;
-        assert!(key(&v, "tor-md5", "tor-a").unwrap_err().is_pending());
+        assert!(secret_key(&v, "tor-md5", "tor-a").unwrap_err().is_pending());
 
         let get = api.next(Route::Secrets).await;
         assert_secret_get(&get, "tor-md5");
@@ -1028,8 +1020,8 @@ async fn secret_follower_gets_and_watches_only_the_named_secrets() {
             ),
         );
         let v = source.secrets().await;
-        assert_eq!(key(&v, "tor-md5", "tor-a"), Ok("old-key".into()));
-        assert_eq!(key(&v, "tor-md5", "tor-b"), Ok("b-key".into()));
+        assert_eq!(secret_key(&v, "tor-md5", "tor-a"), Ok("old-key".into()));
+        assert_eq!(secret_key(&v, "tor-md5", "tor-b"), Ok("b-key".into()));
 
         let watch = api.next(Route::Secrets).await;
         assert_secret_watch(&watch, "tor-md5", "5");
@@ -1042,9 +1034,9 @@ async fn secret_follower_gets_and_watches_only_the_named_secrets() {
             json!({"tor-a": "bmV3LWtleQ==", "tor-b": "Yi1rZXk="}),
         ));
         let v = source.secrets().await;
-        assert_eq!(key(&v, "tor-md5", "tor-a"), Ok("new-key".into()));
-        assert_eq!(key(&v, "tor-md5", "tor-b"), Ok("b-key".into()));
-        match key(&v, "tor-md5", "tor-c") {
+        assert_eq!(secret_key(&v, "tor-md5", "tor-a"), Ok("new-key".into()));
+        assert_eq!(secret_key(&v, "tor-md5", "tor-b"), Ok("b-key".into()));
+        match secret_key(&v, "tor-md5", "tor-c") {
             Err(e @ SecretError::KeyMissing { .. }) => assert_eq!(
                 e.to_string(),
                 "password-secret: secret tor-md5 in namespace kube-system has no key tor-c"
@@ -1075,16 +1067,16 @@ async fn secret_follower_gets_and_watches_only_the_named_secrets() {
             let v = source.secrets().await;
             let settled = ["absent", "forbidden"]
                 .iter()
-                .all(|n| !key(&v, n, "k").is_err_and(|e| e.is_pending()));
+                .all(|n| !secret_key(&v, n, "k").is_err_and(|e| e.is_pending()));
             if settled {
                 break v;
             }
         };
         assert!(matches!(
-            key(&v, "absent", "k"),
+            secret_key(&v, "absent", "k"),
             Err(SecretError::SecretMissing { .. })
         ));
-        let forbidden = key(&v, "forbidden", "k").unwrap_err().to_string();
+        let forbidden = secret_key(&v, "forbidden", "k").unwrap_err().to_string();
         assert!(
             forbidden.starts_with(
                 "password-secret: secret forbidden in namespace kube-system cannot be read: api error 403"
@@ -1092,7 +1084,7 @@ async fn secret_follower_gets_and_watches_only_the_named_secrets() {
             "{forbidden}"
         );
         // The others are unaffected.
-        assert_eq!(key(&v, "tor-md5", "tor-a"), Ok("new-key".into()));
+        assert_eq!(secret_key(&v, "tor-md5", "tor-a"), Ok("new-key".into()));
         let status = source.status_now(Resource::Secrets);
         assert!(status.synced, "every name answered once: {status:?}");
         assert!(!status.up, "one name cannot be read");
@@ -1112,22 +1104,22 @@ async fn secret_follower_gets_and_watches_only_the_named_secrets() {
         absent.added(secret("kube-system", "absent", "9", json!({"k": "Yi1rZXk="})));
         let v = loop {
             let v = source.secrets().await;
-            if key(&v, "absent", "k").is_ok() {
+            if secret_key(&v, "absent", "k").is_ok() {
                 break v;
             }
         };
-        assert_eq!(key(&v, "absent", "k"), Ok("b-key".into()));
+        assert_eq!(secret_key(&v, "absent", "k"), Ok("b-key".into()));
 
         // The first Secret is deleted: missing; no fallback to no key.
         stream.deleted(secret("kube-system", "tor-md5", "10", json!({})));
         let v = loop {
             let v = source.secrets().await;
-            if key(&v, "tor-md5", "tor-a").is_err() {
+            if secret_key(&v, "tor-md5", "tor-a").is_err() {
                 break v;
             }
         };
         assert_eq!(
-            key(&v, "tor-md5", "tor-a").unwrap_err().to_string(),
+            secret_key(&v, "tor-md5", "tor-a").unwrap_err().to_string(),
             "password-secret: secret tor-md5 not found in namespace kube-system"
         );
         let debug = format!("{v:?}");

@@ -14,7 +14,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::{bounded, nets, Source};
+use common::{bounded, nets, secret_key, Source};
 use ipnet::IpNet;
 use podcidr_speaker::sources::file::{self, FileSourceConfig, DEFAULT_POLL};
 use podcidr_speaker::sources::model::{node_view, IpamMode, IpamOverride, NodeView};
@@ -411,8 +411,7 @@ fn single_node_sample_loads() {
 /// rotation, a key removed, a Secret deleted; a name added later.
 #[tokio::test]
 async fn secrets_dir_follows_the_named_secrets() {
-    use podcidr_speaker::config::SecretKeyRef;
-    use podcidr_speaker::sources::secrets::{SecretError, SecretsView};
+    use podcidr_speaker::sources::secrets::SecretError;
     bounded(async {
         let dir = scratch("secrets-dir");
         // tor-md5 laid out like a kubelet Secret volume.
@@ -440,19 +439,12 @@ async fn secrets_dir_follows_the_named_secrets() {
                 tx,
             )),
         );
-        let key = |v: &SecretsView, name: &str, key: &str| {
-            v.resolve(&SecretKeyRef {
-                name: name.into(),
-                key: key.into(),
-            })
-            .map(|k| k.expose().to_owned())
-        };
         let v = source.secrets().await;
-        assert_eq!(key(&v, "tor-md5", "tor-a"), Ok("old-key".into()));
-        assert_eq!(key(&v, "tor-md5", "tor-b"), Ok("b-key".into()));
+        assert_eq!(secret_key(&v, "tor-md5", "tor-a"), Ok("old-key".into()));
+        assert_eq!(secret_key(&v, "tor-md5", "tor-b"), Ok("b-key".into()));
         assert_eq!(v.secrets.keys().collect::<Vec<_>>(), ["tor-md5"]);
         assert!(
-            key(&v, "tor-md5", "..data").is_err(),
+            secret_key(&v, "tor-md5", "..data").is_err(),
             "dot entries are not keys"
         );
 
@@ -463,18 +455,18 @@ async fn secrets_dir_follows_the_named_secrets() {
         std::os::unix::fs::symlink("..2026_v2", vol.join("..data_tmp")).unwrap();
         std::fs::rename(vol.join("..data_tmp"), vol.join("..data")).unwrap();
         let v = source.secrets().await;
-        assert_eq!(key(&v, "tor-md5", "tor-a"), Ok("new-key".into()));
-        assert_eq!(key(&v, "tor-md5", "tor-b"), Ok("b-key".into()));
+        assert_eq!(secret_key(&v, "tor-md5", "tor-a"), Ok("new-key".into()));
+        assert_eq!(secret_key(&v, "tor-md5", "tor-b"), Ok("b-key".into()));
 
         // A name added: read at once; its directory does not exist.
         names.send_replace(["tor-md5", "later"].map(String::from).into_iter().collect());
         let v = source.secrets().await;
         assert!(matches!(
-            key(&v, "later", "k"),
+            secret_key(&v, "later", "k"),
             Err(SecretError::SecretMissing { .. })
         ));
         assert_eq!(
-            key(&v, "later", "k").unwrap_err().to_string(),
+            secret_key(&v, "later", "k").unwrap_err().to_string(),
             format!(
                 "password-secret: secret later not found in --secrets-dir {}",
                 dir.display()
@@ -483,17 +475,17 @@ async fn secrets_dir_follows_the_named_secrets() {
         std::fs::create_dir_all(dir.join("later")).unwrap();
         std::fs::write(dir.join("later/k"), "later-key\n").unwrap();
         let v = source.secrets().await;
-        assert_eq!(key(&v, "later", "k"), Ok("later-key".into()));
-        assert_eq!(key(&v, "tor-md5", "tor-a"), Ok("new-key".into()));
+        assert_eq!(secret_key(&v, "later", "k"), Ok("later-key".into()));
+        assert_eq!(secret_key(&v, "tor-md5", "tor-a"), Ok("new-key".into()));
 
         // tor-md5 deleted: missing, the other unaffected.
         std::fs::remove_dir_all(&vol).unwrap();
         let v = source.secrets().await;
         assert!(matches!(
-            key(&v, "tor-md5", "tor-a"),
+            secret_key(&v, "tor-md5", "tor-a"),
             Err(SecretError::SecretMissing { .. })
         ));
-        assert_eq!(key(&v, "later", "k"), Ok("later-key".into()));
+        assert_eq!(secret_key(&v, "later", "k"), Ok("later-key".into()));
         let status = source.status_now(Resource::SecretsDir);
         assert!(status.up && status.synced, "{status:?}");
         assert!(source.close().await.is_err());
