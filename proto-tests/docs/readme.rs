@@ -137,6 +137,20 @@ fn every_readme_command_runs_as_documented() {
                     );
                 }
             }
+            ["cargo", "install", "--locked", "--path", "."] => {
+                // Building a release binary into ~/.cargo/bin from inside the suite would
+                // take minutes and write outside the repository. What the README promises:
+                // it installs, from the committed lock file, the binary its examples call.
+                let manifest = std::fs::read_to_string(repo().join("Cargo.toml")).unwrap();
+                assert!(
+                    manifest.contains("[[bin]]\nname = \"podcidr-speaker\""),
+                    "Cargo.toml no longer builds the `podcidr-speaker` the README calls"
+                );
+                assert!(
+                    repo().join("Cargo.lock").is_file(),
+                    "--locked needs Cargo.lock"
+                );
+            }
             ["podcidr-speaker", args @ ..] => {
                 let (code, out) = run(&bin, args, Duration::from_secs(60));
                 let expected = match args.first() {
@@ -163,6 +177,131 @@ fn every_readme_command_runs_as_documented() {
         ran += 1;
     }
     assert!(ran >= 5, "only {ran} README commands ran");
+}
+
+/// The README's lines, and where its first table starts: a newcomer must meet the
+/// set-up before the first wide table.
+fn readme_lines() -> (Vec<String>, usize) {
+    let text = std::fs::read_to_string(repo().join("README.md")).expect("README.md");
+    let lines: Vec<String> = text.lines().map(str::to_owned).collect();
+    let first_table = lines
+        .iter()
+        .position(|l| l.starts_with('|'))
+        .expect("README.md has tables");
+    (lines, first_table)
+}
+
+#[test]
+fn the_set_up_and_its_prerequisites_come_before_any_table() {
+    let (lines, first_table) = readme_lines();
+    let before = lines[..first_table].join("\n");
+    for command in [
+        "scripts/demo",
+        "scripts/test",
+        "cargo install --locked --path .",
+    ] {
+        let at = lines
+            .iter()
+            .position(|l| l.split(" #").next().is_some_and(|c| c.trim() == command));
+        assert!(
+            at.is_some_and(|at| at < first_table),
+            "`{command}` is not among the README's commands before its first table \
+             (line {})",
+            first_table + 1
+        );
+    }
+    // The Rust version is Cargo.toml's, not a copy that drifts from it.
+    let manifest = std::fs::read_to_string(repo().join("Cargo.toml")).unwrap();
+    let rust = manifest
+        .lines()
+        .find_map(|l| l.strip_prefix("rust-version = "))
+        .expect("Cargo.toml sets rust-version")
+        .trim_matches('"');
+    assert!(
+        before.contains(&format!("Rust {rust} or newer")),
+        "the README's prerequisites do not say Rust {rust}"
+    );
+    // Every package scripts/install-peers may install is named, and the tools the
+    // scripts do not install (kubectl for the manifests, cargo-fuzz for the fuzz step).
+    let install_peers = std::fs::read_to_string(repo().join("scripts/install-peers")).unwrap();
+    let packages: Vec<&str> = install_peers
+        .lines()
+        .filter_map(|l| l.strip_prefix("need "))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert!(packages.len() >= 4, "install-peers needs {packages:?}");
+    for needed in packages.iter().chain(&["kubectl", "cargo-fuzz", "unshare"]) {
+        assert!(
+            before.contains(&format!("`{needed}`")),
+            "the README's prerequisites do not name `{needed}`"
+        );
+    }
+}
+
+/// The value of `--FLAG` in a command line, as `--flag value` or `--flag=value`.
+fn flag_value<'a>(line: &'a str, flag: &str) -> Option<&'a str> {
+    let mut words = line.split_whitespace();
+    while let Some(word) = words.next() {
+        if word == flag {
+            return words.next();
+        }
+        if let Some(value) = word.strip_prefix(flag).and_then(|v| v.strip_prefix('=')) {
+            return Some(value);
+        }
+    }
+    None
+}
+
+/// The README's `plan` example runs on the demo's files: it must plan what the demo's
+/// speakers announce, with the same `--announce-lb-ips` (absent: `auto`).
+#[test]
+fn the_readme_plan_example_and_the_demo_agree() {
+    let demo = std::fs::read_to_string(repo().join("scripts/demo")).unwrap();
+    let run_lines: Vec<&str> = demo
+        .lines()
+        .skip_while(|l| !l.contains("\"$bin\" run "))
+        .take_while(|l| l.trim_end().ends_with('\\') || l.contains("\"$bin\" run "))
+        .collect();
+    assert!(
+        !run_lines.is_empty(),
+        "scripts/demo no longer runs the speaker"
+    );
+    let run = run_lines.join(" ");
+    assert!(
+        run.contains("$work/bgp-config.yaml") && demo.contains("cp -r \"$repo/config/demo/.\""),
+        "scripts/demo no longer runs on config/demo: {run}"
+    );
+    let plans: Vec<String> = readme_commands()
+        .into_iter()
+        .filter(|c| c.starts_with("podcidr-speaker plan "))
+        .collect();
+    assert!(!plans.is_empty(), "the README has no plan example");
+    for plan in &plans {
+        assert_eq!(
+            flag_value(plan, "--bgp-config"),
+            Some("config/demo/bgp-config.yaml"),
+            "{plan}"
+        );
+        assert_eq!(
+            flag_value(plan, "--cluster-state"),
+            Some("config/demo/cluster-state"),
+            "{plan}"
+        );
+        assert_eq!(
+            flag_value(plan, "--announce-lb-ips").unwrap_or("auto"),
+            flag_value(&run, "--announce-lb-ips").unwrap_or("auto"),
+            "the README's `{plan}` and scripts/demo's `{run}` disagree on the LoadBalancer IPs"
+        );
+    }
+    // A silent build of a minute or more looks hung: the demo shows cargo's progress.
+    let build = demo
+        .lines()
+        .find(|l| l.contains("cargo build"))
+        .expect("scripts/demo builds the speaker");
+    assert!(
+        !build.contains("--quiet") && !build.split_whitespace().any(|w| w == "-q"),
+        "scripts/demo builds quietly: {build}"
+    );
 }
 
 /// One row of a flag table in the README's CLI reference.

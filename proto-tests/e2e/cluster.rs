@@ -14,9 +14,8 @@ use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
-use crate::harness::bird::Bird;
-use crate::harness::frr::Frr;
-use crate::harness::{v4, wait_for, BgpDaemon, Neighbor, Origin, PeerOpts, Route};
+use crate::fixture::{start_tors, BgpConfig, Peer, NODE_AS};
+use crate::harness::{v4, wait_for, BgpDaemon, Origin, Route};
 use crate::isolated;
 use crate::scrape::{get, mentions_peer, value, wait_metrics};
 use crate::speaker::{net, node_ip, Inputs, NodeSpec, Speaker};
@@ -27,37 +26,21 @@ use crate::tor::{
 use crate::{settle, wait_exact, WAIT};
 use podcidr_speaker::daemon::SHUTDOWN_MESSAGE;
 
-const BIRD_AS: u32 = 65000;
-const NODE_AS: u32 = 65001;
 /// The iBGP peer's `pod-cidr-local-pref`: not 100, which is BIRD's and FRR's own default,
 /// so FRR's RIB shows the speaker really sent it.
 const FRR_LOCAL_PREF: u32 = 200;
 
 fn bgp_config() -> String {
-    format!(
-        "peers:
-  - peer-address: {bird}
-    peer-asn: {BIRD_AS}
-    my-asn: {NODE_AS}
-    hold-time: 9s
-  - peer-address: {frr}
-    peer-asn: {NODE_AS}
-    my-asn: {NODE_AS}
-    hold-time: 9s
-    pod-cidr-local-pref: {FRR_LOCAL_PREF}
-    node-selectors:
-      - match-labels:
-          tor2: \"yes\"
-speaker:
-  # SIGTERM at the end is a stop for good (Cease), not a graceful restart.
-  graceful-restart: false
-  connect-retry-time: 1s
-  origin: igp
-  pod-cidr-communities: [\"65001:7\"]
-",
-        bird = v4(2),
-        frr = v4(3),
-    )
+    BgpConfig::new([
+        Peer::bird(),
+        Peer::frr()
+            .key("pod-cidr-local-pref", FRR_LOCAL_PREF)
+            .selector("tor2", "yes"),
+    ])
+    .stop_for_good()
+    .speaker("origin", "igp")
+    .pod_cidr_community("65001:7")
+    .yaml()
 }
 
 fn nodes() -> Vec<NodeSpec> {
@@ -115,16 +98,7 @@ fn one_cluster_speaker_announces_every_node_with_its_own_next_hop() {
         return;
     };
     let speaker_addr = node_ip(1);
-    let bird = Bird::start(
-        ns.dir(),
-        PeerOpts::new(v4(2), BIRD_AS).neighbor(Neighbor::new(speaker_addr, NODE_AS)),
-    )
-    .expect("start BIRD");
-    let frr = Frr::start(
-        ns.dir(),
-        PeerOpts::new(v4(3), NODE_AS).neighbor(Neighbor::new(speaker_addr, NODE_AS)),
-    )
-    .expect("start FRR");
+    let (bird, frr) = start_tors(ns.dir(), &[speaker_addr]);
 
     let inputs = Inputs::new(ns.dir(), "kubernetes", "10.244.0.0/16");
     inputs.write_config(&bgp_config());

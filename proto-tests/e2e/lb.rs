@@ -36,9 +36,10 @@ use std::time::{Duration, Instant};
 use ipnet::IpNet;
 use serde_json::Value;
 
+use crate::fixture::{start_tors, BgpConfig, Peer, NODE_AS};
 use crate::harness::bird::{self, Bird};
 use crate::harness::frr::Frr;
-use crate::harness::{v4, wait_for, Afi, BgpDaemon, Neighbor, Origin, PeerOpts, Route};
+use crate::harness::{v4, wait_for, Afi, BgpDaemon, Origin, Route};
 use crate::isolated;
 use crate::speaker::{net, node_ip, Inputs, NodeSpec, Speaker};
 use crate::tor::{
@@ -47,8 +48,6 @@ use crate::tor::{
 };
 use crate::{settle, WAIT};
 
-const BIRD_AS: u32 = 65000;
-const NODE_AS: u32 = 65001;
 const NODES: [u8; 3] = [1, 2, 3];
 
 /// The `web` pool's advertisement: one /32 per IP, LOCAL_PREF 150 (sent over iBGP
@@ -61,18 +60,16 @@ const AGG_COMMUNITIES: [(u16, u16); 2] = [(65001, 24), (65001, 2400)];
 const POD_COMMUNITY: (u16, u16) = (65001, 100);
 
 fn bgp_config() -> String {
-    format!(
-        "peers:
-  - peer-address: {bird}
-    peer-asn: {BIRD_AS}
-    my-asn: {NODE_AS}
-    hold-time: 9s
-  - peer-address: {frr}
-    peer-asn: {NODE_AS}
-    my-asn: {NODE_AS}
-    hold-time: 9s
-bgp-communities:
-  web: \"{wa}:{wb}\"
+    let (w, a, b, p) = (
+        WEB_COMMUNITY,
+        AGG_COMMUNITIES[0],
+        AGG_COMMUNITIES[1],
+        POD_COMMUNITY,
+    );
+    BgpConfig::new([Peer::bird(), Peer::frr()])
+        .section(&format!(
+            "bgp-communities:
+  web: \"{w0}:{w1}\"
   agg: \"{a0}:{a1}\"
 address-pools:
   - name: web
@@ -91,23 +88,17 @@ address-pools:
   - name: l2
     protocol: layer2
     addresses: [192.0.2.0/24]
-speaker:
-  # SIGTERM at the end is a stop for good (Cease), not a graceful restart.
-  graceful-restart: false
-  connect-retry-time: 1s
-  pod-cidr-communities: [\"{p0}:{p1}\"]
 ",
-        bird = v4(2),
-        frr = v4(3),
-        wa = WEB_COMMUNITY.0,
-        wb = WEB_COMMUNITY.1,
-        a0 = AGG_COMMUNITIES[0].0,
-        a1 = AGG_COMMUNITIES[0].1,
-        b0 = AGG_COMMUNITIES[1].0,
-        b1 = AGG_COMMUNITIES[1].1,
-        p0 = POD_COMMUNITY.0,
-        p1 = POD_COMMUNITY.1,
-    )
+            w0 = w.0,
+            w1 = w.1,
+            a0 = a.0,
+            a1 = a.1,
+            b0 = b.0,
+            b1 = b.1,
+        ))
+        .stop_for_good()
+        .pod_cidr_community(&format!("{}:{}", p.0, p.1))
+        .yaml()
 }
 
 /// A LoadBalancer Service and its one EndpointSlice.
@@ -473,14 +464,7 @@ fn assert_only(
 /// BIRD (eBGP) and FRR (iBGP, `maximum-paths ibgp 8`) peering with n1..n3, the
 /// bgp-config and the three nodes written, the speakers not started.
 fn switches(ns: &crate::harness::netns::Netns) -> (Bird, Frr, Inputs) {
-    let mut bird_opts = PeerOpts::new(v4(2), BIRD_AS);
-    let mut frr_opts = PeerOpts::new(v4(3), NODE_AS);
-    for n in NODES {
-        bird_opts = bird_opts.neighbor(Neighbor::new(node_ip(n), NODE_AS));
-        frr_opts = frr_opts.neighbor(Neighbor::new(node_ip(n), NODE_AS));
-    }
-    let bird = Bird::start(ns.dir(), bird_opts).expect("start BIRD");
-    let frr = Frr::start(ns.dir(), frr_opts).expect("start FRR");
+    let (bird, frr) = start_tors(ns.dir(), &NODES.map(node_ip));
     frr.vtysh(&[
         "configure terminal",
         &format!("router bgp {NODE_AS}"),

@@ -4,9 +4,8 @@
 
 use std::time::Duration;
 
-use crate::harness::bird::Bird;
-use crate::harness::frr::Frr;
-use crate::harness::{hold_for, v4, BgpDaemon, Neighbor, Origin, PeerOpts, Route};
+use crate::fixture::{start_tors, BgpConfig, Peer};
+use crate::harness::{hold_for, v4, BgpDaemon, Origin, Route};
 use crate::isolated;
 use crate::speaker::{net, node_ip, Inputs, NodeSpec, Speaker};
 use crate::{wait_exact, WAIT};
@@ -18,27 +17,9 @@ fn a_passive_peer_connects_through_the_listener_and_strangers_are_refused() {
         return;
     };
     // BIRD dials the speaker; FRR dials it too but is not in the config.
-    let bird = Bird::start(
-        ns.dir(),
-        PeerOpts::new(v4(2), 65000).neighbor(Neighbor::new(n1, 65001)),
-    )
-    .expect("start BIRD");
-    let frr = Frr::start(
-        ns.dir(),
-        PeerOpts::new(v4(3), 65001).neighbor(Neighbor::new(n1, 65001)),
-    )
-    .expect("start FRR");
+    let (bird, frr) = start_tors(ns.dir(), &[n1]);
     let inputs = Inputs::new(ns.dir(), "kubernetes", "10.244.0.0/16");
-    inputs.write_config(&format!(
-        "peers:
-  - peer-address: {}
-    peer-asn: 65000
-    my-asn: 65001
-    hold-time: 9s
-    passive: true
-",
-        v4(2)
-    ));
+    inputs.write_config(&BgpConfig::new([Peer::bird().key("passive", true)]).yaml());
     inputs.write_node(&NodeSpec::new("n1", n1).node_cidrs(&["10.244.1.0/24"]));
     let mut args = Speaker::standalone_args(&inputs, "n1", n1);
     args.push(format!("--listen-addr={n1}:179"));

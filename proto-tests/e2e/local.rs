@@ -16,9 +16,10 @@ use std::time::Duration;
 
 use ipnet::IpNet;
 
+use crate::fixture::{start_tors, BgpConfig, Peer, NODE_AS};
 use crate::harness::bird::Bird;
 use crate::harness::frr::Frr;
-use crate::harness::{v4, Afi, BgpDaemon, Neighbor, Origin, PeerOpts, Route, RoutesExt};
+use crate::harness::{v4, Afi, BgpDaemon, Origin, Route, RoutesExt};
 use crate::isolated;
 use crate::speaker::{net, node_ip, Inputs, NodeSpec, Speaker};
 use crate::tor::{
@@ -28,32 +29,11 @@ use crate::tor::{
 use crate::{settle, wait_exact, WAIT};
 use podcidr_speaker::daemon::SHUTDOWN_MESSAGE;
 
-const BIRD_AS: u32 = 65000;
-const NODE_AS: u32 = 65001;
-
 fn bgp_config() -> String {
-    format!(
-        "peers:
-  - peer-address: {bird}
-    peer-asn: {BIRD_AS}
-    my-asn: {NODE_AS}
-    hold-time: 9s
-  - peer-address: {frr}
-    peer-asn: {NODE_AS}
-    my-asn: {NODE_AS}
-    hold-time: 9s
-    node-selectors:
-      - match-labels:
-          tor2: \"yes\"
-speaker:
-  # SIGTERM at the end is a stop for good (Cease), not a graceful restart.
-  graceful-restart: false
-  connect-retry-time: 1s
-  pod-cidr-communities: [\"65001:100\"]
-",
-        bird = v4(2),
-        frr = v4(3),
-    )
+    BgpConfig::new([Peer::bird(), Peer::frr().selector("tor2", "yes")])
+        .stop_for_good()
+        .pod_cidr_community("65001:100")
+        .yaml()
 }
 
 /// The four nodes at the start. n1 and n2 have the outage's swap: their Node says the
@@ -200,14 +180,7 @@ fn per_node_speakers_announce_exactly_their_pod_cidrs_and_follow_the_cluster() {
     let Some(ns) = isolated!(&addrs, Duration::from_secs(300)) else {
         return;
     };
-    let mut bird_opts = PeerOpts::new(v4(2), BIRD_AS);
-    let mut frr_opts = PeerOpts::new(v4(3), NODE_AS);
-    for n in 1..=4 {
-        bird_opts = bird_opts.neighbor(Neighbor::new(node_ip(n), NODE_AS));
-        frr_opts = frr_opts.neighbor(Neighbor::new(node_ip(n), NODE_AS));
-    }
-    let bird = Bird::start(ns.dir(), bird_opts).expect("start BIRD");
-    let frr = Frr::start(ns.dir(), frr_opts).expect("start FRR");
+    let (bird, frr) = start_tors(ns.dir(), &(1..=4).map(node_ip).collect::<Vec<_>>());
 
     let inputs = Inputs::new(ns.dir(), "cluster-pool", "10.244.0.0/16");
     inputs.write_config(&bgp_config());

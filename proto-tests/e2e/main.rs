@@ -30,6 +30,7 @@ mod bfd;
 mod bfd_rig;
 mod cli;
 mod cluster;
+mod fixture;
 mod lb;
 mod lifecycle;
 mod listen;

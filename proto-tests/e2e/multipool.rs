@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use ipnet::IpNet;
 
+use crate::fixture::{BgpConfig, Peer, BIRD_AS, NODE_AS};
 use crate::harness::bird::Bird;
 use crate::harness::{v4, BgpDaemon, Neighbor, PeerOpts};
 use crate::isolated;
@@ -20,9 +21,6 @@ use crate::local::{bird_route, Expected};
 use crate::speaker::{net, node_ip, Inputs, NodeSpec, Speaker};
 use crate::tor::{bird_imports, bird_route_times, BirdImports, BirdTime};
 use crate::{settle, wait_exact, WAIT};
-
-const BIRD_AS: u32 = 65000;
-const NODE_AS: u32 = 65001;
 
 /// What BIRD must hold from each node: the routes of [`crate::local`], whose bgp-config
 /// (AS numbers, `pod-cidr-communities`) this one repeats.
@@ -46,10 +44,11 @@ fn multi_pool_node_gains_then_releases_cidrs_and_bird_follows_exactly() {
     let bird = Bird::start(ns.dir(), bird_opts).expect("start BIRD");
 
     let inputs = Inputs::new(ns.dir(), "multi-pool", "10.244.0.0/16");
-    inputs.write_config(&format!(
-        "peers:\n  - peer-address: {}\n    peer-asn: {BIRD_AS}\n    my-asn: {NODE_AS}\n    hold-time: 9s\nspeaker:\n  connect-retry-time: 1s\n  pod-cidr-communities: [\"65001:100\"]\n",
-        v4(2)
-    ));
+    inputs.write_config(
+        &BgpConfig::new([Peer::bird()])
+            .pod_cidr_community("65001:100")
+            .yaml(),
+    );
     inputs.write_pools(&[("default", &["10.10.0.0/16"]), ("blue", &["10.20.0.0/16"])]);
     // The Nodes' own podCIDRs are not in force in multi-pool mode: never announced.
     let mut n1 = NodeSpec::new("n1", node_ip(1))

@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::process::Command;
 use std::time::Duration;
 
+use crate::fixture::{BgpConfig, Peer};
 use crate::harness::bird::Bird;
 use crate::harness::process::run;
 use crate::harness::{v4, BgpDaemon, Neighbor, PeerOpts};
@@ -16,21 +17,11 @@ use crate::speaker::{node_ip, Inputs, NodeSpec, Speaker, BINARY};
 use crate::WAIT;
 
 fn config(with_bird: bool) -> String {
-    let mut c = String::from("peers:\n");
-    if with_bird {
-        c.push_str(&format!(
-            "  - peer-address: {}\n    peer-asn: 65000\n    my-asn: 65001\n    hold-time: 9s\n",
-            v4(2)
-        ));
-    }
+    let bird = with_bird.then(|| Peer::new(v4(2), 65000, 65001));
     // A second peer, selected by a label, that nothing answers (its address exists in
     // no namespace): the status command must call that unhealthy.
-    c.push_str(&format!(
-        "  - peer-address: {}\n    peer-asn: 65009\n    my-asn: 65001\n    hold-time: 9s\n    node-selectors:\n      - match-labels: {{unanswered: \"yes\"}}\n",
-        v4(9)
-    ));
-    c.push_str("speaker:\n  connect-retry-time: 1s\n");
-    c
+    let unanswered = Peer::new(v4(9), 65009, 65001).selector("unanswered", "yes");
+    BgpConfig::new(bird.into_iter().chain([unanswered])).yaml()
 }
 
 /// `podcidr-speaker status --addr ADDR`: its exit status.

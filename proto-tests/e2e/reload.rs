@@ -11,9 +11,8 @@
 use std::net::{IpAddr, SocketAddr};
 use std::time::Instant;
 
-use crate::harness::bird::Bird;
-use crate::harness::frr::Frr;
-use crate::harness::{v4, wait_for, BgpDaemon, Neighbor, Origin, PeerOpts, Route};
+use crate::fixture::{start_tors, BgpConfig, Peer, NODE_AS};
+use crate::harness::{v4, wait_for, BgpDaemon, Origin, Route};
 use crate::isolated;
 use crate::scrape::{get, value};
 use crate::speaker::{net, node_ip, Inputs, NodeSpec, Speaker};
@@ -23,36 +22,13 @@ use crate::tor::{
 };
 use crate::{settle, wait_exact, WAIT};
 
-const BIRD_AS: u32 = 65000;
-const NODE_AS: u32 = 65001;
-
+/// BIRD, FRR with `frr_hold` as its hold time (`None`: FRR left out of the config), and
+/// `community` on the pod CIDRs.
 fn bgp_config(community: &str, frr_hold: Option<&str>) -> String {
-    let mut c = format!(
-        "peers:
-  - peer-address: {bird}
-    peer-asn: {BIRD_AS}
-    my-asn: {NODE_AS}
-    hold-time: 9s
-",
-        bird = v4(2)
-    );
-    if let Some(hold) = frr_hold {
-        c.push_str(&format!(
-            "  - peer-address: {frr}
-    peer-asn: {NODE_AS}
-    my-asn: {NODE_AS}
-    hold-time: {hold}
-",
-            frr = v4(3)
-        ));
-    }
-    c.push_str(&format!(
-        "speaker:
-  connect-retry-time: 1s
-  pod-cidr-communities: [\"{community}\"]
-"
-    ));
-    c
+    let frr = frr_hold.map(|hold| Peer::frr().key("hold-time", hold));
+    BgpConfig::new([Some(Peer::bird()), frr].into_iter().flatten())
+        .pod_cidr_community(community)
+        .yaml()
 }
 
 fn route(community: (u16, u16), ibgp: bool) -> Route {
@@ -82,16 +58,7 @@ fn config_edits_touch_exactly_the_sessions_they_change() {
         return;
     };
     let n1 = node_ip(1);
-    let bird = Bird::start(
-        ns.dir(),
-        PeerOpts::new(v4(2), BIRD_AS).neighbor(Neighbor::new(n1, NODE_AS)),
-    )
-    .expect("start BIRD");
-    let frr = Frr::start(
-        ns.dir(),
-        PeerOpts::new(v4(3), NODE_AS).neighbor(Neighbor::new(n1, NODE_AS)),
-    )
-    .expect("start FRR");
+    let (bird, frr) = start_tors(ns.dir(), &[n1]);
     let inputs = Inputs::new(ns.dir(), "kubernetes", "10.244.0.0/16");
     inputs.write_config(&bgp_config("65001:100", Some("9s")));
     inputs.write_node(&NodeSpec::new("n1", n1).node_cidrs(&["10.244.1.0/24"]));

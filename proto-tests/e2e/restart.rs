@@ -5,36 +5,18 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
-use crate::harness::bird::Bird;
-use crate::harness::frr::Frr;
-use crate::harness::{hold_for, v4, Afi, BgpDaemon, Neighbor, Origin, PeerOpts, Route, RoutesExt};
+use crate::fixture::{start_tors, BgpConfig, Peer, NODE_AS};
+use crate::harness::{hold_for, v4, Afi, BgpDaemon, Origin, Route, RoutesExt};
 use crate::isolated;
 use crate::speaker::{net, node_ip, Inputs, NodeSpec, Speaker};
 use crate::tor::{bird_notifications_received, frr_last_notification};
 use crate::{wait_exact, WAIT};
 
-const BIRD_AS: u32 = 65000;
-const NODE_AS: u32 = 65001;
-
 fn bgp_config() -> String {
-    format!(
-        "peers:
-  - peer-address: {bird}
-    peer-asn: {BIRD_AS}
-    my-asn: {NODE_AS}
-    hold-time: 9s
-  - peer-address: {frr}
-    peer-asn: {NODE_AS}
-    my-asn: {NODE_AS}
-    hold-time: 9s
-speaker:
-  connect-retry-time: 1s
-  graceful-restart: true
-  graceful-restart-time: 60s
-",
-        bird = v4(2),
-        frr = v4(3)
-    )
+    BgpConfig::new([Peer::bird(), Peer::frr()])
+        .speaker("graceful-restart", true)
+        .speaker("graceful-restart-time", "60s")
+        .yaml()
 }
 
 fn route(prefix: &str, ibgp: bool) -> Route {
@@ -84,16 +66,7 @@ fn sigterm_with_graceful_restart_keeps_the_routes_until_the_speaker_is_back() {
     let Some(ns) = isolated!(&[v4(2), v4(3), n1], Duration::from_secs(180)) else {
         return;
     };
-    let bird = Bird::start(
-        ns.dir(),
-        PeerOpts::new(v4(2), BIRD_AS).neighbor(Neighbor::new(n1, NODE_AS)),
-    )
-    .expect("start BIRD");
-    let frr = Frr::start(
-        ns.dir(),
-        PeerOpts::new(v4(3), NODE_AS).neighbor(Neighbor::new(n1, NODE_AS)),
-    )
-    .expect("start FRR");
+    let (bird, frr) = start_tors(ns.dir(), &[n1]);
     let inputs = Inputs::new(ns.dir(), "kubernetes", "10.244.0.0/16");
     inputs.write_config(&bgp_config());
     inputs.write_node(&NodeSpec::new("n1", n1).node_cidrs(&PREFIXES));

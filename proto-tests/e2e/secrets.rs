@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use crate::fixture::{BgpConfig, Peer, NODE_AS};
 use crate::harness::bird::Bird;
 use crate::harness::frr::Frr;
 use crate::harness::process::write_file;
@@ -24,28 +25,15 @@ use crate::speaker::{node_ip, Inputs, NodeSpec, Speaker};
 use crate::{settle, WAIT};
 
 const TOR_AS: u32 = 65000;
-const NODE_AS: u32 = 65001;
 const KEYS: [&str; 4] = ["frr-key-one", "frr-key-two", "bird-key", "frr-key-three"];
 
+/// FRR (tor-a) first, BIRD (tor-b) second, both eBGP.
 fn bgp_config() -> String {
-    format!(
-        "peers:
-  - peer-address: {frr}
-    peer-asn: {TOR_AS}
-    my-asn: {NODE_AS}
-    hold-time: 9s
-    password-secret: {{name: tor-md5, key: tor-a}}
-  - peer-address: {bird}
-    peer-asn: {TOR_AS}
-    my-asn: {NODE_AS}
-    hold-time: 9s
-    password-secret: {{name: tor-md5, key: tor-b}}
-speaker:
-  connect-retry-time: 1s
-",
-        frr = v4(2),
-        bird = v4(3),
-    )
+    BgpConfig::new([
+        Peer::new(v4(2), TOR_AS, NODE_AS).key("password-secret", "{name: tor-md5, key: tor-a}"),
+        Peer::new(v4(3), TOR_AS, NODE_AS).key("password-secret", "{name: tor-md5, key: tor-b}"),
+    ])
+    .yaml()
 }
 
 /// Writes the Secret's keys as a Secret volume shows them (`DIR/tor-md5/KEY`), each

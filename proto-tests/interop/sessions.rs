@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use ipnet::IpNet;
 
-use harness::{hold_for, v4, v6, wait_for, Afi, PeerOpts, RoutesExt};
+use harness::{hold_for, v4, v6, wait_for, Afi, Neighbor, PeerOpts, RoutesExt};
 use podcidr_speaker::bgp::session::{SessionError, State};
 use podcidr_speaker::peer::Shutdown;
 use speaker::{
@@ -54,6 +54,16 @@ const ADDRS: [IpAddr; 10] = [
 /// 2-octet AS of the first daemon, 4-octet AS of the second.
 const TOR_AS2: u32 = 65002;
 const TOR_AS4: u32 = 4_200_000_004;
+
+/// The daemon most scenarios run against: `kind` on 100.64.0.2 and fd00::2, AS
+/// [`TOR_AS2`], with `neighbors`.
+fn start_tor(kind: Kind, dir: &Path, neighbors: impl IntoIterator<Item = Neighbor>) -> Tor {
+    let opts = neighbors.into_iter().fold(
+        PeerOpts::new(v4(2), TOR_AS2).local_addr6(v6(2)),
+        PeerOpts::neighbor,
+    );
+    Tor::start(kind, dir, opts)
+}
 
 /// eBGP and iBGP, each with 2-octet and 4-octet AS numbers: four speakers against two
 /// daemons. Each announces two IPv4 /24s and one IPv6 /64 over its IPv4 session; then
@@ -243,13 +253,10 @@ fn exabgp_saw_exactly_our_messages(tor: &Tor, s: &Speaker) {
 /// outlive their hold time several times over: keepalives flow both ways.
 fn hold_time_and_keepalive(kind: Kind, dir: &Path) {
     let rt = runtime();
-    let tor = Tor::start(
+    let tor = start_tor(
         kind,
         dir,
-        PeerOpts::new(v4(2), TOR_AS2)
-            .local_addr6(v6(2))
-            .neighbor(tor_neighbor(kind, 1, 65001))
-            .neighbor(tor_neighbor(kind, 3, 65003)),
+        [tor_neighbor(kind, 1, 65001), tor_neighbor(kind, 3, 65003)],
     );
     let routes = |n: u8| {
         desired(
@@ -361,13 +368,7 @@ fn hold_time_and_keepalive(kind: Kind, dir: &Path) {
 /// sends its routes again.
 fn peer_restart(kind: Kind, dir: &Path) {
     let rt = runtime();
-    let mut tor = Tor::start(
-        kind,
-        dir,
-        PeerOpts::new(v4(2), TOR_AS2)
-            .local_addr6(v6(2))
-            .neighbor(tor_neighbor(kind, 1, 65001)),
-    );
+    let mut tor = start_tor(kind, dir, [tor_neighbor(kind, 1, 65001)]);
     let a = Attrs::new(65001, false).med(5);
     let prefixes = [net("10.244.1.0/24"), net("fd10:1::/64")];
     let s = Speaker::start(
@@ -399,13 +400,7 @@ fn peer_restart(kind: Kind, dir: &Path) {
 /// our own: an administrative shutdown with an RFC 9003 message the daemon shows.
 fn notifications(kind: Kind, dir: &Path) {
     let rt = runtime();
-    let mut tor = Tor::start(
-        kind,
-        dir,
-        PeerOpts::new(v4(2), TOR_AS2)
-            .local_addr6(v6(2))
-            .neighbor(tor_neighbor(kind, 1, 65001)),
-    );
+    let mut tor = start_tor(kind, dir, [tor_neighbor(kind, 1, 65001)]);
     let a = Attrs::new(65001, false);
     let prefixes = [net("10.244.1.0/24"), net("fd10:1::/64")];
     let mut s = Speaker::start(
@@ -469,13 +464,7 @@ fn notifications(kind: Kind, dir: &Path) {
 fn graceful_shutdown(kind: Kind, dir: &Path) {
     const GRACE: Duration = Duration::from_secs(4);
     let rt = runtime();
-    let tor = Tor::start(
-        kind,
-        dir,
-        PeerOpts::new(v4(2), TOR_AS2)
-            .local_addr6(v6(2))
-            .neighbor(tor_neighbor(kind, 1, 65001)),
-    );
+    let tor = start_tor(kind, dir, [tor_neighbor(kind, 1, 65001)]);
     let a = Attrs::new(65001, false);
     let prefixes = [net("10.244.1.0/24"), net("fd10:1::/64")];
     let mut sp = spec(1, &peer_config(v4(2), TOR_AS2, 65001, &[]));
@@ -590,12 +579,10 @@ fn graceful_shutdown(kind: Kind, dir: &Path) {
 /// withdrawal; the peer keeps the routes as stale.
 fn graceful_restart_skips_graceful_shutdown(kind: Kind, dir: &Path) {
     let rt = runtime();
-    let tor = Tor::start(
+    let tor = start_tor(
         kind,
         dir,
-        PeerOpts::new(v4(2), TOR_AS2)
-            .local_addr6(v6(2))
-            .neighbor(tor_neighbor(kind, 1, 65001).graceful_restart(30)),
+        [tor_neighbor(kind, 1, 65001).graceful_restart(30)],
     );
     let a = Attrs::new(65001, false);
     let prefixes = [net("10.244.1.0/24")];
@@ -628,13 +615,13 @@ fn graceful_restart_skips_graceful_shutdown(kind: Kind, dir: &Path) {
 /// the one with a wrong password never gets a session, on either side.
 fn md5(kind: Kind, dir: &Path) {
     let rt = runtime();
-    let tor = Tor::start(
+    let tor = start_tor(
         kind,
         dir,
-        PeerOpts::new(v4(2), TOR_AS2)
-            .local_addr6(v6(2))
-            .neighbor(tor_neighbor(kind, 1, 65001).password("right-secret"))
-            .neighbor(tor_neighbor(kind, 3, 65003).password("right-secret")),
+        [
+            tor_neighbor(kind, 1, 65001).password("right-secret"),
+            tor_neighbor(kind, 3, 65003).password("right-secret"),
+        ],
     );
     let a1 = Attrs::new(65001, false);
     let right = Speaker::start(
@@ -692,12 +679,10 @@ fn md5(kind: Kind, dir: &Path) {
 /// re-sent the table and nothing else, and stay still for a few seconds.
 fn graceful_restart(kind: Kind, dir: &Path) {
     let rt = runtime();
-    let tor = Tor::start(
+    let tor = start_tor(
         kind,
         dir,
-        PeerOpts::new(v4(2), TOR_AS2)
-            .local_addr6(v6(2))
-            .neighbor(tor_neighbor(kind, 1, 65001).graceful_restart(30)),
+        [tor_neighbor(kind, 1, 65001).graceful_restart(30)],
     );
     let cfg = peer_config(
         v4(2),
@@ -890,14 +875,10 @@ fn sorted(mut r: Vec<harness::Route>) -> Vec<harness::Route> {
 /// an address that is not a peer is closed unread.
 fn inbound(kind: Kind, dir: &Path) {
     let rt = runtime();
-    let tor = Tor::start(
+    let tor = start_tor(
         kind,
         dir,
-        PeerOpts::new(v4(2), TOR_AS2).local_addr6(v6(2)).neighbor(
-            harness::Neighbor::new(v4(1), 65001)
-                .ipv6()
-                .password("in-secret"),
-        ),
+        [Neighbor::new(v4(1), 65001).ipv6().password("in-secret")],
     );
     let listener = speaker::listener(&rt, v4(1));
     let cfg = peer_config(
@@ -949,13 +930,7 @@ fn inbound(kind: Kind, dir: &Path) {
 /// harness does not configure: sessions_scripted covers the exact bytes.)
 fn route_refresh(kind: Kind, dir: &Path) {
     let rt = runtime();
-    let mut tor = Tor::start(
-        kind,
-        dir,
-        PeerOpts::new(v4(2), TOR_AS2)
-            .local_addr6(v6(2))
-            .neighbor(tor_neighbor(kind, 1, 65001)),
-    );
+    let mut tor = start_tor(kind, dir, [tor_neighbor(kind, 1, 65001)]);
     let a = Attrs::new(65001, false).med(3);
     let prefixes = [
         net("10.244.1.0/24"),
@@ -1071,17 +1046,13 @@ fn ipv4_over_ipv6_with_extended_next_hop(kind: Kind, dir: &Path) {
     use podcidr_speaker::routes::next_hop::needs_extended_next_hop;
     use podcidr_speaker::sources::model::Family;
     let rt = runtime();
-    let tor = Tor::start(
+    let tor = start_tor(
         kind,
         dir,
-        PeerOpts::new(v4(2), TOR_AS2)
-            .local_addr6(v6(2))
-            .neighbor(
-                harness::Neighbor::new(v6(1), 65001)
-                    .ipv6()
-                    .extended_next_hop(),
-            )
-            .neighbor(harness::Neighbor::new(v6(3), 65003).ipv6()),
+        [
+            Neighbor::new(v6(1), 65001).ipv6().extended_next_hop(),
+            Neighbor::new(v6(3), 65003).ipv6(),
+        ],
     );
     let mut speakers = Vec::new();
     for (n, asn) in [(1u8, 65001u32), (3, 65003)] {
@@ -1156,13 +1127,10 @@ fn ipv4_over_ipv6_with_extended_next_hop(kind: Kind, dir: &Path) {
 /// hop.
 fn ipv6_over_ipv4_with_next_hop_v6(kind: Kind, dir: &Path) {
     let rt = runtime();
-    let tor = Tor::start(
+    let tor = start_tor(
         kind,
         dir,
-        PeerOpts::new(v4(2), TOR_AS2)
-            .local_addr6(v6(2))
-            .neighbor(tor_neighbor(kind, 1, 65001))
-            .neighbor(tor_neighbor(kind, 3, 65003)),
+        [tor_neighbor(kind, 1, 65001), tor_neighbor(kind, 3, 65003)],
     );
     let mut speakers = Vec::new();
     let mut plans = Vec::new();

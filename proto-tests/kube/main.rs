@@ -7,14 +7,17 @@
 // Cargo.toml's [lints] are for src/.
 #![allow(clippy::unwrap_used, clippy::expect_used, unsafe_code)]
 
+#[path = "../common/sources.rs"]
+mod common;
 mod harness;
 mod services;
 
 use std::collections::BTreeMap;
-use std::future::Future;
+use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use common::{bounded, nets, secret_key, Source};
 use harness::{
     cilium_node, config_map, multi_pool_node, node, pod_ip_pool, secret, Call, MockApi, Route,
     WatchStream, WAIT,
@@ -26,23 +29,8 @@ use podcidr_speaker::sources::kube::{
 use podcidr_speaker::sources::model::{
     CidrRefusal, Drift, IpamMode, IpamOverride, NodeView, PoolAllocation, PoolRanges, ViewWarning,
 };
-use podcidr_speaker::sources::{
-    channel, ClusterSnapshot, EventSink, Report, Resource, ResourceStatus, SourceReceiver,
-    SourceUpdate,
-};
+use podcidr_speaker::sources::{channel, EventSink, Report, Resource, SourceUpdate};
 use serde_json::json;
-use tokio::sync::mpsc::error::TryRecvError;
-
-/// Every test is bounded: a hung watcher fails the test instead of the suite.
-async fn bounded<F: Future<Output = ()>>(test: F) {
-    let _ = tracing_subscriber::fmt()
-        .with_test_writer()
-        .with_env_filter("podcidr_speaker=debug")
-        .try_init();
-    tokio::time::timeout(Duration::from_secs(30), test)
-        .await
-        .expect("test timed out");
-}
 
 #[derive(Default)]
 struct RecordingSink(Mutex<Vec<Report>>);
@@ -59,16 +47,25 @@ impl RecordingSink {
     }
 }
 
+/// The kube source under test, with the mocked API it talks to and the Kubernetes
+/// Events it posted; the receiving end is the shared [`Source`].
 struct Running {
-    rx: SourceReceiver,
+    source: Source,
     api: MockApi,
     events: Arc<RecordingSink>,
-    task: tokio::task::JoinHandle<()>,
 }
 
-impl Drop for Running {
-    fn drop(&mut self) {
-        self.task.abort();
+impl Deref for Running {
+    type Target = Source;
+
+    fn deref(&self) -> &Source {
+        &self.source
+    }
+}
+
+impl DerefMut for Running {
+    fn deref_mut(&mut self) -> &mut Source {
+        &mut self.source
     }
 }
 
@@ -107,68 +104,10 @@ fn start_with(
         let _ = kube_source::run(client, config, tx, sink).await;
     });
     Running {
-        rx,
+        source: Source::new(rx, task),
         api,
         events,
-        task,
     }
-}
-
-impl Running {
-    async fn update(&mut self) -> SourceUpdate {
-        tokio::time::timeout(WAIT, self.rx.updates.recv())
-            .await
-            .expect("no update in time")
-            .expect("source ended")
-    }
-
-    async fn cluster(&mut self) -> Arc<ClusterSnapshot> {
-        match self.update().await {
-            SourceUpdate::Cluster(snapshot) => snapshot,
-            other => panic!("expected a cluster update, got {other:?}"),
-        }
-    }
-
-    async fn view(&mut self) -> NodeView {
-        self.cluster().await.view.clone().expect("view")
-    }
-
-    fn no_update(&mut self) {
-        match self.rx.updates.try_recv() {
-            Err(TryRecvError::Empty) => {}
-            other => panic!("expected no update, got {other:?}"),
-        }
-    }
-
-    /// Waits until `resource`'s status satisfies `done`; the source updates the status
-    /// after queueing any update, so afterwards `no_update` is meaningful.
-    async fn status(
-        &mut self,
-        resource: Resource,
-        done: impl Fn(&ResourceStatus) -> bool,
-    ) -> ResourceStatus {
-        let mut status = self.rx.status.clone();
-        let reached = tokio::time::timeout(
-            WAIT,
-            status.wait_for(|s| s.resources.get(&resource).is_some_and(&done)),
-        )
-        .await;
-        match reached {
-            Ok(Ok(status)) => status.resources[&resource].clone(),
-            _ => panic!(
-                "{resource} status not reached: {:?}",
-                self.rx.status.borrow().resources.get(&resource)
-            ),
-        }
-    }
-
-    fn status_now(&self, resource: Resource) -> ResourceStatus {
-        self.rx.status.borrow().resources[&resource].clone()
-    }
-}
-
-fn nets(list: &[&str]) -> Vec<IpNet> {
-    list.iter().map(|s| s.parse().unwrap()).collect()
 }
 
 fn prefixes(view: &NodeView, node: &str) -> Vec<IpNet> {
@@ -783,17 +722,18 @@ async fn source_ends_when_the_receiver_is_dropped() {
             retry: Retry::Fixed(Duration::from_millis(20)),
             load_balancers: false,
         };
-        let task = tokio::spawn(kube_source::run(
-            client,
-            config,
-            tx,
-            Arc::new(RecordingSink::default()),
-        ));
+        let source = Source::new(
+            rx,
+            tokio::spawn(kube_source::run(
+                client,
+                config,
+                tx,
+                Arc::new(RecordingSink::default()),
+            )),
+        );
         // The watchers are waiting on their lists when the daemon goes away.
         let _pending = api.next(Route::Nodes).await;
-        drop(rx);
-        let ended = tokio::time::timeout(WAIT, task).await.expect("task ended");
-        assert!(ended.expect("no panic").is_err(), "ends with Closed");
+        assert!(source.close().await.is_err(), "ends with Closed");
     })
     .await;
 }
@@ -1016,15 +956,6 @@ async fn kube_events_not_written_are_counted_by_reason() {
 
 const SECRETS: &str = "/api/v1/namespaces/kube-system/secrets";
 
-async fn secrets_view(
-    rx: &mut SourceReceiver,
-) -> Arc<podcidr_speaker::sources::secrets::SecretsView> {
-    match tokio::time::timeout(WAIT, rx.updates.recv()).await {
-        Ok(Some(SourceUpdate::Secrets(v))) => v,
-        other => panic!("expected a secrets update, got {other:?}"),
-    }
-}
-
 /// A request of the secret follower: a GET of the one Secret, or a watch of it alone;
 /// never a list, never a watch of every Secret (RBAC grants only get and watch on the
 /// named Secrets).
@@ -1055,31 +986,26 @@ fn assert_secret_watch(call: &Call, name: &str, resource_version: &str) {
 /// one the API refuses; each failure is that Secret's alone and never shows a value.
 #[tokio::test]
 async fn secret_follower_gets_and_watches_only_the_named_secrets() {
-    use podcidr_speaker::config::SecretKeyRef;
     use podcidr_speaker::sources::kube::secrets;
-    use podcidr_speaker::sources::secrets::{SecretError, SecretsView};
+    use podcidr_speaker::sources::secrets::SecretError;
     bounded(async {
         let (client, mut api) = MockApi::start();
-        let (tx, mut rx) = channel(16);
+        let (tx, rx) = channel(16);
         let (names, names_rx) =
             tokio::sync::watch::channel(std::collections::BTreeSet::from(["tor-md5".to_owned()]));
-        let task = tokio::spawn(secrets::run(
-            client,
-            "kube-system".into(),
-            names_rx,
-            Retry::Fixed(Duration::from_millis(20)),
-            tx,
-        ));
-        let key = |v: &SecretsView, name: &str, key: &str| {
-            v.resolve(&SecretKeyRef {
-                name: name.into(),
-                key: key.into(),
-            })
-            .map(|k| k.expose().to_owned())
-        };
+        let mut source = Source::new(
+            rx,
+            tokio::spawn(secrets::run(
+                client,
+                "kube-system".into(),
+                names_rx,
+                Retry::Fixed(Duration::from_millis(20)),
+                tx,
+            )),
+        );
         // Nothing read yet: pending, not missing.
-        let v = secrets_view(&mut rx).await;
-        assert!(key(&v, "tor-md5", "tor-a").unwrap_err().is_pending());
+        let v = source.secrets().await;
+        assert!(secret_key(&v, "tor-md5", "tor-a").unwrap_err().is_pending());
 
         let get = api.next(Route::Secrets).await;
         assert_secret_get(&get, "tor-md5");
@@ -1093,9 +1019,9 @@ async fn secret_follower_gets_and_watches_only_the_named_secrets() {
                 json!({"tor-a": "b2xkLWtleQo=", "tor-b": "Yi1rZXk="}),
             ),
         );
-        let v = secrets_view(&mut rx).await;
-        assert_eq!(key(&v, "tor-md5", "tor-a"), Ok("old-key".into()));
-        assert_eq!(key(&v, "tor-md5", "tor-b"), Ok("b-key".into()));
+        let v = source.secrets().await;
+        assert_eq!(secret_key(&v, "tor-md5", "tor-a"), Ok("old-key".into()));
+        assert_eq!(secret_key(&v, "tor-md5", "tor-b"), Ok("b-key".into()));
 
         let watch = api.next(Route::Secrets).await;
         assert_secret_watch(&watch, "tor-md5", "5");
@@ -1107,10 +1033,10 @@ async fn secret_follower_gets_and_watches_only_the_named_secrets() {
             "6",
             json!({"tor-a": "bmV3LWtleQ==", "tor-b": "Yi1rZXk="}),
         ));
-        let v = secrets_view(&mut rx).await;
-        assert_eq!(key(&v, "tor-md5", "tor-a"), Ok("new-key".into()));
-        assert_eq!(key(&v, "tor-md5", "tor-b"), Ok("b-key".into()));
-        match key(&v, "tor-md5", "tor-c") {
+        let v = source.secrets().await;
+        assert_eq!(secret_key(&v, "tor-md5", "tor-a"), Ok("new-key".into()));
+        assert_eq!(secret_key(&v, "tor-md5", "tor-b"), Ok("b-key".into()));
+        match secret_key(&v, "tor-md5", "tor-c") {
             Err(e @ SecretError::KeyMissing { .. }) => assert_eq!(
                 e.to_string(),
                 "password-secret: secret tor-md5 in namespace kube-system has no key tor-c"
@@ -1138,19 +1064,19 @@ async fn secret_follower_gets_and_watches_only_the_named_secrets() {
             }
         }
         let v = loop {
-            let v = secrets_view(&mut rx).await;
+            let v = source.secrets().await;
             let settled = ["absent", "forbidden"]
                 .iter()
-                .all(|n| !key(&v, n, "k").is_err_and(|e| e.is_pending()));
+                .all(|n| !secret_key(&v, n, "k").is_err_and(|e| e.is_pending()));
             if settled {
                 break v;
             }
         };
         assert!(matches!(
-            key(&v, "absent", "k"),
+            secret_key(&v, "absent", "k"),
             Err(SecretError::SecretMissing { .. })
         ));
-        let forbidden = key(&v, "forbidden", "k").unwrap_err().to_string();
+        let forbidden = secret_key(&v, "forbidden", "k").unwrap_err().to_string();
         assert!(
             forbidden.starts_with(
                 "password-secret: secret forbidden in namespace kube-system cannot be read: api error 403"
@@ -1158,8 +1084,8 @@ async fn secret_follower_gets_and_watches_only_the_named_secrets() {
             "{forbidden}"
         );
         // The others are unaffected.
-        assert_eq!(key(&v, "tor-md5", "tor-a"), Ok("new-key".into()));
-        let status = rx.status.borrow().resources[&Resource::Secrets].clone();
+        assert_eq!(secret_key(&v, "tor-md5", "tor-a"), Ok("new-key".into()));
+        let status = source.status_now(Resource::Secrets);
         assert!(status.synced, "every name answered once: {status:?}");
         assert!(!status.up, "one name cannot be read");
         let absent_watch = loop {
@@ -1177,31 +1103,29 @@ async fn secret_follower_gets_and_watches_only_the_named_secrets() {
         let absent = absent_watch.watch();
         absent.added(secret("kube-system", "absent", "9", json!({"k": "Yi1rZXk="})));
         let v = loop {
-            let v = secrets_view(&mut rx).await;
-            if key(&v, "absent", "k").is_ok() {
+            let v = source.secrets().await;
+            if secret_key(&v, "absent", "k").is_ok() {
                 break v;
             }
         };
-        assert_eq!(key(&v, "absent", "k"), Ok("b-key".into()));
+        assert_eq!(secret_key(&v, "absent", "k"), Ok("b-key".into()));
 
         // The first Secret is deleted: missing; no fallback to no key.
         stream.deleted(secret("kube-system", "tor-md5", "10", json!({})));
         let v = loop {
-            let v = secrets_view(&mut rx).await;
-            if key(&v, "tor-md5", "tor-a").is_err() {
+            let v = source.secrets().await;
+            if secret_key(&v, "tor-md5", "tor-a").is_err() {
                 break v;
             }
         };
         assert_eq!(
-            key(&v, "tor-md5", "tor-a").unwrap_err().to_string(),
+            secret_key(&v, "tor-md5", "tor-a").unwrap_err().to_string(),
             "password-secret: secret tor-md5 not found in namespace kube-system"
         );
         let debug = format!("{v:?}");
         assert!(!debug.contains("new-key") && !debug.contains("b-key"), "{debug}");
 
-        drop(rx);
-        let ended = tokio::time::timeout(WAIT, task).await.expect("task ended");
-        assert!(ended.expect("no panic").is_err(), "ends with Closed");
+        assert!(source.close().await.is_err(), "ends with Closed");
     })
     .await;
 }

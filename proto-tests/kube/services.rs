@@ -3,10 +3,9 @@
 //! API server sends (ADDED, MODIFIED, DELETED, BOOKMARK, ERROR 410), and the
 //! `SourceUpdate::Lb` deltas after each.
 
+use crate::common::bounded;
 use crate::harness::{endpoint_slice, service, Call, MockApi, Route, WatchStream};
-use crate::{
-    assert_list, assert_watch, bounded, outage_objects, start_with, sync_cluster, Running,
-};
+use crate::{assert_list, assert_watch, outage_objects, start_with, sync_cluster, Running};
 use podcidr_speaker::sources::kube::WatchScope;
 use podcidr_speaker::sources::model::IpamOverride;
 use podcidr_speaker::sources::services::{LbUpdate, TrafficPolicy};

@@ -8,22 +8,20 @@
 // Cargo.toml's [lints] are for src/.
 #![allow(clippy::unwrap_used, clippy::expect_used, unsafe_code)]
 
+#[path = "../common/sources.rs"]
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::{bounded, nets, secret_key, Source};
 use ipnet::IpNet;
 use podcidr_speaker::sources::file::{self, FileSourceConfig, DEFAULT_POLL};
 use podcidr_speaker::sources::model::{node_view, IpamMode, IpamOverride, NodeView};
 use podcidr_speaker::sources::services::{
     LbFacts, LbUpdate, ObjectKey, ServiceFacts, SliceFacts, TrafficPolicy,
 };
-use podcidr_speaker::sources::{
-    channel, ClusterSnapshot, Resource, ResourceStatus, SourceReceiver, SourceUpdate,
-};
-use tokio::sync::mpsc::error::TryRecvError;
-
-const WAIT: Duration = Duration::from_secs(5);
+use podcidr_speaker::sources::{channel, Resource, SourceUpdate};
 
 fn samples() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("config/cluster-state")
@@ -49,10 +47,6 @@ fn write_atomic(path: &Path, text: &str) {
     std::fs::rename(&tmp, path).unwrap();
 }
 
-fn nets(list: &[&str]) -> Vec<IpNet> {
-    list.iter().map(|s| s.parse().unwrap()).collect()
-}
-
 fn node_doc(name: &str, cidr: &str) -> String {
     format!(
         "---\napiVersion: v1\nkind: Node\nmetadata:\n  name: {name}\nspec:\n  podCIDRs: [{cidr}]\n"
@@ -62,28 +56,11 @@ fn node_doc(name: &str, cidr: &str) -> String {
 const KUBE_CONFIG: &str =
     "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: cilium-config}\ndata: {ipam: kubernetes}\n";
 
-async fn bounded<F: std::future::Future<Output = ()>>(test: F) {
-    tokio::time::timeout(Duration::from_secs(30), test)
-        .await
-        .expect("test timed out");
-}
-
-struct Running {
-    rx: SourceReceiver,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-fn start(path: PathBuf) -> Running {
+fn start(path: PathBuf) -> Source {
     start_with(path, false)
 }
 
-fn start_with(path: PathBuf, load_balancers: bool) -> Running {
+fn start_with(path: PathBuf, load_balancers: bool) -> Source {
     let (tx, rx) = channel(8);
     let config = FileSourceConfig {
         path,
@@ -94,43 +71,7 @@ fn start_with(path: PathBuf, load_balancers: bool) -> Running {
     let task = tokio::spawn(async move {
         let _ = file::run(config, tx).await;
     });
-    Running { rx, task }
-}
-
-impl Running {
-    async fn cluster(&mut self) -> Arc<ClusterSnapshot> {
-        match tokio::time::timeout(WAIT, self.rx.updates.recv()).await {
-            Ok(Some(SourceUpdate::Cluster(s))) => s,
-            other => panic!("expected a cluster update, got {other:?}"),
-        }
-    }
-
-    async fn view(&mut self) -> NodeView {
-        self.cluster().await.view.clone().expect("view")
-    }
-
-    fn no_update(&mut self) {
-        match self.rx.updates.try_recv() {
-            Err(TryRecvError::Empty) => {}
-            other => panic!("expected no update, got {other:?}"),
-        }
-    }
-
-    async fn status(&mut self, done: impl Fn(&ResourceStatus) -> bool) -> ResourceStatus {
-        let mut rx = self.rx.status.clone();
-        let status = tokio::time::timeout(
-            WAIT,
-            rx.wait_for(|s| {
-                s.resources
-                    .get(&Resource::ClusterStateFile)
-                    .is_some_and(&done)
-            }),
-        )
-        .await
-        .expect("status not reached")
-        .expect("status channel");
-        status.resources[&Resource::ClusterStateFile].clone()
-    }
+    Source::new(rx, task)
 }
 
 fn prefixes(view: &NodeView) -> Vec<(String, Vec<IpNet>)> {
@@ -243,7 +184,9 @@ async fn a_removed_cilium_config_stays_in_force() {
         assert_eq!(prefixes(&view), outage(IpamMode::Kubernetes));
 
         std::fs::remove_file(dir.join("cilium-config.yaml")).unwrap();
-        let st = s.status(|st| st.relists == 2).await;
+        let st = s
+            .status(Resource::ClusterStateFile, |st| st.relists == 2)
+            .await;
         assert_eq!(st.last_error.as_deref(), Some(CILIUM_CONFIG_KEPT));
         s.no_update();
 
@@ -255,7 +198,9 @@ async fn a_removed_cilium_config_stays_in_force() {
         .unwrap();
         let view = s.view().await;
         assert_eq!(prefixes(&view), outage(IpamMode::ClusterPool));
-        let st = s.status(|st| st.relists == 3).await;
+        let st = s
+            .status(Resource::ClusterStateFile, |st| st.relists == 3)
+            .await;
         assert_eq!(st.last_error, None);
     })
     .await;
@@ -293,9 +238,11 @@ async fn edits_apply_within_a_second_and_removal_is_deletion() {
         assert_eq!(view.nodes["b"].prefixes, nets(&["10.2.9.0/24"]));
 
         // Rewritten with the same content: loaded again, nothing sent.
-        s.status(|st| st.relists == 2).await;
+        s.status(Resource::ClusterStateFile, |st| st.relists == 2)
+            .await;
         write_atomic(&path, &edited);
-        s.status(|st| st.relists == 3).await;
+        s.status(Resource::ClusterStateFile, |st| st.relists == 3)
+            .await;
         s.no_update();
 
         // In-place rewrite (same inode) without b: b is deleted.
@@ -328,7 +275,9 @@ async fn bad_file_keeps_the_last_good_state_and_says_why() {
             &path,
             &format!("{KUBE_CONFIG}---\nkind: Node\nmetadata: {{name: [a\n"),
         );
-        let st = s.status(|st| st.errors >= 1).await;
+        let st = s
+            .status(Resource::ClusterStateFile, |st| st.errors >= 1)
+            .await;
         assert!(!st.up);
         let why = st.last_error.unwrap();
         assert!(why.contains("cluster.yaml: document 2"), "{why}");
@@ -337,7 +286,9 @@ async fn bad_file_keeps_the_last_good_state_and_says_why() {
             &path,
             &format!("{KUBE_CONFIG}{}", node_doc("a", "10.1.0.0/33")),
         );
-        let st = s.status(|st| st.errors >= 2).await;
+        let st = s
+            .status(Resource::ClusterStateFile, |st| st.errors >= 2)
+            .await;
         let why = st.last_error.unwrap();
         assert!(
             why.contains("Node a: spec.podCIDRs[0]: \"10.1.0.0/33\""),
@@ -345,7 +296,9 @@ async fn bad_file_keeps_the_last_good_state_and_says_why() {
         );
 
         std::fs::remove_file(&path).unwrap();
-        let st = s.status(|st| st.errors >= 3).await;
+        let st = s
+            .status(Resource::ClusterStateFile, |st| st.errors >= 3)
+            .await;
         assert!(st.last_error.unwrap().contains("cluster.yaml"));
         s.no_update();
         assert!(s.rx.status.borrow().ready(), "a bad file does not unsync");
@@ -357,7 +310,7 @@ async fn bad_file_keeps_the_last_good_state_and_says_why() {
         let view = s.view().await;
         assert_ne!(view, good);
         assert_eq!(view.nodes["a"].prefixes, nets(&["10.1.7.0/24"]));
-        let st = s.status(|st| st.up).await;
+        let st = s.status(Resource::ClusterStateFile, |st| st.up).await;
         assert_eq!(st.last_error, None);
     })
     .await;
@@ -394,7 +347,9 @@ async fn directory_mix_follows_added_and_removed_files() {
 
         // The same node in two files is refused as a whole.
         write_atomic(&dir.join("d.yaml"), &node_doc("b", "10.4.0.0/24"));
-        let st = s.status(|st| st.errors >= 1).await;
+        let st = s
+            .status(Resource::ClusterStateFile, |st| st.errors >= 1)
+            .await;
         assert!(st.last_error.unwrap().contains("Node b is defined twice"));
         s.no_update();
     })
@@ -409,45 +364,30 @@ async fn bgp_config_file_is_followed() {
         let dir = scratch("bgp");
         let path = dir.join("bgp-config.yaml");
         write_atomic(&path, "peers: []\n");
-        let (tx, mut rx) = channel(8);
-        let task = tokio::spawn(file::watch_text_file(path.clone(), DEFAULT_POLL, tx));
-        let mut next = async || match tokio::time::timeout(WAIT, rx.updates.recv()).await {
-            Ok(Some(update)) => update,
-            other => panic!("no update: {other:?}"),
-        };
+        let (tx, rx) = channel(8);
+        let mut source = Source::new(
+            rx,
+            tokio::spawn(file::watch_text_file(path.clone(), DEFAULT_POLL, tx)),
+        );
         assert_eq!(
-            next().await,
+            source.update().await,
             SourceUpdate::BgpConfigText(Some("peers: []\n".into()))
         );
         write_atomic(&path, "peers: [a]\n");
         assert_eq!(
-            next().await,
+            source.update().await,
             SourceUpdate::BgpConfigText(Some("peers: [a]\n".into()))
         );
         std::fs::remove_file(&path).unwrap();
         write_atomic(&path, "peers: [b]\n");
         assert_eq!(
-            next().await,
+            source.update().await,
             SourceUpdate::BgpConfigText(Some("peers: [b]\n".into()))
         );
         std::fs::remove_file(&path).unwrap();
-        let mut status = rx.status.clone();
-        let st = tokio::time::timeout(
-            WAIT,
-            status.wait_for(|s| {
-                s.resources
-                    .get(&Resource::BgpConfigFile)
-                    .is_some_and(|r| !r.up)
-            }),
-        )
-        .await
-        .expect("status")
-        .expect("status channel")
-        .resources[&Resource::BgpConfigFile]
-            .clone();
+        let st = source.status(Resource::BgpConfigFile, |r| !r.up).await;
         assert!(st.last_error.unwrap().contains("bgp-config.yaml"));
-        assert!(matches!(rx.updates.try_recv(), Err(TryRecvError::Empty)));
-        task.abort();
+        source.no_update();
     })
     .await;
 }
@@ -466,22 +406,12 @@ fn single_node_sample_loads() {
     );
 }
 
-async fn next_secrets(
-    rx: &mut SourceReceiver,
-) -> Arc<podcidr_speaker::sources::secrets::SecretsView> {
-    match tokio::time::timeout(WAIT, rx.updates.recv()).await {
-        Ok(Some(SourceUpdate::Secrets(v))) => v,
-        other => panic!("expected a secrets update, got {other:?}"),
-    }
-}
-
 /// `--secrets-dir`: `DIR/NAME/KEY` as a Secret volume mounts it (keys as symlinks into
 /// `..data`, swapped at once on a rotation); only the named directories are read; a
 /// rotation, a key removed, a Secret deleted; a name added later.
 #[tokio::test]
 async fn secrets_dir_follows_the_named_secrets() {
-    use podcidr_speaker::config::SecretKeyRef;
-    use podcidr_speaker::sources::secrets::{SecretError, SecretsView};
+    use podcidr_speaker::sources::secrets::SecretError;
     bounded(async {
         let dir = scratch("secrets-dir");
         // tor-md5 laid out like a kubelet Secret volume.
@@ -497,28 +427,24 @@ async fn secrets_dir_follows_the_named_secrets() {
         std::fs::create_dir_all(dir.join("unnamed")).unwrap();
         std::fs::write(dir.join("unnamed/k"), "x").unwrap();
 
-        let (tx, mut rx) = channel(16);
+        let (tx, rx) = channel(16);
         let (names, names_rx) =
             tokio::sync::watch::channel(std::collections::BTreeSet::from(["tor-md5".to_owned()]));
-        let task = tokio::spawn(file::secrets::run(
-            dir.clone(),
-            names_rx,
-            Duration::from_millis(50),
-            tx,
-        ));
-        let key = |v: &SecretsView, name: &str, key: &str| {
-            v.resolve(&SecretKeyRef {
-                name: name.into(),
-                key: key.into(),
-            })
-            .map(|k| k.expose().to_owned())
-        };
-        let v = next_secrets(&mut rx).await;
-        assert_eq!(key(&v, "tor-md5", "tor-a"), Ok("old-key".into()));
-        assert_eq!(key(&v, "tor-md5", "tor-b"), Ok("b-key".into()));
+        let mut source = Source::new(
+            rx,
+            tokio::spawn(file::secrets::run(
+                dir.clone(),
+                names_rx,
+                Duration::from_millis(50),
+                tx,
+            )),
+        );
+        let v = source.secrets().await;
+        assert_eq!(secret_key(&v, "tor-md5", "tor-a"), Ok("old-key".into()));
+        assert_eq!(secret_key(&v, "tor-md5", "tor-b"), Ok("b-key".into()));
         assert_eq!(v.secrets.keys().collect::<Vec<_>>(), ["tor-md5"]);
         assert!(
-            key(&v, "tor-md5", "..data").is_err(),
+            secret_key(&v, "tor-md5", "..data").is_err(),
             "dot entries are not keys"
         );
 
@@ -528,19 +454,19 @@ async fn secrets_dir_follows_the_named_secrets() {
         std::fs::write(vol.join("..2026_v2/tor-b"), "b-key").unwrap();
         std::os::unix::fs::symlink("..2026_v2", vol.join("..data_tmp")).unwrap();
         std::fs::rename(vol.join("..data_tmp"), vol.join("..data")).unwrap();
-        let v = next_secrets(&mut rx).await;
-        assert_eq!(key(&v, "tor-md5", "tor-a"), Ok("new-key".into()));
-        assert_eq!(key(&v, "tor-md5", "tor-b"), Ok("b-key".into()));
+        let v = source.secrets().await;
+        assert_eq!(secret_key(&v, "tor-md5", "tor-a"), Ok("new-key".into()));
+        assert_eq!(secret_key(&v, "tor-md5", "tor-b"), Ok("b-key".into()));
 
         // A name added: read at once; its directory does not exist.
         names.send_replace(["tor-md5", "later"].map(String::from).into_iter().collect());
-        let v = next_secrets(&mut rx).await;
+        let v = source.secrets().await;
         assert!(matches!(
-            key(&v, "later", "k"),
+            secret_key(&v, "later", "k"),
             Err(SecretError::SecretMissing { .. })
         ));
         assert_eq!(
-            key(&v, "later", "k").unwrap_err().to_string(),
+            secret_key(&v, "later", "k").unwrap_err().to_string(),
             format!(
                 "password-secret: secret later not found in --secrets-dir {}",
                 dir.display()
@@ -548,23 +474,21 @@ async fn secrets_dir_follows_the_named_secrets() {
         );
         std::fs::create_dir_all(dir.join("later")).unwrap();
         std::fs::write(dir.join("later/k"), "later-key\n").unwrap();
-        let v = next_secrets(&mut rx).await;
-        assert_eq!(key(&v, "later", "k"), Ok("later-key".into()));
-        assert_eq!(key(&v, "tor-md5", "tor-a"), Ok("new-key".into()));
+        let v = source.secrets().await;
+        assert_eq!(secret_key(&v, "later", "k"), Ok("later-key".into()));
+        assert_eq!(secret_key(&v, "tor-md5", "tor-a"), Ok("new-key".into()));
 
         // tor-md5 deleted: missing, the other unaffected.
         std::fs::remove_dir_all(&vol).unwrap();
-        let v = next_secrets(&mut rx).await;
+        let v = source.secrets().await;
         assert!(matches!(
-            key(&v, "tor-md5", "tor-a"),
+            secret_key(&v, "tor-md5", "tor-a"),
             Err(SecretError::SecretMissing { .. })
         ));
-        assert_eq!(key(&v, "later", "k"), Ok("later-key".into()));
-        let status = rx.status.borrow().resources[&Resource::SecretsDir].clone();
+        assert_eq!(secret_key(&v, "later", "k"), Ok("later-key".into()));
+        let status = source.status_now(Resource::SecretsDir);
         assert!(status.up && status.synced, "{status:?}");
-        drop(rx);
-        let ended = tokio::time::timeout(WAIT, task).await.expect("task ended");
-        assert!(ended.expect("no panic").is_err());
+        assert!(source.close().await.is_err());
     })
     .await;
 }
@@ -758,7 +682,7 @@ fn slice_doc(namespace: &str, name: &str, service: &str, nodes: &[&str]) -> Stri
     )
 }
 
-impl Running {
+impl Source {
     /// The LoadBalancer updates that arrive until nothing more comes for a while,
     /// skipping cluster snapshots.
     async fn lb_updates(&mut self) -> Vec<LbUpdate> {
@@ -834,7 +758,9 @@ async fn lb_facts_are_sent_once_then_exactly_the_differences() {
 
         // An annotation-only edit: nothing.
         write_atomic(&dir.join("services.yaml"), &services(&["192.0.2.1"], "two"));
-        source.status(|s| s.relists >= 2).await;
+        source
+            .status(Resource::ClusterStateFile, |s| s.relists >= 2)
+            .await;
         tokio::time::sleep(DEFAULT_POLL * 3).await;
         source.no_update();
 
@@ -870,7 +796,7 @@ async fn lb_facts_are_sent_once_then_exactly_the_differences() {
             &dir.join("slices.yaml"),
             "kind: EndpointSlice\nmetadata: {name: [\n",
         );
-        source.status(|s| !s.up).await;
+        source.status(Resource::ClusterStateFile, |s| !s.up).await;
         tokio::time::sleep(DEFAULT_POLL * 3).await;
         source.no_update();
 
@@ -911,7 +837,9 @@ async fn lb_facts_are_not_sent_when_not_asked_for() {
         );
         let mut source = start(dir);
         source.cluster().await;
-        source.status(|s| s.synced).await;
+        source
+            .status(Resource::ClusterStateFile, |s| s.synced)
+            .await;
         tokio::time::sleep(DEFAULT_POLL * 3).await;
         source.no_update();
     })
