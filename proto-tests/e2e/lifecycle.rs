@@ -25,16 +25,15 @@
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
+use crate::fixture::{start_tors, BgpConfig, Peer, NODE_AS};
 use crate::harness::bird::Bird;
 use crate::harness::frr::Frr;
-use crate::harness::{v4, wait_for, Afi, BgpDaemon, Neighbor, PeerOpts, Route};
+use crate::harness::{v4, wait_for, Afi, BgpDaemon, Route};
 use crate::isolated;
 use crate::lb::ServiceSpec;
 use crate::speaker::{net, node_ip, Inputs, NodeSpec, Speaker};
 use crate::WAIT;
 
-const BIRD_AS: u32 = 65000;
-const NODE_AS: u32 = 65001;
 /// `--graceful-shutdown-time` of the e2e speakers (`speaker::GRACEFUL_SHUTDOWN`).
 const GRACE: Duration = Duration::from_secs(2);
 /// The graceful-restart time the speakers advertise: long enough that a restart row
@@ -45,29 +44,16 @@ const GSHUT: (u16, u16) = (65535, 0);
 const EXCLUDE: &str = "node.kubernetes.io/exclude-from-external-load-balancers";
 
 fn bgp_config() -> String {
-    format!(
-        "peers:
-  - peer-address: {bird}
-    peer-asn: {BIRD_AS}
-    my-asn: {NODE_AS}
-    hold-time: 9s
-  - peer-address: {frr}
-    peer-asn: {NODE_AS}
-    my-asn: {NODE_AS}
-    hold-time: 9s
-address-pools:
-  - name: web
-    protocol: bgp
-    addresses: [198.51.100.0/24]
-speaker:
-  connect-retry-time: 1s
-  graceful-restart: true
-  graceful-restart-time: {restart}s
-",
-        bird = v4(2),
-        frr = v4(3),
-        restart = RESTART_TIME.as_secs(),
-    )
+    BgpConfig::new([Peer::bird(), Peer::frr()])
+        .section(
+            "address-pools:\n  - name: web\n    protocol: bgp\n    addresses: [198.51.100.0/24]",
+        )
+        .speaker("graceful-restart", true)
+        .speaker(
+            "graceful-restart-time",
+            format!("{}s", RESTART_TIME.as_secs()),
+        )
+        .yaml()
 }
 
 fn pod_cidr(n: u8) -> String {
@@ -181,14 +167,7 @@ struct Rig {
 
 impl Rig {
     fn start(ns: &crate::harness::netns::Netns) -> Rig {
-        let mut bird_opts = PeerOpts::new(v4(2), BIRD_AS);
-        let mut frr_opts = PeerOpts::new(v4(3), NODE_AS);
-        for n in [1, 2] {
-            bird_opts = bird_opts.neighbor(Neighbor::new(node_ip(n), NODE_AS));
-            frr_opts = frr_opts.neighbor(Neighbor::new(node_ip(n), NODE_AS));
-        }
-        let bird = Bird::start(ns.dir(), bird_opts).expect("start BIRD");
-        let frr = Frr::start(ns.dir(), frr_opts).expect("start FRR");
+        let (bird, frr) = start_tors(ns.dir(), &[node_ip(1), node_ip(2)]);
         frr.vtysh(&[
             "configure terminal",
             &format!("router bgp {NODE_AS}"),
