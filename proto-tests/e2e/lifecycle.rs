@@ -25,6 +25,10 @@
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
+use crate::bfd_rig::{
+    single_hop, speaker_config, wait_all_up, Rig as BfdRig, Switch, Tor, INTERVAL_MS, METRICS,
+    NODE_LO, NODE_V4, POD_V4, POD_V6, TOR_BOUND,
+};
 use crate::fixture::{start_tors, BgpConfig, Peer, NODE_AS};
 use crate::harness::bird::Bird;
 use crate::harness::frr::Frr;
@@ -566,4 +570,101 @@ fn maintenance_label_takes_the_lb_path_away_and_keeps_the_pod_cidr() {
     // The label removed: the path is back.
     rig.inputs.write_node(&node(1));
     rig.wait_both_paths("label removed");
+}
+
+/// A node that dies without a stop (kill -9) or whose link is cut, with graceful restart
+/// on (as deployed) and BFD (the `fast` profile, 100 ms x 3), against one switch of
+/// `kind`: how long the switch keeps the node's route. Our BFD shares fate with the
+/// BGP process (the C bit clear, RFC 5880 section 4.1); the switches' defaults act on a
+/// BFD Down as on a dead session, not as on a graceful restart.
+fn dead_node_with_bfd(ns: &crate::harness::netns::Netns, kind: Tor, how: &str) -> Duration {
+    let rig = BfdRig::new(ns.dir());
+    let switch = Switch::start(&rig, kind, true);
+    let inputs = Inputs::new(ns.dir(), "kubernetes", "10.244.0.0/16");
+    inputs.write_node(&NodeSpec::new("n1", NODE_V4.parse().unwrap()).node_cidrs(&[POD_V4, POD_V6]));
+    let config = speaker_config(true, false, INTERVAL_MS);
+    let gr = config.replace(
+        "graceful-restart: false",
+        &format!(
+            "graceful-restart: true\n  graceful-restart-time: {}s",
+            RESTART_TIME.as_secs()
+        ),
+    );
+    assert_ne!(gr, config, "the rig's config names graceful-restart");
+    inputs.write_config(&gr);
+    let args = vec![
+        "--node=n1".to_owned(),
+        format!("--bgp-config={}", inputs.config_path().display()),
+        format!("--cluster-state={}", inputs.cluster_path().display()),
+        format!("--metrics-addr={METRICS}"),
+    ];
+    let mut speaker = Speaker::start(ns.dir(), "n1", &args);
+    let neighbors = single_hop();
+    wait_all_up(&switch, &speaker, &neighbors, true);
+    let t0 = Instant::now();
+    match how {
+        "kill -9" => {
+            speaker.kill();
+        }
+        _ => rig.cut(),
+    }
+    let mut gone = None;
+    while t0.elapsed() < RESTART_TIME + Duration::from_secs(6) {
+        if !switch.holds(NODE_V4, Afi::Ipv4, POD_V4) {
+            gone = Some(t0.elapsed());
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let gone =
+        gone.unwrap_or_else(|| panic!("{kind:?} {how}: the route never went\n{}", switch.logs()));
+    eprintln!("lifecycle row: {how} with BFD and graceful restart: {kind:?} dropped n1's route after {gone:?}");
+    if how != "kill -9" {
+        rig.restore();
+        let _ = speaker.terminate();
+    }
+    gone
+}
+
+/// What a switch does with a dead node's route: dropped at BFD speed, or kept stale
+/// for the advertised restart time.
+#[derive(Debug, Clone, Copy)]
+enum Expect {
+    BfdSpeed,
+    RestartTime,
+}
+
+macro_rules! dead_node_rows {
+    ($($name:ident => ($kind:expr, $how:expr, $expect:expr);)*) => {$(
+        #[test]
+        fn $name() {
+            let Some(ns) = isolated!(&[NODE_LO.parse().unwrap()], Duration::from_secs(150)) else {
+                return;
+            };
+            let gone = dead_node_with_bfd(&ns, $kind, $how);
+            match $expect {
+                // BFD's detection (300 ms) and the switch's reaction.
+                Expect::BfdSpeed => assert!(
+                    gone <= TOR_BOUND + Duration::from_millis(500),
+                    "{:?} {}: {gone:?}", $kind, $how
+                ),
+                Expect::RestartTime => assert!(
+                    gone >= RESTART_TIME - Duration::from_secs(1)
+                        && gone <= RESTART_TIME + Duration::from_secs(3),
+                    "{:?} {}: {gone:?}", $kind, $how
+                ),
+            }
+        }
+    )*};
+}
+
+// A killed process: its kernel resets the TCP connection before BFD times out. FRR
+// takes that for a graceful restart and keeps the stale route for the restart time even
+// when BFD goes down after it; BIRD drops it at BFD Down. A cut link (a power loss, a
+// dead NIC): no reset, BFD Down first, both drop at once.
+dead_node_rows! {
+    bird_drops_a_killed_nodes_paths_at_bfd_speed => (Tor::Bird, "kill -9", Expect::BfdSpeed);
+    frr_keeps_a_killed_nodes_paths_for_the_restart_time => (Tor::Frr, "kill -9", Expect::RestartTime);
+    bird_drops_a_cut_nodes_paths_at_bfd_speed => (Tor::Bird, "link cut", Expect::BfdSpeed);
+    frr_drops_a_cut_nodes_paths_at_bfd_speed => (Tor::Frr, "link cut", Expect::BfdSpeed);
 }
