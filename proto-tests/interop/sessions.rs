@@ -823,7 +823,7 @@ fn graceful_restart(kind: Kind, dir: &Path) {
             );
         }
         _ => {
-            // FRR counts UPDATE messages. The second session must have sent exactly as
+            // FRR and GoBGP count UPDATE messages. The second session must have sent exactly as
             // many as the first (the same table, packed the same, and the End-of-RIB
             // markers): a withdraw would add at least one.
             assert_eq!(
@@ -832,8 +832,9 @@ fn graceful_restart(kind: Kind, dir: &Path) {
                 "{counters_before:?} -> {counters:?}"
             );
             assert_eq!(delta("updatesRecv"), st.stats.sent.update);
-            // FRR 8.4 stamps a path refreshed after a graceful restart with the time
-            // of the refresh (see route_times), so only "not older" holds here.
+            // FRR 8.4 (and GoBGP, whose `age` is the refresh's) stamps a path refreshed
+            // after a graceful restart with the time of the refresh (see route_times),
+            // so only "not older" holds here.
             assert!(
                 times
                     .iter()
@@ -1232,6 +1233,7 @@ scenario_tests! {
 
     bird_keeps_our_routes_through_our_graceful_restart => graceful_restart(Bird);
     frr_keeps_our_routes_through_our_graceful_restart => graceful_restart(Frr);
+    gobgp_keeps_our_routes_through_our_graceful_restart => graceful_restart(Gobgp);
 
     bird_refresh_gets_our_table_again => route_refresh(Bird);
     frr_refresh_gets_our_table_again => route_refresh(Frr);

@@ -582,7 +582,31 @@ impl Tor {
                 }
                 out
             }
-            Tor::Gobgp(_) | Tor::Exabgp(_) => panic!("route times: bird and frr only"),
+            Tor::Gobgp(g) => {
+                // `age` of each path in the Adj-RIB-In: when GoBGP last took it (Unix
+                // seconds).
+                let mut out = BTreeMap::new();
+                for afi in ["ipv4", "ipv6"] {
+                    let text = g
+                        .cli(&["-j", "neighbor", &neighbor.to_string(), "adj-in", "-a", afi])
+                        .unwrap_or_else(|e| panic!("gobgp: {e}"));
+                    let text = text.trim();
+                    if text.is_empty() || text == "null" {
+                        continue;
+                    }
+                    let v: serde_json::Value = serde_json::from_str(text).expect("gobgp json");
+                    for (prefix, paths) in v.as_object().into_iter().flatten() {
+                        for p in paths.as_array().into_iter().flatten() {
+                            let age = p["age"]
+                                .as_u64()
+                                .unwrap_or_else(|| panic!("no age for {prefix}: {p}"));
+                            out.insert(prefix.parse().expect("prefix"), age as f64);
+                        }
+                    }
+                }
+                out
+            }
+            Tor::Exabgp(_) => panic!("route times: bird, frr and gobgp only"),
         }
     }
 
@@ -630,7 +654,13 @@ impl Tor {
                         .unwrap_or_else(|| panic!("no updatesRecv: {text}")),
                 );
             }
-            Tor::Gobgp(_) | Tor::Exabgp(_) => panic!("update counters: bird and frr only"),
+            Tor::Gobgp(g) => {
+                let (received, _) = g
+                    .message_counts(neighbor)
+                    .unwrap_or_else(|e| panic!("gobgp: {e}"));
+                out.insert("updatesRecv".into(), received.update);
+            }
+            Tor::Exabgp(_) => panic!("update counters: bird, frr and gobgp only"),
         }
         out
     }
