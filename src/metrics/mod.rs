@@ -55,12 +55,16 @@
 //! ```
 
 pub mod board;
+mod families;
 pub mod labels;
 pub mod observer;
+mod readiness;
 mod registry;
 pub mod server;
 
 pub use board::Status;
+pub use families::{EVENT_TO_UPDATE_BUCKETS, NAMESPACE};
 pub use labels::Direction;
 pub use observer::{Latency, PeerMetrics};
-pub use registry::{Metrics, Readiness, DEFAULT_LIVENESS, EVENT_TO_UPDATE_BUCKETS, NAMESPACE};
+pub use readiness::Readiness;
+pub use registry::{Metrics, DEFAULT_LIVENESS};
