@@ -1,5 +1,6 @@
 //! Observability: an explicit Prometheus registry with typed `record_*` methods
-//! ([`Metrics`]), the HTTP endpoint serving `/metrics`, `/healthz`, `/readyz` and
+//! ([`Metrics`], its series declared in `families.rs`), the readiness rule
+//! ([`readiness`]), the HTTP endpoint serving `/metrics`, `/healthz`, `/readyz` and
 //! `/status` ([`server`]), and the `/status` document ([`board`]) that the `status`
 //! command reads back.
 //!
@@ -58,7 +59,7 @@ pub mod board;
 mod families;
 pub mod labels;
 pub mod observer;
-mod readiness;
+pub mod readiness;
 mod registry;
 pub mod server;
 

@@ -2,6 +2,8 @@
 //! in, and the reason a stopped session's [`super::SessionError::Stopped`] carries. Its
 //! own file because both the events and the error name it (in either, the two would
 //! import each other).
+//!
+//! Must not: decide what a stop sends (the state machine does, in `fsm.rs`).
 
 use std::fmt;
 

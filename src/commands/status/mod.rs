@@ -7,7 +7,7 @@
 //! (so scripts and probes can tell "down" from "unreachable").
 //!
 //! One job per file: this one is the command (request -> output, exit status);
-//! [`client`] is the one GET of the document; [`render`] the `show bgp summary`
+//! `client.rs` is the one GET of the document; `render.rs` the `show bgp summary`
 //! wording (in a [`super::table::Table`], shared with `doctor`). Must not: talk to
 //! anything but the address it is given.
 

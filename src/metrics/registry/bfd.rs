@@ -1,6 +1,8 @@
 //! Each peer's BFD session: its series (created on first sight, removed with the
 //! session or the peer) and what `/status` shows of it, merged from the BFD task's
 //! observer and the peer task's status.
+//!
+//! Must not: decide what a BFD failure does to BGP (the peer task does); it counts.
 
 use std::time::{Duration, SystemTime};
 

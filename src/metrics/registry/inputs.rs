@@ -1,6 +1,9 @@
 //! What the speaker is told about its inputs, speaker-wide: the bgp-config reloads and
 //! the config in force, the followed resources, the node view (nodes, IPAM mode,
 //! drift, overlaps, refusals), the LoadBalancer planner's counts and the startup gate.
+//!
+//! Must not: work out again what the node view or the planners decided: it counts and
+//! copies their findings.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::SystemTime;

@@ -8,6 +8,9 @@
 //! Every method updates the series and the status document under one lock, so a scrape
 //! and a `/status` read taken together never disagree. The lock is held for a few
 //! atomic stores; nothing under it blocks or allocates more than a label string.
+//!
+//! Must not: make decisions (it records them; the readiness rule is
+//! `super::readiness`'s), or hold anything the daemon needs to run.
 
 mod bfd;
 mod document;

@@ -1,6 +1,8 @@
 //! Each session's series and `/status` entry: declared peers, FSM states and flaps,
 //! messages, NOTIFICATIONs, prefixes announced, pending and received, routes not
 //! announced or unannounceable, and the removal of a peer with every series it had.
+//!
+//! Must not: put a prefix or an error text in a label (they go to `/status` only).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Instant, SystemTime};
