@@ -6,7 +6,8 @@
 //!
 //! Owns: one HTTP/1.1 GET at a time over a tokio `TcpStream` to the address given,
 //! bounded by [`PROBE_TIMEOUT`] and [`MAX_ANSWER`] (the answer is parsed by
-//! [`crate::commands::status::parse_response`]), repeated every [`POLL`] by [`spawn`]. Must not:
+//! [`crate::http::parse_response`], which the `status` command's client shares),
+//! repeated every [`POLL`] by [`spawn`]. Must not:
 //! talk to any other address, or decide anything about routes (the daemon holds the
 //! first announcement until the gate opens, and only reports later flaps).
 
@@ -107,7 +108,7 @@ async fn get(addr: SocketAddr) -> Result<u16, String> {
             return Err(format!("answer longer than {MAX_ANSWER} octets"));
         }
     }
-    crate::commands::status::parse_response(&answer)
+    crate::http::parse_response(&answer)
         .map(|(code, _)| code)
         .map_err(|e| format!("not an HTTP/1.x answer: {e}"))
 }

@@ -13,6 +13,7 @@ pub mod config;
 pub mod daemon;
 pub mod decode;
 pub mod gate;
+pub mod http;
 pub mod metrics;
 pub mod peer;
 pub mod routes;

@@ -131,7 +131,7 @@ fn get(addr: SocketAddr, path: &str) -> Result<(u16, String), String> {
     .map_err(|e| e.to_string())?;
     let mut answer = Vec::new();
     stream.read_to_end(&mut answer).map_err(|e| e.to_string())?;
-    let (code, body) = podcidr_speaker::commands::status::parse_response(&answer)?;
+    let (code, body) = podcidr_speaker::http::parse_response(&answer)?;
     Ok((code, String::from_utf8_lossy(&body).into_owned()))
 }
 

@@ -35,7 +35,8 @@ use crate::sources::model::{
     NodeEntry, NodeView, PoolRanges,
 };
 use crate::sources::objects::{self, CiliumNode, CiliumPodIpPool};
-use crate::sources::services::{self, LbFacts};
+use crate::sources::service_objects;
+use crate::sources::services::LbFacts;
 use crate::sources::SourceError;
 
 /// Objects per page when listing from the API server: large clusters are read in
@@ -819,7 +820,7 @@ async fn load_services(
     match list_all(&Api::<Service>::all(client), "services", None).await {
         Ok(list) => {
             for service in list {
-                match services::service_facts(&service) {
+                match service_objects::service_facts(&service) {
                     Ok((key, facts)) => {
                         lb.services.insert(key, facts);
                     }

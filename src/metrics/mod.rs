@@ -1,5 +1,6 @@
 //! Observability: an explicit Prometheus registry with typed `record_*` methods
-//! ([`Metrics`]), the HTTP endpoint serving `/metrics`, `/healthz`, `/readyz` and
+//! ([`Metrics`], its series declared in `families.rs`), the readiness rule
+//! ([`readiness`]), the HTTP endpoint serving `/metrics`, `/healthz`, `/readyz` and
 //! `/status` ([`server`]), and the `/status` document ([`board`]) that the `status`
 //! command reads back.
 //!
@@ -55,12 +56,16 @@
 //! ```
 
 pub mod board;
+mod families;
 pub mod labels;
 pub mod observer;
+pub mod readiness;
 mod registry;
 pub mod server;
 
 pub use board::Status;
+pub use families::{EVENT_TO_UPDATE_BUCKETS, NAMESPACE};
 pub use labels::Direction;
 pub use observer::{Latency, PeerMetrics};
-pub use registry::{Metrics, Readiness, DEFAULT_LIVENESS, EVENT_TO_UPDATE_BUCKETS, NAMESPACE};
+pub use readiness::Readiness;
+pub use registry::{Metrics, DEFAULT_LIVENESS};

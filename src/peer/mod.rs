@@ -9,7 +9,8 @@
 //! Layout: `spec` (config -> [`PeerSpec`], the one place run-time fallbacks such as the
 //! router-id and the next hops are decided), `change` (old and new spec -> keep, reset,
 //! open, close or update-live: the one decision about a running session), `adj_rib_out` (sans-IO diff draining,
-//! [`AdjRibOut`]), `socket` (socket options and the dial), `listener` (inbound
+//! [`AdjRibOut`]), `transport` (a session's TCP side as data: what `spec` decides and
+//! `socket` applies), `socket` (socket options and the dial), `listener` (inbound
 //! connections), `driver` (the task loop), `observer` ([`PeerObserver`], what metrics
 //! implement).
 //!
@@ -40,6 +41,7 @@ mod listener;
 mod observer;
 mod socket;
 mod spec;
+mod transport;
 
 pub use self::bfd::{Bfd, BfdObserver, BfdSpec, BfdStatus, NoopBfdObserver};
 pub use adj_rib_out::{
@@ -52,10 +54,8 @@ pub use error::PeerError;
 pub use lb_feed::{LbFeed, LbTake};
 pub use listener::{Inbound, Listener};
 pub use observer::{Direction, NoopObserver, PeerObserver};
-pub use spec::{
-    PeerSpec, RunOverrides, Transport, TtlPolicy, CONNECT_TIMEOUT, DIRECT_TTL, MAX_TTL,
-    MD5_MAX_KEY_LEN,
-};
+pub use spec::{PeerSpec, RunOverrides, CONNECT_TIMEOUT, MD5_MAX_KEY_LEN};
+pub use transport::{Transport, TtlPolicy, DIRECT_TTL, MAX_TTL};
 
 use crate::bgp::session::{Negotiated, State, Stats};
 use crate::bgp::wire::AfiSafi;

@@ -15,7 +15,7 @@
 //! sound.
 #![allow(unsafe_code)]
 
-use super::spec::{Transport, TtlPolicy};
+use super::transport::{Transport, TtlPolicy};
 use super::PeerError;
 use crate::config::Secret;
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
@@ -525,7 +525,7 @@ mod tests {
 
     /// The transport of a configured peer on 127.0.0.1:`port`, built as the daemon
     /// builds it (`config::parse` -> `PeerSpec::from_config`).
-    fn dial_spec(port: u16, my_asn: u32, extra: &str) -> super::super::spec::Transport {
+    fn dial_spec(port: u16, my_asn: u32, extra: &str) -> super::super::transport::Transport {
         use super::super::spec::{PeerSpec, RunOverrides};
         let text = format!(
             "peers:\n  - peer-address: 127.0.0.1\n    peer-port: {port}\n    peer-asn: 65000\n    \

@@ -5,10 +5,11 @@
 //! clock.
 
 use super::bfd::{BfdSpec, SINGLE_HOP_TTL};
+use super::transport::{Transport, TtlPolicy};
 use super::PeerError;
 use crate::bgp::session::{GrConfig, MaxPrefix, MaxPrefixAction, SessionConfig};
 use crate::bgp::wire::AfiSafi;
-use crate::config::{self, PeerKey, Secret};
+use crate::config::{self, PeerKey};
 use crate::routes;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -18,12 +19,6 @@ use std::time::Duration;
 /// How long a dial may take before it is abandoned; the session's ConnectRetry timer
 /// then paces the next attempt.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// The TTL a directly connected eBGP session sends with (RFC 4271 leaves it to the
-/// implementation; 1 keeps the session on the link, as every router does by default).
-pub const DIRECT_TTL: u32 = 1;
-/// The TTL of multihop, iBGP and GTSM sessions (RFC 5082 section 3: GTSM sends 255).
-pub const MAX_TTL: u32 = 255;
 
 /// What the daemon knows at run time, as it knows it: the flags and the local node's
 /// addresses. [`PeerSpec::from_config`] is the one place that turns them into the
@@ -62,48 +57,6 @@ impl RunOverrides {
                 .map(|(id, _)| id),
         }
     }
-}
-
-/// The TTL policy of a session's socket.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TtlPolicy {
-    /// Directly connected eBGP: send with TTL 1.
-    Direct,
-    /// Multihop eBGP or iBGP: send with TTL 255, accept anything.
-    Multihop,
-    /// GTSM (RFC 5082) for a directly connected peer: send with TTL 255 and accept only
-    /// packets that arrive with 255 (IP_MINTTL / IPV6_MINHOPCOUNT).
-    Gtsm,
-}
-
-impl TtlPolicy {
-    /// The TTL (hop limit) to send with.
-    pub fn ttl(self) -> u32 {
-        match self {
-            TtlPolicy::Direct => DIRECT_TTL,
-            TtlPolicy::Multihop | TtlPolicy::Gtsm => MAX_TTL,
-        }
-    }
-
-    /// The lowest TTL accepted, when the kernel must filter.
-    pub fn min_ttl(self) -> Option<u32> {
-        match self {
-            TtlPolicy::Gtsm => Some(MAX_TTL),
-            TtlPolicy::Direct | TtlPolicy::Multihop => None,
-        }
-    }
-}
-
-/// The TCP side of a session.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Transport {
-    pub remote: SocketAddr,
-    /// Bound (port 0) before connecting; `None` lets the kernel choose.
-    pub source: Option<IpAddr>,
-    /// TCP MD5 signature key (RFC 2385), at most 80 octets.
-    pub md5_key: Option<Secret>,
-    pub ttl: TtlPolicy,
-    pub connect_timeout: Duration,
 }
 
 /// Everything one peer task needs.
@@ -260,6 +213,7 @@ fn jitter_seed(key: PeerKey, router_id: Ipv4Addr) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Secret;
 
     fn peer(yaml_peer: &str) -> config::Peer {
         let text = format!("peers:\n{yaml_peer}");

@@ -62,6 +62,7 @@ pub mod model;
 pub mod objects;
 pub mod report;
 pub mod secrets;
+pub mod service_objects;
 pub mod services;
 
 use std::collections::BTreeMap;

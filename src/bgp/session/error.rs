@@ -3,7 +3,7 @@
 //! error). Nothing here is fatal to the process; every variant is an outcome the driver
 //! logs and reports.
 
-use super::StopReason;
+use super::stop::StopReason;
 use crate::bgp::wire::Notification;
 use bytes::Bytes;
 use std::fmt;

@@ -63,6 +63,7 @@ mod fsm;
 mod open;
 mod received;
 mod stats;
+mod stop;
 mod timers;
 
 pub use collision::{detect_collision, resolve_collision, Collision, Initiator, Side};
@@ -70,9 +71,10 @@ pub use config::{
     GrConfig, MaxPrefix, MaxPrefixAction, SessionConfig, MAX_RESTART_TIME, MAX_TIMER,
 };
 pub use error::{NotificationInfo, SessionError};
-pub use events::{Action, Input, State, StopReason};
+pub use events::{Action, Input, State};
 pub use fsm::Session;
 pub use open::Negotiated;
 pub use received::{PrefixCount, RECEIVED_CEILING};
 pub use stats::{message_type, MessageCounts, Stats};
+pub use stop::StopReason;
 pub use timers::{Timer, FIRST_RETRY, OPEN_HOLD_TIME, STABLE_ESTABLISHED};

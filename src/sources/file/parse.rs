@@ -21,7 +21,8 @@ use serde::Deserialize;
 use crate::sources::error::SourceError;
 use crate::sources::model::ClusterState;
 use crate::sources::objects::{self, CiliumNode, CiliumPodIpPool};
-use crate::sources::services::{self, LbFacts};
+use crate::sources::service_objects::{self, Names};
+use crate::sources::services::LbFacts;
 
 /// The only EndpointSlice version read: v1beta1 (gone since Kubernetes 1.25) named an
 /// endpoint's node in `topology`, which would read as an endpoint on no node.
@@ -288,7 +289,7 @@ pub fn cluster_files(files: &[(PathBuf, String)]) -> Result<ClusterFiles, Source
 #[derive(Default)]
 pub struct FilesBuilder {
     files: ClusterFiles,
-    names: services::Names,
+    names: Names,
     /// Where each object was defined first, to refuse a second definition.
     origin: BTreeMap<(&'static str, String), Arc<Path>>,
 }
@@ -302,7 +303,7 @@ pub enum LbSink<'a> {
     /// nodes through `names`.
     File {
         facts: &'a mut LbFacts,
-        names: &'a mut services::Names,
+        names: &'a mut Names,
     },
     /// Not read (their node-side neighbours still are).
     Skip,
@@ -313,8 +314,8 @@ impl LbSink<'_> {
     fn target<'s>(
         &'s mut self,
         own: &'s mut LbFacts,
-        own_names: &'s mut services::Names,
-    ) -> Option<(&'s mut LbFacts, &'s mut services::Names)> {
+        own_names: &'s mut Names,
+    ) -> Option<(&'s mut LbFacts, &'s mut Names)> {
         match self {
             LbSink::Builder => Some((own, own_names)),
             LbSink::File { facts, names } => Some((&mut **facts, &mut **names)),
@@ -386,7 +387,8 @@ impl FilesBuilder {
                     let Some((facts, _)) = lb.target(own_lb, own_names) else {
                         return Ok(());
                     };
-                    let (key, service) = services::service_facts(&service).map_err(in_file)?;
+                    let (key, service) =
+                        service_objects::service_facts(&service).map_err(in_file)?;
                     let name = key.to_string();
                     again = facts.services.insert(key, service).is_some();
                     ("Service", name)
@@ -395,7 +397,8 @@ impl FilesBuilder {
                     let Some((facts, names)) = lb.target(own_lb, own_names) else {
                         return Ok(());
                     };
-                    let (key, slice) = services::slice_facts(&slice, names).map_err(in_file)?;
+                    let (key, slice) =
+                        service_objects::slice_facts(&slice, names).map_err(in_file)?;
                     let name = key.to_string();
                     again = facts.slices.insert(key, slice).is_some();
                     ("EndpointSlice", name)

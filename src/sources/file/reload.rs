@@ -23,6 +23,7 @@ use super::parse::{FilesBuilder, LbSink};
 use super::{fingerprint, FileStamp, Fingerprint};
 use crate::sources::error::SourceError;
 use crate::sources::model::ClusterState;
+use crate::sources::service_objects::Names;
 use crate::sources::services::{self, LbFacts, LbUpdate, ObjectKey};
 
 /// What one file gave at its last good read.
@@ -63,7 +64,7 @@ pub struct Loader {
     files: BTreeMap<PathBuf, Seen>,
     services: BTreeMap<ObjectKey, (Arc<Path>, services::ServiceFacts)>,
     slices: BTreeMap<ObjectKey, (Arc<Path>, services::SliceFacts)>,
-    names: services::Names,
+    names: Names,
 }
 
 /// One kind's new facts, from the changed files, with their files.

@@ -31,7 +31,8 @@ use kube::{Api, Client};
 
 use super::store::Store;
 use super::{step, Input, RetryBackoff};
-use crate::sources::services::{self, LbUpdate, ObjectKey, ServiceFacts, SliceFacts};
+use crate::sources::service_objects::{self, Names};
+use crate::sources::services::{LbUpdate, ObjectKey, ServiceFacts, SliceFacts};
 use crate::sources::{RefusedIngress, Resource, ResourceStatus};
 
 /// The resources these watchers follow, for readiness and metrics.
@@ -62,7 +63,7 @@ pub(super) struct LbWatch {
     synced_sent: bool,
     refused: RefusedIngress,
     /// The node names of every slice, shared.
-    names: services::Names,
+    names: Names,
 }
 
 impl LbWatch {
@@ -72,7 +73,7 @@ impl LbWatch {
             slices: Store::tracking(),
             synced_sent: false,
             refused: RefusedIngress::default(),
-            names: services::Names::default(),
+            names: Names::default(),
         }
     }
 
@@ -89,7 +90,7 @@ impl LbWatch {
             status,
             item,
             now,
-            |s| services::service_facts(s).map(|(_, facts)| facts),
+            |s| service_objects::service_facts(s).map(|(_, facts)| facts),
         );
     }
 
@@ -107,7 +108,7 @@ impl LbWatch {
             status,
             item,
             now,
-            |s| services::slice_facts(s, names).map(|(_, facts)| facts),
+            |s| service_objects::slice_facts(s, names).map(|(_, facts)| facts),
         );
     }
 

@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
+use crate::sources::service_objects;
 use crate::sources::services::{self, Change, ObjectKey};
 
 /// How a store keys its objects.
@@ -33,7 +34,7 @@ impl StoreKey for String {
 /// Namespaced objects: `namespace/name`.
 impl StoreKey for ObjectKey {
     fn of(meta: &ObjectMeta) -> Option<Self> {
-        services::object_key(meta)
+        service_objects::object_key(meta)
     }
 }
 
