@@ -28,9 +28,9 @@ use crate::bgp::session::{
 };
 use crate::bgp::wire::{check_header, decode_message_bytes, encode_message, AfiSafi, Message};
 use crate::config::PeerKey;
-use crate::routes::drain::{Drain, DrainAction, DrainInput, RouteClass, Treatment};
+use crate::routes::drain::{self, Drain, DrainAction, DrainInput, RouteClass, Treatment};
 use crate::routes::next_hop::SessionNextHops;
-use crate::routes::stop::{self as stop_rule, ClassStop, SessionFacts, SessionStop};
+use crate::routes::stop::{self as stop_rule, SessionFacts, SessionStop};
 use crate::routes::{self, DesiredRoutes};
 use bytes::{Buf, BytesMut};
 use std::collections::BTreeMap;
@@ -1044,37 +1044,19 @@ impl Task {
                         c.session.handle(now, Input::Stop { reason });
                     }
                 }
-                DrainAction::Mark(classes) => {
-                    let pod = match classes.pod_cidrs {
-                        ClassStop::Drain => Arc::new(routes::graceful_shutdown(self.rib.desired())),
-                        ClassStop::Keep => Arc::clone(self.rib.desired()),
-                    };
-                    let lb = match classes.load_balancer {
-                        ClassStop::Drain => {
-                            let mut mark = routes::GracefulShutdownMark::default();
-                            self.rib
-                                .lb()
-                                .iter()
-                                .map(|(p, a)| (*p, mark.mark(a)))
-                                .collect()
-                        }
-                        ClassStop::Keep => self.rib.lb().clone(),
-                    };
-                    self.rib.set_layers(pod, lb);
-                    self.changed_at.get_or_insert(now);
-                }
-                DrainAction::Withdraw(classes) => {
-                    info!("grace period over: withdrawing the drained routes");
-                    let pod = match classes.pod_cidrs {
-                        ClassStop::Drain => Arc::new(DesiredRoutes::new()),
-                        ClassStop::Keep => Arc::clone(self.rib.desired()),
-                    };
-                    let lb = match classes.load_balancer {
-                        ClassStop::Drain => Default::default(),
-                        ClassStop::Keep => self.rib.lb().clone(),
-                    };
-                    self.rib.set_layers(pod, lb);
-                    self.after_event(now).await;
+                DrainAction::Mark(_) | DrainAction::Withdraw(_) => {
+                    let withdraw = matches!(action, DrainAction::Withdraw(_));
+                    if let Some((pod, lb)) =
+                        drain::layers_after(&action, self.rib.desired(), self.rib.lb())
+                    {
+                        self.rib.set_layers(pod, lb);
+                    }
+                    if withdraw {
+                        info!("grace period over: withdrawing the drained routes");
+                        self.after_event(now).await;
+                    } else {
+                        self.changed_at.get_or_insert(now);
+                    }
                 }
                 DrainAction::Stop(reason) => return Some(reason),
             }

@@ -10,8 +10,9 @@
 //! and `poll_timeout()` for the next deadline. The peer task carries the actions out on
 //! its Adj-RIB-Out and session; it decides nothing of this itself.
 
-use super::lb::{LbAttrs, LbDelta};
+use super::lb::{LbAttrs, LbDelta, LbRoutes};
 use super::stop::{ClassStop, ClassStops};
+use super::DesiredRoutes;
 use crate::bgp::session::StopReason;
 use ipnet::IpNet;
 use std::collections::{BTreeMap, VecDeque};
@@ -173,6 +174,36 @@ impl Drain {
     pub fn withdrawing(&self) -> bool {
         self.phase != Phase::Marked
     }
+}
+
+/// The two layers (pod CIDRs, LoadBalancer routes) a peer must hold after a drain's
+/// [`DrainAction::Mark`] or [`DrainAction::Withdraw`] of `classes`: a drained class
+/// marked with GRACEFUL_SHUTDOWN, or emptied; a kept class as it is. `None` for the
+/// other actions, which change no route.
+pub fn layers_after(
+    action: &DrainAction,
+    pod: &Arc<DesiredRoutes>,
+    lb: &LbRoutes,
+) -> Option<(Arc<DesiredRoutes>, LbRoutes)> {
+    let (classes, withdraw) = match action {
+        DrainAction::Mark(c) => (c, false),
+        DrainAction::Withdraw(c) => (c, true),
+        DrainAction::StopCandidate(_) | DrainAction::Stop(_) => return None,
+    };
+    let pod = match (classes.pod_cidrs, withdraw) {
+        (ClassStop::Keep, _) => Arc::clone(pod),
+        (ClassStop::Drain, false) => Arc::new(super::graceful_shutdown(pod)),
+        (ClassStop::Drain, true) => Arc::new(DesiredRoutes::new()),
+    };
+    let lb = match (classes.load_balancer, withdraw) {
+        (ClassStop::Keep, _) => lb.clone(),
+        (ClassStop::Drain, false) => {
+            let mut mark = super::GracefulShutdownMark::default();
+            lb.iter().map(|(p, a)| (*p, mark.mark(a))).collect()
+        }
+        (ClassStop::Drain, true) => LbRoutes::new(),
+    };
+    Some((pod, lb))
 }
 
 /// The maintenance label's graceful withdrawal: when this node gains
