@@ -34,6 +34,7 @@ use crate::bgp::wire::{
     AfiSafi, AsPath, AsSegment, Context, EncodeError, MpNextHop, PathAttribute, SegmentType,
     Update, UpdateBuilder,
 };
+use crate::routes::attrs;
 use crate::routes::lb::LbRoutes;
 use crate::routes::next_hop::{self, SessionNextHops, Unsendable, WireNextHop};
 use crate::routes::{self, DesiredRoutes, RouteAttrs};
@@ -839,7 +840,7 @@ fn as_sent(session: &RibSession, fam: Unicast, attrs: &RouteAttrs) -> Option<Att
         origin: attrs.origin,
         as_path: attrs.as_path.clone(),
         med: attrs.med,
-        local_pref: attrs.local_pref.filter(|_| session.ibgp),
+        local_pref: attrs::local_pref_sent(session.ibgp, attrs),
         communities: attrs.communities.clone(),
         large_communities: attrs.large_communities.clone(),
     })
@@ -903,7 +904,7 @@ fn builder_for(
     if let Some(med) = attrs.med {
         list.push(PathAttribute::MultiExitDisc(med));
     }
-    if let Some(lp) = attrs.local_pref.filter(|_| session.ibgp) {
+    if let Some(lp) = attrs::local_pref_sent(session.ibgp, attrs) {
         list.push(PathAttribute::LocalPref(lp));
     }
     if !attrs.communities.is_empty() {

@@ -43,10 +43,11 @@ use std::sync::Arc;
 
 use ipnet::IpNet;
 
+use super::attrs::{self, PeerTemplate};
 use super::error::RoutesError;
-use super::plan::AnnounceMode;
-use super::{Family, NextHop, RouteAttrs, DEFAULT_LOCAL_PREF};
-use crate::bgp::wire::{LargeCommunity, Origin};
+use super::mode::AnnounceMode;
+use super::{Family, NextHop, RouteAttrs};
+use crate::bgp::wire::LargeCommunity;
 use crate::config::{Config, Peer, Protocol};
 use crate::sources::model::{CiliumConfig, Labels};
 use crate::sources::services::{LbUpdate, ObjectKey, ServiceFacts, SliceFacts, TrafficPolicy};
@@ -158,10 +159,8 @@ impl LbAttrs {
             out.communities.extend(&a.communities);
             out.large_communities.extend(&a.large_communities);
         }
-        out.communities.sort_unstable();
-        out.communities.dedup();
-        out.large_communities.sort_unstable();
-        out.large_communities.dedup();
+        out.communities = attrs::sorted(out.communities);
+        out.large_communities = attrs::sorted(out.large_communities);
         out
     }
 }
@@ -228,22 +227,14 @@ impl LbContext {
                 advertisements: p
                     .bgp_advertisements
                     .iter()
-                    .map(|a| {
-                        let mut communities: Vec<u32> = a.communities.iter().map(|c| c.0).collect();
-                        communities.sort_unstable();
-                        communities.dedup();
-                        let mut large_communities = a.large_communities.clone();
-                        large_communities.sort_unstable();
-                        large_communities.dedup();
-                        LbAdvertisement {
-                            aggregation_length: a.aggregation_length,
-                            aggregation_length_v6: a.aggregation_length_v6,
-                            attrs: Arc::new(LbAttrs {
-                                local_pref: a.local_pref,
-                                communities,
-                                large_communities,
-                            }),
-                        }
+                    .map(|a| LbAdvertisement {
+                        aggregation_length: a.aggregation_length,
+                        aggregation_length_v6: a.aggregation_length_v6,
+                        attrs: Arc::new(LbAttrs {
+                            local_pref: a.local_pref,
+                            communities: attrs::sorted(a.communities.iter().map(|c| c.0).collect()),
+                            large_communities: attrs::sorted(a.large_communities.clone()),
+                        }),
                     })
                     .collect(),
             })
@@ -731,16 +722,13 @@ pub fn decide(
     }
 }
 
-/// How one peer's LoadBalancer routes are built from [`LbAttrs`]: the parts of a route
-/// that depend on the peer (RFC 4271 section 5.1: ORIGIN, AS_PATH, NEXT_HOP, and
-/// LOCAL_PREF on iBGP only). The next hop follows the same rule as the pod CIDRs
-/// (`next_hop::rule`, the session's local address by default); a family without one is
-/// not announced to that peer.
+/// How one peer's LoadBalancer routes are built from [`LbAttrs`]: the peer's template
+/// (`routes::attrs`: ORIGIN, AS_PATH, LOCAL_PREF on iBGP only) and its next hops. The
+/// next hop follows the same rule as the pod CIDRs (`next_hop::rule`, the session's
+/// local address by default); a family without one is not announced to that peer.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct LbProfile {
-    pub origin: Origin,
-    pub as_path: Vec<u32>,
-    pub ibgp: bool,
+    pub template: PeerTemplate,
     /// Indexed by `Family as usize`; `None`: not announced.
     pub next_hops: [Option<NextHop>; 2],
 }
@@ -750,11 +738,8 @@ impl LbProfile {
     /// (`None` in cluster mode: LoadBalancer IPs are a node's own, announced in local
     /// mode only).
     pub fn new(peer: &Peer, next_hops: Option<[Option<NextHop>; 2]>) -> LbProfile {
-        let ibgp = peer.is_ibgp();
         LbProfile {
-            origin: peer.origin,
-            as_path: if ibgp { Vec::new() } else { vec![peer.my_asn] },
-            ibgp,
+            template: PeerTemplate::of(peer),
             next_hops: next_hops.unwrap_or([None, None]),
         }
     }
@@ -762,18 +747,12 @@ impl LbProfile {
     /// The route's attributes for this peer; `None` when its family has no next hop.
     pub fn attrs(&self, family: Family, lb: &LbAttrs) -> Option<RouteAttrs> {
         let next_hop = self.next_hops[family as usize].clone()?;
-        Some(RouteAttrs {
-            origin: self.origin,
-            as_path: self.as_path.clone(),
+        Some(self.template.attrs(
             next_hop,
-            med: None,
-            // Not MetalLB's 0 when unset: see DEFAULT_LOCAL_PREF.
-            local_pref: self
-                .ibgp
-                .then(|| lb.local_pref.unwrap_or(DEFAULT_LOCAL_PREF)),
-            communities: lb.communities.clone(),
-            large_communities: lb.large_communities.clone(),
-        })
+            lb.local_pref,
+            lb.communities.clone(),
+            lb.large_communities.clone(),
+        ))
     }
 }
 

@@ -12,11 +12,15 @@
 //! - [`lb`]: the LoadBalancer planner (issue 17), incremental: one event about a
 //!   Service or an EndpointSlice re-plans that Service only, and yields the routes it
 //!   changed ([`lb::LbDelta`]); the per-peer attributes of those routes.
+//! - [`attrs`]: the attribute template of every route (ORIGIN, AS_PATH, the LOCAL_PREF
+//!   rule), for both planners and the wire.
 //! - [`router_id`](mod@router_id): the BGP Identifier of a node without a configured one.
 //! - this file: the types the planner hands the peer driver, and [`diff`].
 
+pub mod attrs;
 mod error;
 pub mod lb;
+mod mode;
 pub mod next_hop;
 pub mod plan;
 pub mod router_id;
@@ -24,10 +28,12 @@ pub mod router_id;
 /// The address family of a prefix, as the planner and the next hop rule name it (the
 /// peer driver reads it here: it does not import `sources`).
 pub use crate::sources::model::Family;
+pub use attrs::DEFAULT_LOCAL_PREF;
 pub use error::RoutesError;
+pub use mode::AnnounceMode;
 pub use plan::{
-    plan, source_address, AnnounceMode, Conflict, Finding, FindingTracker, LocalNode, Overrides,
-    PeerPlan, Plan, Unannounceable, UnannounceableReason, DEFAULT_LOCAL_PREF,
+    plan, source_address, Conflict, Finding, FindingTracker, LocalNode, Overrides, PeerPlan, Plan,
+    Unannounceable, UnannounceableReason,
 };
 
 use crate::bgp::wire::{LargeCommunity, Origin};

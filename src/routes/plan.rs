@@ -31,7 +31,7 @@
 //!   mode only conflicts that involve the local node are reported.
 //! - Attributes (RFC 4271 section 5.1): ORIGIN from the config (`incomplete` by default,
 //!   as MetalLB sent); AS_PATH empty on iBGP and our AS on eBGP; LOCAL_PREF on iBGP only,
-//!   `pod-cidr-local-pref` or [`DEFAULT_LOCAL_PREF`] (not MetalLB's 0, which loses to
+//!   `pod-cidr-local-pref` or [`attrs::DEFAULT_LOCAL_PREF`] (not MetalLB's 0, which loses to
 //!   every other route); communities from `pod-cidr-communities`; no MED.
 //! - Pools (multi-pool IPAM, issue #21): a peer without `pod-cidr-pools` gets every
 //!   pool's CIDRs. With it, only the CIDRs of the pools it lists, each route carrying
@@ -47,61 +47,17 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::net::IpAddr;
-use std::str::FromStr;
 use std::sync::Arc;
 
 use ipnet::IpNet;
 
-use super::error::RoutesError;
+use super::attrs::{self, PeerTemplate};
 use super::lb::LbProfile;
+pub use super::mode::AnnounceMode;
 use super::next_hop::{self, NextHopRule, NoNextHop, NodeAddresses};
 use super::{DesiredRoutes, NextHop, PlannedRoute, RouteAttrs};
 use crate::config::{Config, Peer, PeerConflict, PeerKey, PodCidrPools};
 use crate::sources::model::{Family, IpamMode, NodeEntry, NodeView};
-
-/// LOCAL_PREF sent to iBGP peers when the config sets none (RFC 4271 section 5.1.5
-/// leaves the value to the operator; 100 is the common default of FRR, BIRD, Junos,
-/// so the pod CIDR routes compete evenly instead of losing as with MetalLB's 0).
-pub const DEFAULT_LOCAL_PREF: u32 = 100;
-
-/// `--announce`: which nodes' pod CIDRs this speaker announces.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum AnnounceMode {
-    /// The local node's only (one speaker per node, the DaemonSet).
-    #[default]
-    Local,
-    /// Every node's, each with its own InternalIP as next hop.
-    Cluster,
-}
-
-impl AnnounceMode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AnnounceMode::Local => "local",
-            AnnounceMode::Cluster => "cluster",
-        }
-    }
-}
-
-impl FromStr for AnnounceMode {
-    type Err = RoutesError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "local" => Ok(AnnounceMode::Local),
-            "cluster" => Ok(AnnounceMode::Cluster),
-            other => Err(RoutesError::UnknownAnnounceMode {
-                value: other.to_owned(),
-            }),
-        }
-    }
-}
-
-impl fmt::Display for AnnounceMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// The node this speaker runs on (`--node`); its labels come from the view.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -454,14 +410,16 @@ impl Profile<'_> {
             return Some(Arc::clone(base));
         }
         let mut attrs = RouteAttrs::clone(base);
-        attrs
-            .communities
-            .extend(options.communities.iter().map(|c| c.0));
-        attrs.communities.sort_unstable();
-        attrs.communities.dedup();
-        attrs.large_communities.extend(&options.large_communities);
-        attrs.large_communities.sort_unstable();
-        attrs.large_communities.dedup();
+        attrs.communities = attrs::sorted(
+            (attrs.communities.iter().copied())
+                .chain(options.communities.iter().map(|c| c.0))
+                .collect(),
+        );
+        attrs.large_communities = attrs::sorted(
+            (attrs.large_communities.iter().copied())
+                .chain(options.large_communities.iter().copied())
+                .collect(),
+        );
         if attrs == **base {
             return Some(Arc::clone(base));
         }
@@ -494,25 +452,15 @@ impl<'v> PoolAttrs<'v> {
     }
 }
 
-/// The attributes of every pod CIDR route to `peer`, next hop aside (RFC 4271 section
-/// 5.1).
+/// The attributes of every pod CIDR route to `peer`, next hop aside (the template of
+/// `routes::attrs`, with the peer's `pod-cidr-*` values).
 fn attrs_template(peer: &Peer) -> RouteAttrs {
-    let ibgp = peer.is_ibgp();
-    let mut communities: Vec<u32> = peer.pod_cidr_communities.iter().map(|c| c.0).collect();
-    communities.sort_unstable();
-    communities.dedup();
-    let mut large_communities = peer.pod_cidr_large_communities.clone();
-    large_communities.sort_unstable();
-    large_communities.dedup();
-    RouteAttrs {
-        origin: peer.origin,
-        as_path: if ibgp { Vec::new() } else { vec![peer.my_asn] },
-        next_hop: NextHop::SessionLocal,
-        med: None,
-        local_pref: ibgp.then(|| peer.pod_cidr_local_pref.unwrap_or(DEFAULT_LOCAL_PREF)),
-        communities,
-        large_communities,
-    }
+    PeerTemplate::of(peer).attrs(
+        NextHop::SessionLocal,
+        peer.pod_cidr_local_pref,
+        peer.pod_cidr_communities.iter().map(|c| c.0).collect(),
+        peer.pod_cidr_large_communities.clone(),
+    )
 }
 
 /// The owned prefixes in a form ready to turn into routes for any profile, each with
@@ -752,6 +700,7 @@ impl FindingTracker {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::routes::attrs::DEFAULT_LOCAL_PREF;
     use crate::sources::model::{CidrSource, IpamMode};
     use std::net::{Ipv4Addr, Ipv6Addr};
 
