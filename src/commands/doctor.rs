@@ -26,6 +26,7 @@ use serde::de::DeserializeOwned;
 
 use super::table::Table;
 use crate::config::{Config, Protocol};
+use crate::routes::layers;
 use crate::routes::lb::LbContext;
 use crate::routes::router_id::{router_id, shared, RouterIdOrigin};
 use crate::sources::file::load_files;
@@ -531,7 +532,7 @@ pub fn lb_findings(d: &Diagnosis, facts: &LbFacts, config: Option<&Config>) -> V
                 }
             }
             for n in &d.nodes {
-                for pod in n.in_force_cidrs.iter().filter(|c| c.contains(ip)) {
+                for pod in layers::pod_cidrs_holding(*ip, &n.in_force_cidrs) {
                     out.push(format!(
                         "service {key}: LoadBalancer IP {ip} lies inside the pod CIDR {pod} of \
                          node {}: announced as its own, more specific route",

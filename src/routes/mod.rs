@@ -14,11 +14,14 @@
 //!   changed ([`lb::LbDelta`]); the per-peer attributes of those routes.
 //! - [`attrs`]: the attribute template of every route (ORIGIN, AS_PATH, the LOCAL_PREF
 //!   rule), for both planners and the wire.
+//! - [`layers`]: a pod CIDR wins over an equal LoadBalancer prefix; the walk of both
+//!   layers the Adj-RIB-Out diffs against, and the finding of what the rule shadowed.
 //! - [`router_id`](mod@router_id): the BGP Identifier of a node without a configured one.
 //! - this file: the types the planner hands the peer driver, and [`diff`].
 
 pub mod attrs;
 mod error;
+pub mod layers;
 pub mod lb;
 mod mode;
 pub mod next_hop;

@@ -13,6 +13,7 @@ use serde_json::{json, Map, Value};
 use crate::config::duration::Compact;
 use crate::config::{Community, Config, Peer};
 use crate::metrics::board::{large_text, origin_name};
+use crate::routes::layers::{self, LbOverPod};
 use crate::routes::lb::{IpPlacement, LbDecision, LbReason, LbRouteMap, LbRoutes};
 use crate::routes::next_hop::{family_of, needs_extended_next_hop};
 use crate::routes::plan::unused_next_hop_fields;
@@ -138,7 +139,7 @@ fn lb_warnings(
                 for pod in entry
                     .prefixes
                     .iter()
-                    .filter(|p| p.contains(cidr) || cidr.contains(*p))
+                    .filter(|p| layers::ranges_overlap(cidr, p))
                 {
                     out.push(Warning::new(
                         "pool-overlaps-pod-cidr",
@@ -209,11 +210,7 @@ fn lb_warnings(
         }
     }
     if let Some(entry) = view.nodes.get(&*plan.node) {
-        for pod in entry
-            .prefixes
-            .iter()
-            .filter(|p| lb.planner.routes().contains_key(*p))
-        {
+        for pod in LbOverPod::of(&entry.prefixes, lb.planner.routes()).shadowed {
             out.push(Warning::new(
                 "lb-prefix-is-pod-cidr",
                 format!(
