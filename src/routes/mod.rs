@@ -16,6 +16,7 @@
 //!   rule), for both planners and the wire.
 //! - [`layers`]: a pod CIDR wins over an equal LoadBalancer prefix; the walk of both
 //!   layers the Adj-RIB-Out diffs against, and the finding of what the rule shadowed.
+//! - [`pools`]: `pod-cidr-pools`, which pools' CIDRs a peer gets, and what it left out.
 //! - [`router_id`](mod@router_id): the BGP Identifier of a node without a configured one.
 //! - this file: the types the planner hands the peer driver, and [`diff`].
 
@@ -26,6 +27,7 @@ pub mod lb;
 mod mode;
 pub mod next_hop;
 pub mod plan;
+pub mod pools;
 pub mod router_id;
 
 /// The address family of a prefix, as the planner and the next hop rule name it (the

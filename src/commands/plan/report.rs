@@ -17,10 +17,9 @@ use crate::routes::layers::{self, LbOverPod};
 use crate::routes::lb::{IpPlacement, LbDecision, LbReason, LbRouteMap, LbRoutes};
 use crate::routes::next_hop::{family_of, needs_extended_next_hop};
 use crate::routes::plan::unused_next_hop_fields;
-use crate::routes::{
-    AnnounceMode, Conflict, NextHop, Plan, PlannedRoute, RouteAttrs, UnannounceableReason,
-};
-use crate::sources::model::{CidrList, IpamMode, NodeView, ViewWarning};
+use crate::routes::pools::PoolFinding;
+use crate::routes::{Conflict, NextHop, Plan, PlannedRoute, RouteAttrs, UnannounceableReason};
+use crate::sources::model::{NodeView, ViewWarning};
 
 use super::LbPlanned;
 
@@ -383,57 +382,25 @@ pub fn warnings(plan: &Plan, view: &NodeView, config: &Config, lb: &LbPlanned) -
             json!({}),
         ));
     }
-    if view.ipam != IpamMode::MultiPool {
-        let peers: Vec<String> = plan
-            .peers
-            .iter()
-            .filter(|(_, p)| p.peer.pod_cidr_pools.is_some())
-            .map(|(key, _)| key.to_string())
-            .collect();
-        if !peers.is_empty() {
-            out.push(Warning::new(
-                "pod-cidr-pools-inactive",
-                format!(
-                    "pod-cidr-pools is set for peers {} but ipam {} has no pools: every pod \
-                     CIDR is announced to them",
-                    peers.join(", "),
-                    view.ipam
-                ),
-                json!({ "peers": peers, "ipam": view.ipam.as_str() }),
-            ));
-        }
-    }
-    for (key, p) in &plan.peers {
-        let Some(pools) = (view.ipam == IpamMode::MultiPool)
-            .then_some(p.peer.pod_cidr_pools.as_ref())
-            .flatten()
-        else {
-            continue;
+    for f in &plan.pools {
+        let fields = match f {
+            PoolFinding::Inactive { peers, ipam } => json!({
+                "peers": peers.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                "ipam": ipam.as_str(),
+            }),
+            PoolFinding::NotAnnounced {
+                peer,
+                node,
+                pool,
+                prefixes,
+            } => json!({
+                "peer": peer.to_string(),
+                "node": &**node,
+                "pool": pool,
+                "prefixes": strings(prefixes),
+            }),
         };
-        let nodes = view
-            .nodes
-            .values()
-            .filter(|n| plan.mode == AnnounceMode::Cluster || n.name == plan.node);
-        for node in nodes {
-            for held in node.pools.iter().filter(|h| !pools.contains_key(&h.pool)) {
-                out.push(Warning::new(
-                    "pool-not-announced",
-                    format!(
-                        "{} of node {} (pool {:?}) not announced to {key}: the pool is not in \
-                         its pod-cidr-pools",
-                        CidrList(&held.cidrs),
-                        node.name,
-                        held.pool
-                    ),
-                    json!({
-                        "peer": key.to_string(),
-                        "node": &*node.name,
-                        "pool": held.pool,
-                        "prefixes": strings(&held.cidrs),
-                    }),
-                ));
-            }
-        }
+        out.push(Warning::new(f.kind(), f.to_string(), fields));
     }
     let announced_object = view.ipam.object();
     for (name, node) in &view.nodes {
