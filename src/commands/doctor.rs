@@ -25,9 +25,8 @@ use kube::{Api, Client};
 use serde::de::DeserializeOwned;
 
 use super::table::Table;
-use crate::config::{Config, Protocol};
-use crate::routes::layers;
-use crate::routes::lb::LbContext;
+use crate::config::Config;
+use crate::routes::lb_findings;
 use crate::routes::router_id::{router_id, shared, RouterIdOrigin};
 use crate::sources::file::load_files;
 use crate::sources::kube::{self as kube_source, ConfigMapRef};
@@ -496,53 +495,18 @@ fn cidrs(list: &[IpNet]) -> String {
 /// LoadBalancer without an ingress IP (no allocator wrote one: nothing to announce),
 /// ingress IPs inside a node's pod CIDR in force (a pool overlapping the pod range: the
 /// IP is announced as its own, more specific route), and, given the bgp-config, ingress
-/// IPs outside every bgp address-pool (never announced). One line each, by Service.
+/// IPs outside every bgp address-pool (never announced). One line each, by Service:
+/// `routes::lb_findings::audit`'s findings, rendered.
 pub fn lb_findings(d: &Diagnosis, facts: &LbFacts, config: Option<&Config>) -> Vec<String> {
-    // The planner's own pool lookup (`LbContext::pool_of`), so doctor and the speaker
-    // agree on which pool an address is in.
-    let pools = config.map(|c| LbContext::new(c, None, &[], true));
-    let mut out = Vec::new();
-    for (key, svc) in facts.services.iter().filter(|(_, s)| s.load_balancer) {
-        if svc.ingress_ips.is_empty() {
-            let refused = if svc.ingress_refused.is_empty() {
-                String::new()
-            } else {
-                format!(
-                    " (ingress without an IP: {})",
-                    svc.ingress_refused.join(", ")
-                )
-            };
-            out.push(format!(
-                "service {key}: LoadBalancer pending an IP{refused}: nothing to announce"
-            ));
-        }
-        for ip in &svc.ingress_ips {
-            if let Some(pools) = &pools {
-                match pools.pool_of(*ip) {
-                    None => out.push(format!(
-                        "service {key}: LoadBalancer IP {ip} lies outside every address-pool \
-                         of the bgp-config: not announced"
-                    )),
-                    Some(pool) if pool.protocol == Protocol::Layer2 => out.push(format!(
-                        "service {key}: LoadBalancer IP {ip} is in the layer2 address-pool {}: \
-                         not announced by BGP",
-                        pool.name
-                    )),
-                    Some(_) => {}
-                }
-            }
-            for n in &d.nodes {
-                for pod in layers::pod_cidrs_holding(*ip, &n.in_force_cidrs) {
-                    out.push(format!(
-                        "service {key}: LoadBalancer IP {ip} lies inside the pod CIDR {pod} of \
-                         node {}: announced as its own, more specific route",
-                        n.node.name
-                    ));
-                }
-            }
-        }
-    }
-    out
+    let pods: Vec<(Arc<str>, &[IpNet])> = d
+        .nodes
+        .iter()
+        .map(|n| (Arc::clone(&n.node.name), n.in_force_cidrs.as_slice()))
+        .collect();
+    lb_findings::audit(facts, config, &pods)
+        .iter()
+        .map(ToString::to_string)
+        .collect()
 }
 
 /// Exit status when the cluster (or the cluster-state path) cannot be read.

@@ -254,6 +254,22 @@ impl LbContext {
             .find(|p| p.cidrs.iter().any(|c| c.contains(&ip)))
     }
 
+    /// Where `ip` lies: the one classification of an address against the pools, for the
+    /// planner's decisions and for `doctor`'s audit (`routes::lb_findings`).
+    pub fn place(&self, ip: IpAddr) -> IpPlacement {
+        match self.pool_of(ip) {
+            Some(p) if p.protocol == Protocol::Bgp => IpPlacement::Bgp {
+                ip,
+                pool: Arc::clone(&p.name),
+            },
+            Some(p) => IpPlacement::Layer2 {
+                ip,
+                pool: Arc::clone(&p.name),
+            },
+            None => IpPlacement::Outside { ip },
+        }
+    }
+
     fn class_accepted(&self, class: Option<&Arc<str>>) -> bool {
         match class {
             None => self.classes.is_empty(),
@@ -658,17 +674,7 @@ pub fn decide(
     let ips: Vec<IpPlacement> = facts
         .ingress_ips
         .iter()
-        .map(|ip| match context.pool_of(*ip) {
-            Some(p) if p.protocol == Protocol::Bgp => IpPlacement::Bgp {
-                ip: *ip,
-                pool: Arc::clone(&p.name),
-            },
-            Some(p) => IpPlacement::Layer2 {
-                ip: *ip,
-                pool: Arc::clone(&p.name),
-            },
-            None => IpPlacement::Outside { ip: *ip },
-        })
+        .map(|ip| context.place(*ip))
         .collect();
     let reason = if !facts.load_balancer {
         Some(LbReason::NotLoadBalancer)

@@ -17,6 +17,8 @@
 //! - [`layers`]: a pod CIDR wins over an equal LoadBalancer prefix; the walk of both
 //!   layers the Adj-RIB-Out diffs against, and the finding of what the rule shadowed.
 //! - [`pools`]: `pod-cidr-pools`, which pools' CIDRs a peer gets, and what it left out.
+//! - [`lb_findings`]: the LoadBalancer findings (pools, next hops, `doctor`'s audit of
+//!   the Services' IPs) as values.
 //! - [`router_id`](mod@router_id): the BGP Identifier of a node without a configured one.
 //! - this file: the types the planner hands the peer driver, and [`diff`].
 
@@ -24,6 +26,7 @@ pub mod attrs;
 mod error;
 pub mod layers;
 pub mod lb;
+pub mod lb_findings;
 mod mode;
 pub mod next_hop;
 pub mod plan;

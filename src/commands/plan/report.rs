@@ -13,8 +13,9 @@ use serde_json::{json, Map, Value};
 use crate::config::duration::Compact;
 use crate::config::{Community, Config, Peer};
 use crate::metrics::board::{large_text, origin_name};
-use crate::routes::layers::{self, LbOverPod};
+use crate::routes::layers::LbOverPod;
 use crate::routes::lb::{IpPlacement, LbDecision, LbReason, LbRouteMap, LbRoutes};
+use crate::routes::lb_findings::{self, NoNextHop, PoolFinding as LbPoolFinding};
 use crate::routes::next_hop::{family_of, needs_extended_next_hop};
 use crate::routes::plan::unused_next_hop_fields;
 use crate::routes::pools::PoolFinding;
@@ -108,51 +109,45 @@ fn lb_warnings(
     config: &Config,
     lb: &LbPlanned,
 ) {
-    for pool in &config.pools {
-        let cidrs = strings(&pool.cidrs);
-        let fields = json!({ "pool": pool.name, "cidrs": cidrs });
-        if pool.protocol == crate::config::Protocol::Layer2 {
-            out.push(Warning::new(
-                "pool-layer2",
-                format!(
-                    "address pool {:?} ({}) is layer2: BGP never announces it",
-                    pool.name,
-                    cidrs.join(", ")
-                ),
-                fields,
-            ));
-        } else if !lb.enabled.on {
-            out.push(Warning::new(
-                "address-pool-not-announced",
-                format!(
-                    "address pool {:?} ({}) is not announced: {}",
-                    pool.name,
-                    cidrs.join(", "),
-                    lb.enabled.why
-                ),
-                fields,
-            ));
-        }
-        for cidr in &pool.cidrs {
-            for (node, entry) in &view.nodes {
-                for pod in entry
-                    .prefixes
-                    .iter()
-                    .filter(|p| layers::ranges_overlap(cidr, p))
-                {
-                    out.push(Warning::new(
-                        "pool-overlaps-pod-cidr",
-                        format!(
-                            "address pool {:?} ({cidr}) overlaps the pod CIDR {pod} of node \
-                             {node}: a LoadBalancer IP there is announced as its own, more \
-                             specific route",
-                            pool.name
-                        ),
-                        json!({ "pool": pool.name, "cidr": cidr.to_string(), "node": &**node, "pod_cidr": pod.to_string() }),
-                    ));
-                }
+    for f in lb_findings::pool_findings(config, lb.enabled, view) {
+        out.push(match f {
+            LbPoolFinding::Layer2 { pool, cidrs } => {
+                let cidrs = strings(&cidrs);
+                Warning::new(
+                    "pool-layer2",
+                    format!(
+                        "address pool {pool:?} ({}) is layer2: BGP never announces it",
+                        cidrs.join(", ")
+                    ),
+                    json!({ "pool": pool, "cidrs": cidrs }),
+                )
             }
-        }
+            LbPoolFinding::NotAnnounced { pool, cidrs, why } => {
+                let cidrs = strings(&cidrs);
+                Warning::new(
+                    "address-pool-not-announced",
+                    format!(
+                        "address pool {pool:?} ({}) is not announced: {why}",
+                        cidrs.join(", ")
+                    ),
+                    json!({ "pool": pool, "cidrs": cidrs }),
+                )
+            }
+            LbPoolFinding::OverlapsPodCidr {
+                pool,
+                cidr,
+                node,
+                pod_cidr,
+            } => Warning::new(
+                "pool-overlaps-pod-cidr",
+                format!(
+                    "address pool {pool:?} ({cidr}) overlaps the pod CIDR {pod_cidr} of node \
+                     {node}: a LoadBalancer IP there is announced as its own, more specific \
+                     route"
+                ),
+                json!({ "pool": pool, "cidr": cidr.to_string(), "node": &*node, "pod_cidr": pod_cidr.to_string() }),
+            ),
+        });
     }
     for (key, d) in lb.planner.decisions() {
         if d.reason == Some(LbReason::NotLoadBalancer) {
@@ -184,28 +179,19 @@ fn lb_warnings(
         }
     }
     for (key, p) in &plan.peers {
-        for (family, next_hop) in [
-            (crate::routes::Family::Ipv4, &p.lb.next_hops[0]),
-            (crate::routes::Family::Ipv6, &p.lb.next_hops[1]),
-        ] {
-            let n = lb
-                .planner
-                .routes()
-                .keys()
-                .filter(|r| family_of(r) == family)
-                .count();
-            if next_hop.is_none() && n > 0 && lb.enabled.on {
-                out.push(Warning::new(
-                    "lb-no-next-hop",
-                    format!(
-                        "{n} LoadBalancer route{} of family {family} not announced to {key}: no \
-                         next hop of that family for this peer (next-hop-v4/next-hop-v6, or an \
-                         address of that family on the node)",
-                        if n == 1 { " is" } else { "s are" }
-                    ),
-                    json!({ "peer": key.to_string(), "family": family.to_string(), "routes": n }),
-                ));
-            }
+        for NoNextHop { family, routes: n } in
+            lb_findings::no_next_hop(&p.lb, lb.planner.routes(), lb.enabled)
+        {
+            out.push(Warning::new(
+                "lb-no-next-hop",
+                format!(
+                    "{n} LoadBalancer route{} of family {family} not announced to {key}: no \
+                     next hop of that family for this peer (next-hop-v4/next-hop-v6, or an \
+                     address of that family on the node)",
+                    if n == 1 { " is" } else { "s are" }
+                ),
+                json!({ "peer": key.to_string(), "family": family.to_string(), "routes": n }),
+            ));
         }
     }
     if let Some(entry) = view.nodes.get(&*plan.node) {
