@@ -53,8 +53,7 @@ pub use lb_feed::{LbFeed, LbTake};
 pub use listener::{Inbound, Listener};
 pub use observer::{Direction, NoopObserver, PeerObserver};
 pub use spec::{
-    PeerSpec, RunOverrides, Transport, TtlPolicy, CONNECT_TIMEOUT, DIRECT_TTL, MAX_TTL,
-    MD5_MAX_KEY_LEN,
+    PeerSpec, Resolved, RunOverrides, Transport, TtlPolicy, CONNECT_TIMEOUT, DIRECT_TTL, MAX_TTL,
 };
 
 use crate::bgp::session::{Negotiated, State, Stats};
