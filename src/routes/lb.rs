@@ -248,7 +248,8 @@ impl LbContext {
     }
 
     /// The pool an address lies in (pools do not overlap: the config refuses it).
-    pub fn pool_of(&self, ip: IpAddr) -> Option<&LbPool> {
+    /// Private: outside the planner an address is classified by [`LbContext::place`].
+    fn pool_of(&self, ip: IpAddr) -> Option<&LbPool> {
         self.pools
             .iter()
             .find(|p| p.cidrs.iter().any(|c| c.contains(&ip)))
