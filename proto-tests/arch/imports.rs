@@ -13,7 +13,16 @@
 //! - `sources`: `bgp`, `routes`, `peer`, `daemon`, `commands` (it knows nothing of BGP);
 //! - `peer`: `sources`, `daemon`, `commands`, `metrics` (it reports through its
 //!   observer trait);
-//! - `decode`: `cli`, `commands`, `daemon`, `peer`, `metrics`.
+//! - `decode`: `cli`, `commands`, `daemon`, `peer`, `metrics`;
+//! - `commands`, `daemon` and `metrics` (they render or count findings, never re-derive
+//!   a routing decision): the rules' own helpers in `routes` ([`DECISION_HELPERS`]: the
+//!   layering of pod CIDRs and LoadBalancer prefixes, the `pod-cidr-pools` selection,
+//!   the attribute template, a Service's decision, the pools as the planner holds them,
+//!   the next hop rule), except the findings those files return ([`FINDINGS`]); nor may
+//!   they call the rules by name ([`DECISION_CALLS`]: an IP placed in the pools, a layer
+//!   compared with the other, a range tested against a pod CIDR);
+//! - `peer`: the layering is `routes::layers`' (the Adj-RIB-Out calls it): no diff of
+//!   its own over the two layers ([`PEER_LAYERING`]).
 //!
 //! And, in functions of their own below the per-module rules:
 //! - the sources files `routes` may import (`sources::model`, `sources::services`) are
@@ -37,12 +46,58 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 /// One rule: files under `module` may not use a path starting with any of `forbidden`,
-/// unless it starts with one of `allowed`.
+/// unless it starts with one of `allowed`, and may not call a function or method named
+/// in `calls` (`name(` in code, outside tests, comments and strings).
 struct Rule {
     module: &'static str,
     forbidden: Vec<&'static str>,
     allowed: &'static [&'static str],
+    calls: &'static [&'static str],
 }
+
+/// The helpers of the routing rules in `routes`: whoever imports one is about to work
+/// a decision out again. `commands`, `daemon` and `metrics` read what the planners
+/// return instead.
+const DECISION_HELPERS: &[&str] = &[
+    // "A pod CIDR wins over an equal LoadBalancer prefix" and its walk.
+    "crate::routes::layers",
+    // Which pools a peer gets (`pod-cidr-pools`).
+    "crate::routes::pools",
+    // ORIGIN, AS_PATH, LOCAL_PREF on iBGP only.
+    "crate::routes::attrs",
+    // A Service's decision, and the pools and advertisements it is made from.
+    "crate::routes::lb::decide",
+    "crate::routes::lb::LbPool",
+    "crate::routes::lb::LbAdvertisement",
+    "crate::routes::lb::EXCLUDE_LABEL",
+    // The next hop of a (peer, family), and the address a session binds.
+    "crate::routes::next_hop::rule",
+    "crate::routes::plan::source_address",
+    "crate::routes::source_address",
+];
+
+/// What the rules return, which `commands`, `daemon` and `metrics` render or count.
+const FINDINGS: &[&str] = &[
+    "crate::routes::layers::LbOverPod",
+    "crate::routes::pools::PoolFinding",
+];
+
+/// The rules by name: `LbContext::place` (an IP against the pools), `layers::lb_sent`
+/// (which layer a prefix goes out from), `layers::pod_cidrs_holding` and
+/// `layers::ranges_overlap` (an address or a pool against the pod CIDRs), `pools`'
+/// `Selection::takes`.
+const DECISION_CALLS: &[&str] = &[
+    "place",
+    "lb_sent",
+    "pod_cidrs_holding",
+    "ranges_overlap",
+    "takes",
+];
+
+/// What `peer` would need to layer the pod CIDRs and LoadBalancer routes itself: the
+/// plain diff over a sorted walk it made (the Adj-RIB-Out diffs through
+/// `routes::layers::diff`).
+const PEER_LAYERING: &[&str] = &["crate::routes::diff_sorted", "crate::routes::diff"];
 
 /// What the pure core (`bgp`, `bfd`, `routes`) may not touch: the runtime, sockets, the clock
 /// and every module that does I/O or presents.
@@ -72,16 +127,19 @@ fn rules() -> Vec<Rule> {
             module: "bgp",
             forbidden: with(&["crate::routes", "crate::config"]),
             allowed: &[],
+            calls: &[],
         },
         Rule {
             module: "bfd",
             forbidden: with(&["crate::routes", "crate::config", "crate::bgp"]),
             allowed: &[],
+            calls: &[],
         },
         Rule {
             module: "routes",
             forbidden: with(&[]),
             allowed: &["crate::sources::model", "crate::sources::services"],
+            calls: &[],
         },
         Rule {
             module: "config",
@@ -93,11 +151,13 @@ fn rules() -> Vec<Rule> {
                 "crate::cli",
             ],
             allowed: &[],
+            calls: &[],
         },
         Rule {
             module: "metrics",
             forbidden: vec!["crate::commands", "crate::cli", "crate::daemon"],
             allowed: &[],
+            calls: &[],
         },
         Rule {
             module: "sources",
@@ -110,6 +170,7 @@ fn rules() -> Vec<Rule> {
                 "crate::cli",
             ],
             allowed: &[],
+            calls: &[],
         },
         Rule {
             module: "peer",
@@ -121,6 +182,7 @@ fn rules() -> Vec<Rule> {
                 "crate::metrics",
             ],
             allowed: &[],
+            calls: &[],
         },
         Rule {
             module: "decode",
@@ -132,6 +194,31 @@ fn rules() -> Vec<Rule> {
                 "crate::metrics",
             ],
             allowed: &[],
+            calls: &[],
+        },
+        Rule {
+            module: "peer",
+            forbidden: PEER_LAYERING.to_vec(),
+            allowed: &[],
+            calls: &["diff_sorted"],
+        },
+        Rule {
+            module: "commands",
+            forbidden: DECISION_HELPERS.to_vec(),
+            allowed: FINDINGS,
+            calls: DECISION_CALLS,
+        },
+        Rule {
+            module: "daemon",
+            forbidden: DECISION_HELPERS.to_vec(),
+            allowed: FINDINGS,
+            calls: DECISION_CALLS,
+        },
+        Rule {
+            module: "metrics",
+            forbidden: DECISION_HELPERS.to_vec(),
+            allowed: FINDINGS,
+            calls: DECISION_CALLS,
         },
     ]
 }
@@ -412,6 +499,28 @@ fn matches(path: &str, prefix: &str) -> bool {
         .is_some_and(|rest| rest.is_empty() || rest.starts_with("::"))
 }
 
+/// Every call of a function or method named `name` in code: `name(` (also `name::<`)
+/// not preceded by an identifier character. Line numbers of the file.
+fn calls_of(text: &str, name: &str) -> Vec<usize> {
+    let mut out = Vec::new();
+    for (n, line) in code_lines(text) {
+        let mut from = 0;
+        while let Some(i) = line[from..].find(name) {
+            let start = from + i;
+            from = start + name.len();
+            let preceded = line[..start]
+                .chars()
+                .last()
+                .is_some_and(|c| c.is_alphanumeric() || c == '_');
+            let rest = &line[from..];
+            if !preceded && (rest.starts_with('(') || rest.starts_with("::<")) {
+                out.push(n);
+            }
+        }
+    }
+    out
+}
+
 /// The rule violations in one file's text.
 fn check(file: &str, relative: &Path, text: &str) -> Vec<Violation> {
     let module = module_path(relative);
@@ -420,6 +529,16 @@ fn check(file: &str, relative: &Path, text: &str) -> Vec<Violation> {
     };
     let mut found = Vec::new();
     for rule in rules().iter().filter(|r| r.module == top) {
+        for name in rule.calls {
+            for line in calls_of(text, name) {
+                found.push(Violation {
+                    file: file.to_owned(),
+                    line,
+                    path: format!("{name}()"),
+                    rule: rule.module,
+                });
+            }
+        }
         for (line, path) in used_paths(text, &module) {
             let bad = rule.forbidden.iter().any(|f| matches(&path, f))
                 && !rule.allowed.iter().any(|a| matches(&path, a));
@@ -580,6 +699,73 @@ fn checker_flags_a_forbidden_import_of_every_rule() {
             "use crate::cli::DecodeArgs;",
             "crate::cli::DecodeArgs",
         ),
+        // commands, daemon and metrics: no routing rule's helper, no rule called.
+        (
+            "commands/plan/report.rs",
+            "use crate::routes::layers::walk;",
+            "crate::routes::layers::walk",
+        ),
+        (
+            "commands/plan/report.rs",
+            "use crate::routes::{layers::{self, LbOverPod}, Plan};",
+            "crate::routes::layers",
+        ),
+        (
+            "daemon/mod.rs",
+            "use crate::routes::pools::Selection;",
+            "crate::routes::pools::Selection",
+        ),
+        (
+            "metrics/registry.rs",
+            "use crate::routes::attrs::DEFAULT_LOCAL_PREF;",
+            "crate::routes::attrs::DEFAULT_LOCAL_PREF",
+        ),
+        (
+            "commands/plan/report.rs",
+            "    let d = crate::routes::lb::decide(&c, true, &s, e);",
+            "crate::routes::lb::decide",
+        ),
+        (
+            "daemon/peers.rs",
+            "use crate::routes::plan::source_address;",
+            "crate::routes::plan::source_address",
+        ),
+        (
+            "commands/doctor/diagnose.rs",
+            "    let p = context.place(ip);",
+            "place()",
+        ),
+        (
+            "daemon/mod.rs",
+            "        if layers::lb_sent(&pod, &p) {",
+            "lb_sent()",
+        ),
+        (
+            "metrics/registry.rs",
+            "    let n = cidrs.iter().filter(|c| ranges_overlap(c, pod)).count();",
+            "ranges_overlap()",
+        ),
+        (
+            "commands/doctor/mod.rs",
+            "    for pod in pod_cidrs_holding(ip, &cidrs) {",
+            "pod_cidrs_holding()",
+        ),
+        (
+            "commands/plan/report.rs",
+            "    if selection.takes(Some(&held.pool)) {",
+            "takes()",
+        ),
+        // peer: the layering is routes::layers'.
+        (
+            "peer/adj_rib_out.rs",
+            "use crate::routes::diff_sorted;",
+            "crate::routes::diff_sorted",
+        ),
+        (
+            "peer/adj_rib_out.rs",
+            "        let d = routes::diff_sorted(&self.held, both(&pod, &lb));",
+            "diff_sorted()",
+        ),
     ];
     for (file, line, path) in cases {
         let text = format!("//! a module\n\n{line}\n\nfn f() {{}}\n");
@@ -622,6 +808,25 @@ fn checker_allows_what_the_rules_allow() {
             "routes/plan.rs",
             "    let s = \"crate::peer is not a path here\";",
         ),
+        // The findings are what commands, daemon and metrics render.
+        (
+            "commands/plan/report.rs",
+            "use crate::routes::layers::LbOverPod;",
+        ),
+        ("daemon/mod.rs", "use crate::routes::pools::PoolFinding;"),
+        ("peer/adj_rib_out.rs", "use crate::routes::{attrs, layers};"),
+        (
+            "peer/adj_rib_out.rs",
+            "        let diff = layers::diff(&self.held, &self.desired, &self.lb);",
+        ),
+        // A name inside another, in a comment or a string is no call.
+        (
+            "commands/doctor/diagnose.rs",
+            "    let s = t.replace(a, b);",
+        ),
+        ("daemon/mod.rs", "    // layers::lb_sent(&pod, &p) decides"),
+        ("metrics/registry.rs", "    let s = \"place(\";"),
+        ("routes/lb.rs", "    let p = context.place(ip);"),
     ];
     for (file, line) in cases {
         let text = format!("//! a module\n\n{line}\n");
@@ -1099,12 +1304,6 @@ fn cycles(files: &[(PathBuf, String)]) -> Vec<String> {
     found
 }
 
-/// Cycles that another change of issue 26 removes: `routes/{lb,plan}` (the planners'
-/// shared types) belongs to the routes owners' work. Listed so that the check guards
-/// every other module meanwhile; the test fails once such a cycle is gone, so an entry
-/// cannot outlive it.
-const KNOWN_CYCLES: &[&str] = &["cycle in crate::routes among {lb, plan}"];
-
 #[test]
 fn src_has_no_import_cycle_among_files_or_modules() {
     let files = src_files();
@@ -1120,25 +1319,7 @@ fn src_has_no_import_cycle_among_files_or_modules() {
         edges.get(&vec!["peer".to_owned()])
     );
     let found = cycles(&files);
-    let unknown: Vec<&String> = found
-        .iter()
-        .filter(|c| !KNOWN_CYCLES.iter().any(|k| c.starts_with(k)))
-        .collect();
-    assert!(
-        unknown.is_empty(),
-        "\n{}",
-        unknown
-            .iter()
-            .map(|c| c.as_str())
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
-    for known in KNOWN_CYCLES {
-        assert!(
-            found.iter().any(|c| c.starts_with(known)),
-            "KNOWN_CYCLES lists {known:?}, which is gone: remove the entry"
-        );
-    }
+    assert!(found.is_empty(), "\n{}", found.join("\n"));
 }
 
 #[test]

@@ -53,6 +53,7 @@ use crate::config::{Config, ConfigErrors, PeerKey};
 use crate::metrics::{server as metrics_server, Metrics};
 use crate::peer::{Listener, PeerError, RunOverrides};
 use crate::routes::drain::ExclusionDrain;
+use crate::routes::layers::LbOverPod;
 use crate::routes::lb::{LbContext, LbDelta, LbEnabled, LbPlanner};
 use crate::routes::stop::{self, ClassStop, NodeAtStop, StopKind};
 use crate::routes::{self, AnnounceMode, Finding, FindingTracker, LocalNode, Overrides, Plan};
@@ -436,10 +437,9 @@ struct Daemon {
     lb_pending: LbDelta,
     /// The on/off decision in force, logged when it changes.
     lb_enabled: Option<LbEnabled>,
-    /// This node's pod CIDRs (local mode), for the LoadBalancer prefixes that equal or
-    /// fall inside one.
+    /// This node's pod CIDRs (local mode), for the layering finding (`LbOverPod`).
     pod_prefixes: Vec<ipnet::IpNet>,
-    /// What was last logged about those: (equal, inside).
+    /// What was last logged of that finding: (shadowed, how many inside).
     lb_overlap: (Vec<ipnet::IpNet>, usize),
 }
 
@@ -664,37 +664,23 @@ impl Daemon {
         }
     }
 
-    /// LoadBalancer prefixes equal to one of this node's pod CIDRs (the pod CIDR route
-    /// wins, the peer task does not send the LoadBalancer one) or inside one (announced
-    /// as their own, more specific route), once per change.
+    /// What the layering rule (`routes::layers`) does to this node's LoadBalancer
+    /// routes: prefixes a pod CIDR shadows, routes inside a pod CIDR; once per change.
     fn log_lb_overlap(&mut self) {
-        let routes = self.lb.routes();
-        let mut equal = Vec::new();
-        let mut inside = 0;
-        for pod in &self.pod_prefixes {
-            let within = routes
-                .range(*pod..)
-                .take_while(|(p, _)| pod.contains(*p))
-                .count();
-            if routes.contains_key(pod) {
-                equal.push(*pod);
-                inside += within - 1;
-            } else {
-                inside += within;
-            }
-        }
-        if (equal.clone(), inside) == self.lb_overlap {
+        let found = LbOverPod::of(&self.pod_prefixes, self.lb.routes());
+        let now = (found.shadowed.clone(), found.inside.len());
+        if now == self.lb_overlap {
             return;
         }
-        if !equal.is_empty() {
-            warn!(prefixes = ?equal.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        if !found.shadowed.is_empty() {
+            warn!(prefixes = ?found.shadowed.iter().map(ToString::to_string).collect::<Vec<_>>(),
                 "loadbalancer prefix equal to this node's pod cidr: the pod cidr route is announced, not the loadbalancer one");
         }
-        if inside > 0 {
-            warn!(routes = inside,
+        if !found.inside.is_empty() {
+            warn!(routes = found.inside.len(),
                 "loadbalancer ips inside this node's pod cidr (a pool overlapping the pod range): announced as their own, more specific routes");
         }
-        self.lb_overlap = (equal, inside);
+        self.lb_overlap = now;
     }
 
     /// Plans from the current config and view and moves the peer tasks to the plan, then

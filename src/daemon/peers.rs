@@ -31,7 +31,8 @@ use crate::config::PeerKey;
 use crate::metrics::{Latency, Metrics, PeerMetrics};
 use crate::peer::LbFeed;
 use crate::peer::{
-    self, session_changes, Listener, PeerHandle, PeerSpec, RunOverrides, SessionChange, Shutdown,
+    self, session_changes, Listener, PeerHandle, PeerSpec, Resolved, RunOverrides, SessionChange,
+    Shutdown,
 };
 use crate::routes::lb::{LbAttrs, LbDelta, LbRouteMap};
 use crate::routes::{DesiredRoutes, Plan};
@@ -158,11 +159,15 @@ impl Peers {
                     continue;
                 }
             };
-            match PeerSpec::from_config(&peer_plan.peer, overrides) {
-                // The key read from a Secret goes to the socket: a new one makes the
-                // transport differ, which resets this session alone.
-                Ok(mut spec) => {
-                    spec.transport.md5_key = md5_key;
+            // The key read from a Secret goes to the socket: a new one makes the
+            // transport differ, which resets this session alone. The source address is
+            // the one the planner chose for this peer's next hops.
+            let resolved = Resolved {
+                md5_key,
+                source: peer_plan.source_address,
+            };
+            match PeerSpec::from_resolved(&peer_plan.peer, overrides, resolved) {
+                Ok(spec) => {
                     specs.insert(*key, spec);
                 }
                 Err(e) => self.refuse(*key, &e.to_string()),

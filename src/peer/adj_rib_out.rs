@@ -2,7 +2,7 @@
 //! sent (`held`), the routes it must hold (the planner's [`DesiredRoutes`]), and the
 //! UPDATEs that move it from one to the other, produced a bounded batch at a time.
 //!
-//! The diff is computed once per desired version ([`routes::diff`]) and then drained
+//! The diff is computed once per desired version ([`layers::diff`]) and then drained
 //! incrementally: [`AdjRibOut::next_batch`] packs the next few messages (withdrawals
 //! first, then announcements grouped by attribute set, IPv4 in the NLRI field and IPv6
 //! in MP_REACH_NLRI) and moves `held` forward by exactly what they carry. The driver
@@ -14,10 +14,11 @@
 //! [`DesiredRoutes`] set replaced on each plan ([`AdjRibOut::set_desired`], a full diff
 //! as before), and the LoadBalancer routes ([`AdjRibOut::apply_lb`]), changed by
 //! per-prefix deltas: each one marks only the prefixes it touches pending, so its cost
-//! does not grow with the number of routes held. A pod CIDR prefix wins over an equal
-//! LoadBalancer prefix (the LoadBalancer route is not sent while the pod CIDR is
-//! desired), so no LoadBalancer event ever re-announces or withdraws a pod CIDR, and no
-//! pod CIDR change touches a LoadBalancer route of another prefix.
+//! does not grow with the number of routes held. Which layer a prefix goes out from is
+//! `routes::layers`' rule (a pod CIDR wins over an equal LoadBalancer prefix), called
+//! here per prefix ([`layers::lb_sent`]) or as one walk ([`layers::diff`]), so no
+//! LoadBalancer event ever re-announces or withdraws a pod CIDR, and no pod CIDR change
+//! touches a LoadBalancer route of another prefix.
 //!
 //! Pending work is kept as `queued` (prefix -> what it must become), the one truth; the
 //! withdrawal queues and the announcement groups only order the sending. An entry there
@@ -36,7 +37,8 @@ use crate::bgp::wire::{
 };
 use crate::routes::lb::LbRoutes;
 use crate::routes::next_hop::{self, SessionNextHops, Unsendable, WireNextHop};
-use crate::routes::{self, DesiredRoutes, RouteAttrs};
+use crate::routes::{attrs, layers};
+use crate::routes::{DesiredRoutes, RouteAttrs};
 use ipnet::IpNet;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::fmt;
@@ -121,7 +123,7 @@ pub struct AdjRibOut {
     held: BTreeMap<IpNet, Held>,
     held_count: [u64; 2],
     desired: Arc<DesiredRoutes>,
-    /// The LoadBalancer layer (a pod CIDR of the same prefix wins over it).
+    /// The LoadBalancer layer (`routes::layers` says which of its prefixes go out).
     lb: LbRoutes,
     session: Option<RibSession>,
     work: Work,
@@ -354,7 +356,8 @@ impl AdjRibOut {
 
     /// A LoadBalancer delta: each prefix's new attributes (`None`: no longer desired).
     /// Only these prefixes are looked at: O(changes x log held), whatever the table size.
-    /// A prefix the pod CIDR layer holds is only recorded (the pod CIDR wins).
+    /// A prefix whose LoadBalancer route does not go out ([`layers::lb_sent`]) is only
+    /// recorded.
     pub fn apply_lb(
         &mut self,
         changes: impl IntoIterator<Item = (IpNet, Option<Arc<RouteAttrs>>)>,
@@ -364,10 +367,9 @@ impl AdjRibOut {
                 Some(a) => self.lb.insert(p, Arc::clone(a)),
                 None => self.lb.remove(&p),
             };
-            if self.desired.contains_key(&p) {
-                continue;
+            if layers::lb_sent(&self.desired, &p) {
+                self.target_changed(p, to);
             }
-            self.target_changed(p, to);
         }
         self.work.compact();
         self.check_tables();
@@ -555,12 +557,12 @@ impl AdjRibOut {
         let Some(session) = &self.session else {
             return;
         };
-        let diff = routes::diff_sorted(&self.held, both_layers(&self.desired, &self.lb));
+        let diff = layers::diff(&self.held, &self.desired, &self.lb);
         let mut announce = diff.announce;
         if !self.resend.is_empty() {
             // The diff skips routes the peer already holds unchanged; a refresh sends them
             // too.
-            for (p, attrs) in both_layers(&self.desired, &self.lb) {
+            for (p, attrs) in layers::walk(&self.desired, &self.lb) {
                 let fam = Unicast::of(p).afi_safi();
                 if self.resend.contains(&fam)
                     && self.held.get(p).is_some_and(|h| *h.attrs == **attrs)
@@ -748,28 +750,6 @@ impl AdjRibOut {
     }
 }
 
-/// The pod CIDR and LoadBalancer layers as one sorted walk: a prefix in both is the pod
-/// CIDR's.
-fn both_layers<'a>(
-    pod: &'a DesiredRoutes,
-    lb: &'a LbRoutes,
-) -> impl Iterator<Item = (&'a IpNet, &'a Arc<RouteAttrs>)> + 'a {
-    let mut pod = pod.iter().map(|(p, r)| (p, &r.attrs)).peekable();
-    let mut lb = lb.iter().peekable();
-    std::iter::from_fn(move || match (pod.peek(), lb.peek()) {
-        (Some((a, _)), Some((b, _))) => match a.cmp(b) {
-            std::cmp::Ordering::Less => pod.next(),
-            std::cmp::Ordering::Greater => lb.next(),
-            std::cmp::Ordering::Equal => {
-                lb.next();
-                pod.next()
-            }
-        },
-        (Some(_), None) => pod.next(),
-        (None, _) => lb.next(),
-    })
-}
-
 /// A bounded view of an Adj-RIB-Out ([`AdjRibOut::snapshot`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RibSnapshot {
@@ -839,7 +819,7 @@ fn as_sent(session: &RibSession, fam: Unicast, attrs: &RouteAttrs) -> Option<Att
         origin: attrs.origin,
         as_path: attrs.as_path.clone(),
         med: attrs.med,
-        local_pref: attrs.local_pref.filter(|_| session.ibgp),
+        local_pref: attrs::local_pref_sent(session.ibgp, attrs),
         communities: attrs.communities.clone(),
         large_communities: attrs.large_communities.clone(),
     })
@@ -903,7 +883,7 @@ fn builder_for(
     if let Some(med) = attrs.med {
         list.push(PathAttribute::MultiExitDisc(med));
     }
-    if let Some(lp) = attrs.local_pref.filter(|_| session.ibgp) {
+    if let Some(lp) = attrs::local_pref_sent(session.ibgp, attrs) {
         list.push(PathAttribute::LocalPref(lp));
     }
     if !attrs.communities.is_empty() {

@@ -54,7 +54,7 @@ pub use error::PeerError;
 pub use lb_feed::{LbFeed, LbTake};
 pub use listener::{Inbound, Listener};
 pub use observer::{Direction, NoopObserver, PeerObserver};
-pub use spec::{PeerSpec, RunOverrides, CONNECT_TIMEOUT, MD5_MAX_KEY_LEN};
+pub use spec::{PeerSpec, Resolved, RunOverrides, CONNECT_TIMEOUT};
 pub use transport::{Transport, TtlPolicy, DIRECT_TTL, MAX_TTL};
 
 use crate::bgp::session::{Negotiated, State, Stats};

@@ -36,12 +36,15 @@ pub(crate) struct TcpMd5Sig {
     key: [u8; libc::TCP_MD5SIG_MAXKEYLEN],
 }
 
+// The config's key limit (the one rule, `config::MD5_KEY_MAX`) must fit the kernel's.
+const _: () = assert!(crate::config::MD5_KEY_MAX <= libc::TCP_MD5SIG_MAXKEYLEN);
+
 impl TcpMd5Sig {
     /// The option value for `peer` on a socket of `socket_v6` family (an IPv4 peer on an
     /// IPv6 socket is written as its IPv4-mapped address, which is how the kernel sees
     /// it). An empty key removes the peer's key. Fails for a key longer than 80 octets.
     pub(crate) fn new(peer: IpAddr, socket_v6: bool, key: &[u8]) -> io::Result<TcpMd5Sig> {
-        if key.len() > libc::TCP_MD5SIG_MAXKEYLEN {
+        if key.len() > crate::config::MD5_KEY_MAX {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "tcp md5 key longer than 80 octets",

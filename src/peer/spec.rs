@@ -9,7 +9,7 @@ use super::transport::{Transport, TtlPolicy};
 use super::PeerError;
 use crate::bgp::session::{GrConfig, MaxPrefix, MaxPrefixAction, SessionConfig};
 use crate::bgp::wire::AfiSafi;
-use crate::config::{self, PeerKey};
+use crate::config::{self, PeerKey, Secret};
 use crate::routes;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -75,14 +75,47 @@ pub struct PeerSpec {
     pub graceful_shutdown: Duration,
 }
 
-/// RFC 2385 section 4 does not bound the key; Linux does (TCP_MD5SIG_MAXKEYLEN).
-pub const MD5_MAX_KEY_LEN: usize = 80;
+/// What the daemon resolved for one peer before its spec is built: the TCP MD5 key its
+/// `password` or `password-secret` gives, and the address its session binds (the
+/// planner's `PeerPlan::source_address`, `routes::source_address`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    pub md5_key: Option<Secret>,
+    pub source: Option<IpAddr>,
+}
+
+impl Resolved {
+    /// From the config alone: the peer's `password`, and the source address by the
+    /// planner's rule (what a peer without `password-secret` resolves to).
+    pub fn of(peer: &config::Peer, run: &RunOverrides) -> Resolved {
+        Resolved {
+            md5_key: peer.password.clone(),
+            source: routes::source_address(
+                peer,
+                &routes::Overrides {
+                    source_address: run.source_address,
+                },
+            ),
+        }
+    }
+}
 
 impl PeerSpec {
-    /// The spec of one configured peer. Fails when no router id is known, when the
-    /// source address is of the other family, or when the session configuration is
-    /// refused.
+    /// The spec of one configured peer whose key and source address come from the
+    /// config alone ([`Resolved::of`]); see [`PeerSpec::from_resolved`].
     pub fn from_config(peer: &config::Peer, run: &RunOverrides) -> Result<PeerSpec, PeerError> {
+        PeerSpec::from_resolved(peer, run, Resolved::of(peer, run))
+    }
+
+    /// The spec of one configured peer with what the daemon resolved for it: the one
+    /// place a spec is built. Fails when no router id is known, when the source address
+    /// is of the other family, when the key breaks the config's rule
+    /// (`Md5KeyProblem`), or when the session configuration is refused.
+    pub fn from_resolved(
+        peer: &config::Peer,
+        run: &RunOverrides,
+        resolved: Resolved,
+    ) -> Result<PeerSpec, PeerError> {
         let router_id = peer
             .router_id
             .or(run.router_id())
@@ -99,20 +132,17 @@ impl PeerSpec {
                 });
             }
         }
-        // The planner computes the same address for its next hops: one rule.
-        let source = routes::source_address(
-            peer,
-            &routes::Overrides {
-                source_address: run.source_address,
-            },
-        );
-        if let Some(k) = &peer.password {
-            if k.expose().is_empty() || k.expose().len() > MD5_MAX_KEY_LEN {
-                return Err(PeerError::InvalidSpec {
-                    field: "password",
-                    reason: format!("must be 1 to {MD5_MAX_KEY_LEN} octets"),
-                });
-            }
+        let Resolved { md5_key, source } = resolved;
+        // Validated configs and Secrets never break it (config owns the rule); a
+        // hand-built peer must not reach the socket option.
+        if let Some(problem) = md5_key
+            .as_ref()
+            .and_then(|k| config::Md5KeyProblem::of(k.expose()))
+        {
+            return Err(PeerError::InvalidSpec {
+                field: "password",
+                reason: problem.to_string(),
+            });
         }
         let ttl = if peer.ttl_security {
             TtlPolicy::Gtsm
@@ -164,7 +194,7 @@ impl PeerSpec {
             transport: Transport {
                 remote: SocketAddr::new(peer.address, peer.port),
                 source,
-                md5_key: peer.password.clone(),
+                md5_key,
                 ttl,
                 connect_timeout: CONNECT_TIMEOUT,
             },

@@ -43,10 +43,11 @@ use std::sync::Arc;
 
 use ipnet::IpNet;
 
+use super::attrs::{self, PeerTemplate};
 use super::error::RoutesError;
-use super::plan::AnnounceMode;
-use super::{Family, NextHop, RouteAttrs, DEFAULT_LOCAL_PREF};
-use crate::bgp::wire::{LargeCommunity, Origin};
+use super::mode::AnnounceMode;
+use super::{Family, NextHop, RouteAttrs};
+use crate::bgp::wire::LargeCommunity;
 use crate::config::{Config, Peer, Protocol};
 use crate::sources::model::{CiliumConfig, Labels};
 use crate::sources::services::{LbUpdate, ObjectKey, ServiceFacts, SliceFacts, TrafficPolicy};
@@ -158,10 +159,8 @@ impl LbAttrs {
             out.communities.extend(&a.communities);
             out.large_communities.extend(&a.large_communities);
         }
-        out.communities.sort_unstable();
-        out.communities.dedup();
-        out.large_communities.sort_unstable();
-        out.large_communities.dedup();
+        out.communities = attrs::sorted(out.communities);
+        out.large_communities = attrs::sorted(out.large_communities);
         out
     }
 }
@@ -228,22 +227,14 @@ impl LbContext {
                 advertisements: p
                     .bgp_advertisements
                     .iter()
-                    .map(|a| {
-                        let mut communities: Vec<u32> = a.communities.iter().map(|c| c.0).collect();
-                        communities.sort_unstable();
-                        communities.dedup();
-                        let mut large_communities = a.large_communities.clone();
-                        large_communities.sort_unstable();
-                        large_communities.dedup();
-                        LbAdvertisement {
-                            aggregation_length: a.aggregation_length,
-                            aggregation_length_v6: a.aggregation_length_v6,
-                            attrs: Arc::new(LbAttrs {
-                                local_pref: a.local_pref,
-                                communities,
-                                large_communities,
-                            }),
-                        }
+                    .map(|a| LbAdvertisement {
+                        aggregation_length: a.aggregation_length,
+                        aggregation_length_v6: a.aggregation_length_v6,
+                        attrs: Arc::new(LbAttrs {
+                            local_pref: a.local_pref,
+                            communities: attrs::sorted(a.communities.iter().map(|c| c.0).collect()),
+                            large_communities: attrs::sorted(a.large_communities.clone()),
+                        }),
                     })
                     .collect(),
             })
@@ -257,10 +248,27 @@ impl LbContext {
     }
 
     /// The pool an address lies in (pools do not overlap: the config refuses it).
-    pub fn pool_of(&self, ip: IpAddr) -> Option<&LbPool> {
+    /// Private: outside the planner an address is classified by [`LbContext::place`].
+    fn pool_of(&self, ip: IpAddr) -> Option<&LbPool> {
         self.pools
             .iter()
             .find(|p| p.cidrs.iter().any(|c| c.contains(&ip)))
+    }
+
+    /// Where `ip` lies: the one classification of an address against the pools, for the
+    /// planner's decisions and for `doctor`'s audit (`routes::lb_findings`).
+    pub fn place(&self, ip: IpAddr) -> IpPlacement {
+        match self.pool_of(ip) {
+            Some(p) if p.protocol == Protocol::Bgp => IpPlacement::Bgp {
+                ip,
+                pool: Arc::clone(&p.name),
+            },
+            Some(p) => IpPlacement::Layer2 {
+                ip,
+                pool: Arc::clone(&p.name),
+            },
+            None => IpPlacement::Outside { ip },
+        }
     }
 
     fn class_accepted(&self, class: Option<&Arc<str>>) -> bool {
@@ -667,17 +675,7 @@ pub fn decide(
     let ips: Vec<IpPlacement> = facts
         .ingress_ips
         .iter()
-        .map(|ip| match context.pool_of(*ip) {
-            Some(p) if p.protocol == Protocol::Bgp => IpPlacement::Bgp {
-                ip: *ip,
-                pool: Arc::clone(&p.name),
-            },
-            Some(p) => IpPlacement::Layer2 {
-                ip: *ip,
-                pool: Arc::clone(&p.name),
-            },
-            None => IpPlacement::Outside { ip: *ip },
-        })
+        .map(|ip| context.place(*ip))
         .collect();
     let reason = if !facts.load_balancer {
         Some(LbReason::NotLoadBalancer)
@@ -731,16 +729,13 @@ pub fn decide(
     }
 }
 
-/// How one peer's LoadBalancer routes are built from [`LbAttrs`]: the parts of a route
-/// that depend on the peer (RFC 4271 section 5.1: ORIGIN, AS_PATH, NEXT_HOP, and
-/// LOCAL_PREF on iBGP only). The next hop follows the same rule as the pod CIDRs
-/// (`next_hop::rule`, the session's local address by default); a family without one is
-/// not announced to that peer.
+/// How one peer's LoadBalancer routes are built from [`LbAttrs`]: the peer's template
+/// (`routes::attrs`: ORIGIN, AS_PATH, LOCAL_PREF on iBGP only) and its next hops. The
+/// next hop follows the same rule as the pod CIDRs (`next_hop::rule`, the session's
+/// local address by default); a family without one is not announced to that peer.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct LbProfile {
-    pub origin: Origin,
-    pub as_path: Vec<u32>,
-    pub ibgp: bool,
+    pub template: PeerTemplate,
     /// Indexed by `Family as usize`; `None`: not announced.
     pub next_hops: [Option<NextHop>; 2],
 }
@@ -750,11 +745,8 @@ impl LbProfile {
     /// (`None` in cluster mode: LoadBalancer IPs are a node's own, announced in local
     /// mode only).
     pub fn new(peer: &Peer, next_hops: Option<[Option<NextHop>; 2]>) -> LbProfile {
-        let ibgp = peer.is_ibgp();
         LbProfile {
-            origin: peer.origin,
-            as_path: if ibgp { Vec::new() } else { vec![peer.my_asn] },
-            ibgp,
+            template: PeerTemplate::of(peer),
             next_hops: next_hops.unwrap_or([None, None]),
         }
     }
@@ -762,18 +754,12 @@ impl LbProfile {
     /// The route's attributes for this peer; `None` when its family has no next hop.
     pub fn attrs(&self, family: Family, lb: &LbAttrs) -> Option<RouteAttrs> {
         let next_hop = self.next_hops[family as usize].clone()?;
-        Some(RouteAttrs {
-            origin: self.origin,
-            as_path: self.as_path.clone(),
+        Some(self.template.attrs(
             next_hop,
-            med: None,
-            // Not MetalLB's 0 when unset: see DEFAULT_LOCAL_PREF.
-            local_pref: self
-                .ibgp
-                .then(|| lb.local_pref.unwrap_or(DEFAULT_LOCAL_PREF)),
-            communities: lb.communities.clone(),
-            large_communities: lb.large_communities.clone(),
-        })
+            lb.local_pref,
+            lb.communities.clone(),
+            lb.large_communities.clone(),
+        ))
     }
 }
 

@@ -12,27 +12,41 @@
 //! - [`lb`]: the LoadBalancer planner (issue 17), incremental: one event about a
 //!   Service or an EndpointSlice re-plans that Service only, and yields the routes it
 //!   changed ([`lb::LbDelta`]); the per-peer attributes of those routes.
+//! - [`attrs`]: the attribute template of every route (ORIGIN, AS_PATH, the LOCAL_PREF
+//!   rule), for both planners and the wire.
+//! - [`layers`]: a pod CIDR wins over an equal LoadBalancer prefix; the walk of both
+//!   layers the Adj-RIB-Out diffs against, and the finding of what the rule shadowed.
+//! - [`pools`]: `pod-cidr-pools`, which pools' CIDRs a peer gets, and what it left out.
+//! - [`lb_findings`]: the LoadBalancer findings (pools, next hops, `doctor`'s audit of
+//!   the Services' IPs) as values.
 //! - [`router_id`](mod@router_id): the BGP Identifier of a node without a configured one.
 //! - [`stop`]: the stop decision (restart or leaving, from what the cluster says about
 //!   the node), what each route class gets, and what one session does at a stop;
 //!   [`drain`]: the graceful shutdown (RFC 8326) of one session on the virtual clock.
 //! - this file: the types the planner hands the peer driver, and [`diff`].
 
+pub mod attrs;
 pub mod drain;
 mod error;
+pub mod layers;
 pub mod lb;
+pub mod lb_findings;
+mod mode;
 pub mod next_hop;
 pub mod plan;
+pub mod pools;
 pub mod router_id;
 pub mod stop;
 
 /// The address family of a prefix, as the planner and the next hop rule name it (the
 /// peer driver reads it here: it does not import `sources`).
 pub use crate::sources::model::Family;
+pub use attrs::DEFAULT_LOCAL_PREF;
 pub use error::RoutesError;
+pub use mode::AnnounceMode;
 pub use plan::{
-    plan, source_address, AnnounceMode, Conflict, Finding, FindingTracker, LocalNode, Overrides,
-    PeerPlan, Plan, Unannounceable, UnannounceableReason, DEFAULT_LOCAL_PREF,
+    plan, source_address, Conflict, Finding, FindingTracker, LocalNode, Overrides, PeerPlan, Plan,
+    Unannounceable, UnannounceableReason,
 };
 
 use crate::bgp::wire::{LargeCommunity, Origin};

@@ -31,13 +31,11 @@
 //!   mode only conflicts that involve the local node are reported.
 //! - Attributes (RFC 4271 section 5.1): ORIGIN from the config (`incomplete` by default,
 //!   as MetalLB sent); AS_PATH empty on iBGP and our AS on eBGP; LOCAL_PREF on iBGP only,
-//!   `pod-cidr-local-pref` or [`DEFAULT_LOCAL_PREF`] (not MetalLB's 0, which loses to
+//!   `pod-cidr-local-pref` or [`attrs::DEFAULT_LOCAL_PREF`] (not MetalLB's 0, which loses to
 //!   every other route); communities from `pod-cidr-communities`; no MED.
-//! - Pools (multi-pool IPAM, issue #21): a peer without `pod-cidr-pools` gets every
-//!   pool's CIDRs. With it, only the CIDRs of the pools it lists, each route carrying
-//!   the pool's `communities` besides the peer's. In the other IPAM modes CIDRs belong
-//!   to no pool and the option does not apply: every CIDR is announced and the plan's
-//!   report says the option is inactive.
+//! - Pools (multi-pool IPAM, issue #21): which pools a peer gets is `routes::pools`'
+//!   rule ([`Selection`]), its findings in [`Plan::pools`]; each route of a pool the peer
+//!   lists carries the pool's `communities` besides the peer's.
 //!
 //! Cost: peers with the same attributes and next-hop rule share one
 //! `Arc<DesiredRoutes>`; within a route set, routes with equal attributes share one
@@ -47,61 +45,18 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::net::IpAddr;
-use std::str::FromStr;
 use std::sync::Arc;
 
 use ipnet::IpNet;
 
-use super::error::RoutesError;
+use super::attrs::{self, PeerTemplate};
 use super::lb::LbProfile;
+pub use super::mode::AnnounceMode;
 use super::next_hop::{self, NextHopRule, NoNextHop, NodeAddresses};
+use super::pools::{self, PoolFinding, Selection};
 use super::{DesiredRoutes, NextHop, PlannedRoute, RouteAttrs};
-use crate::config::{Config, Peer, PeerConflict, PeerKey, PodCidrPools};
-use crate::sources::model::{Family, IpamMode, NodeEntry, NodeView};
-
-/// LOCAL_PREF sent to iBGP peers when the config sets none (RFC 4271 section 5.1.5
-/// leaves the value to the operator; 100 is the common default of FRR, BIRD, Junos,
-/// so the pod CIDR routes compete evenly instead of losing as with MetalLB's 0).
-pub const DEFAULT_LOCAL_PREF: u32 = 100;
-
-/// `--announce`: which nodes' pod CIDRs this speaker announces.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum AnnounceMode {
-    /// The local node's only (one speaker per node, the DaemonSet).
-    #[default]
-    Local,
-    /// Every node's, each with its own InternalIP as next hop.
-    Cluster,
-}
-
-impl AnnounceMode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AnnounceMode::Local => "local",
-            AnnounceMode::Cluster => "cluster",
-        }
-    }
-}
-
-impl FromStr for AnnounceMode {
-    type Err = RoutesError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "local" => Ok(AnnounceMode::Local),
-            "cluster" => Ok(AnnounceMode::Cluster),
-            other => Err(RoutesError::UnknownAnnounceMode {
-                value: other.to_owned(),
-            }),
-        }
-    }
-}
-
-impl fmt::Display for AnnounceMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+use crate::config::{Config, Peer, PeerConflict, PeerKey};
+use crate::sources::model::{Family, NodeEntry, NodeView};
 
 /// The node this speaker runs on (`--node`); its labels come from the view.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -139,6 +94,8 @@ pub struct Plan {
     pub conflicts: Vec<Conflict>,
     /// Owned prefixes that cannot be announced, in prefix order.
     pub unannounceable: Vec<Unannounceable>,
+    /// What `pod-cidr-pools` left out, or that it does not apply (`routes::pools`).
+    pub pools: Vec<PoolFinding>,
 }
 
 impl Plan {
@@ -295,7 +252,6 @@ pub fn plan(
 ) -> Plan {
     let owned = Ownership::of(view);
     let local_entry = view.nodes.get(&*local.name);
-    let pools_apply = view.ipam == IpamMode::MultiPool;
     let mut plan = Plan {
         node: Arc::clone(&local.name),
         mode,
@@ -305,6 +261,7 @@ pub fn plan(
         peer_conflicts: Vec::new(),
         conflicts: owned.conflicts,
         unannounceable: Vec::new(),
+        pools: Vec::new(),
     };
     let routable = match mode {
         AnnounceMode::Local => {
@@ -361,6 +318,7 @@ pub fn plan(
     let mut shared: HashMap<Profile<'_>, Arc<DesiredRoutes>> = HashMap::new();
     for (key, peer) in selected.peers {
         let source = source_address(peer, overrides);
+        let selection = Selection::of(peer, view.ipam);
         // In cluster mode every next hop is a node's InternalIP.
         let next_hops = (mode == AnnounceMode::Local).then(|| {
             [Family::Ipv4, Family::Ipv6].map(|f| next_hop::rule(peer, f, source, &addresses))
@@ -369,11 +327,7 @@ pub fn plan(
             for (p, pool) in prefixes {
                 let family = next_hop::family_of(p);
                 // A pool this peer does not take is not announced to it at all.
-                let pool_listed = match peer.pod_cidr_pools.as_ref().filter(|_| pools_apply) {
-                    Some(pools) => pool.is_some_and(|name| pools.contains_key(name)),
-                    None => true,
-                };
-                if pool_listed && rules[family as usize] == NextHopRule::Unavailable {
+                if selection.takes(*pool) && rules[family as usize] == NextHopRule::Unavailable {
                     plan.unannounceable.push(Unannounceable {
                         node: Arc::clone(&local.name),
                         prefix: *p,
@@ -393,7 +347,7 @@ pub fn plan(
         let profile = Profile {
             template: attrs_template(peer),
             next_hops,
-            pools: peer.pod_cidr_pools.as_ref().filter(|_| pools_apply),
+            pools: selection,
         };
         let routes = match shared.get(&profile) {
             Some(routes) => Arc::clone(routes),
@@ -415,6 +369,16 @@ pub fn plan(
     }
     plan.unannounceable
         .sort_by(|a, b| (a.prefix, &a.node).cmp(&(b.prefix, &b.node)));
+    let nodes = view
+        .nodes
+        .values()
+        .filter(|n| mode == AnnounceMode::Cluster || n.name == local.name);
+    let found = pools::findings(
+        plan.peers.iter().map(|(key, p)| (*key, &p.peer)),
+        nodes,
+        view.ipam,
+    );
+    plan.pools = found;
     plan
 }
 
@@ -439,14 +403,14 @@ struct Profile<'c> {
     template: RouteAttrs,
     next_hops: Option<[Option<NextHop>; 2]>,
     /// `pod-cidr-pools`, when it applies (multi-pool IPAM).
-    pools: Option<&'c PodCidrPools>,
+    pools: Selection<'c>,
 }
 
 impl Profile<'_> {
     /// Whether a prefix of `pool` is announced, and the attributes it carries
     /// (`base` with the pool's communities added).
     fn pool_attrs(&self, pool: Option<&str>, base: &Arc<RouteAttrs>) -> Option<Arc<RouteAttrs>> {
-        let Some(pools) = self.pools else {
+        let Some(pools) = self.pools.0 else {
             return Some(Arc::clone(base));
         };
         let options = pools.get(pool?)?;
@@ -454,14 +418,16 @@ impl Profile<'_> {
             return Some(Arc::clone(base));
         }
         let mut attrs = RouteAttrs::clone(base);
-        attrs
-            .communities
-            .extend(options.communities.iter().map(|c| c.0));
-        attrs.communities.sort_unstable();
-        attrs.communities.dedup();
-        attrs.large_communities.extend(&options.large_communities);
-        attrs.large_communities.sort_unstable();
-        attrs.large_communities.dedup();
+        attrs.communities = attrs::sorted(
+            (attrs.communities.iter().copied())
+                .chain(options.communities.iter().map(|c| c.0))
+                .collect(),
+        );
+        attrs.large_communities = attrs::sorted(
+            (attrs.large_communities.iter().copied())
+                .chain(options.large_communities.iter().copied())
+                .collect(),
+        );
         if attrs == **base {
             return Some(Arc::clone(base));
         }
@@ -484,7 +450,7 @@ impl<'v> PoolAttrs<'v> {
         base_id: usize,
         base: &Arc<RouteAttrs>,
     ) -> Option<Arc<RouteAttrs>> {
-        if profile.pools.is_none() {
+        if profile.pools.0.is_none() {
             return Some(Arc::clone(base));
         }
         self.cache
@@ -494,25 +460,15 @@ impl<'v> PoolAttrs<'v> {
     }
 }
 
-/// The attributes of every pod CIDR route to `peer`, next hop aside (RFC 4271 section
-/// 5.1).
+/// The attributes of every pod CIDR route to `peer`, next hop aside (the template of
+/// `routes::attrs`, with the peer's `pod-cidr-*` values).
 fn attrs_template(peer: &Peer) -> RouteAttrs {
-    let ibgp = peer.is_ibgp();
-    let mut communities: Vec<u32> = peer.pod_cidr_communities.iter().map(|c| c.0).collect();
-    communities.sort_unstable();
-    communities.dedup();
-    let mut large_communities = peer.pod_cidr_large_communities.clone();
-    large_communities.sort_unstable();
-    large_communities.dedup();
-    RouteAttrs {
-        origin: peer.origin,
-        as_path: if ibgp { Vec::new() } else { vec![peer.my_asn] },
-        next_hop: NextHop::SessionLocal,
-        med: None,
-        local_pref: ibgp.then(|| peer.pod_cidr_local_pref.unwrap_or(DEFAULT_LOCAL_PREF)),
-        communities,
-        large_communities,
-    }
+    PeerTemplate::of(peer).attrs(
+        NextHop::SessionLocal,
+        peer.pod_cidr_local_pref,
+        peer.pod_cidr_communities.iter().map(|c| c.0).collect(),
+        peer.pod_cidr_large_communities.clone(),
+    )
 }
 
 /// The owned prefixes in a form ready to turn into routes for any profile, each with
@@ -752,6 +708,7 @@ impl FindingTracker {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::routes::attrs::DEFAULT_LOCAL_PREF;
     use crate::sources::model::{CidrSource, IpamMode};
     use std::net::{Ipv4Addr, Ipv6Addr};
 
@@ -1515,22 +1472,12 @@ peers:
     }
 
     #[test]
-    fn pod_cidr_pools_does_not_apply_without_pools_and_the_report_says_so() {
+    fn pod_cidr_pools_does_not_apply_without_pools_and_the_plan_says_so() {
         let v = view(&[node("a", &["10.0.1.0/24"])]);
         let c = config(POOL_PEERS);
         let p = local(&v, &c, "a", AnnounceMode::Local, None);
         assert_eq!(prefixes(&p.peers[&key("10.5.0.2")].routes), ["10.0.1.0/24"]);
-        let warnings = crate::commands::plan::report::warnings(
-            &p,
-            &v,
-            &c,
-            &crate::commands::plan::LbPlanned::without_services(&p),
-        );
-        let inactive: Vec<&str> = warnings
-            .iter()
-            .filter(|w| w.kind == "pod-cidr-pools-inactive")
-            .map(|w| w.message.as_str())
-            .collect();
+        let inactive: Vec<String> = p.pools.iter().map(ToString::to_string).collect();
         assert_eq!(
             inactive,
             [
@@ -1538,19 +1485,19 @@ peers:
               has no pools: every pod CIDR is announced to them"
             ]
         );
+        assert!(p
+            .pools
+            .iter()
+            .all(|f| f.kind() == "pod-cidr-pools-inactive"));
         // In multi-pool mode, a pool a peer does not take is reported for it.
         let v = multi_pool_view();
         let p = local(&v, &c, "a", AnnounceMode::Local, None);
-        let skipped: Vec<String> = crate::commands::plan::report::warnings(
-            &p,
-            &v,
-            &c,
-            &crate::commands::plan::LbPlanned::without_services(&p),
-        )
-        .into_iter()
-        .filter(|w| w.kind == "pool-not-announced")
-        .map(|w| w.message)
-        .collect();
+        let skipped: Vec<String> = p
+            .pools
+            .iter()
+            .filter(|f| f.kind() == "pool-not-announced")
+            .map(ToString::to_string)
+            .collect();
         assert_eq!(
             skipped,
             [

@@ -13,13 +13,14 @@ use serde_json::{json, Map, Value};
 use crate::config::duration::Compact;
 use crate::config::{Community, Config, Peer};
 use crate::metrics::board::{large_text, origin_name};
+use crate::routes::layers::LbOverPod;
 use crate::routes::lb::{IpPlacement, LbDecision, LbReason, LbRouteMap, LbRoutes};
+use crate::routes::lb_findings::{self, NoNextHop, PoolFinding as LbPoolFinding};
 use crate::routes::next_hop::{family_of, needs_extended_next_hop};
 use crate::routes::plan::unused_next_hop_fields;
-use crate::routes::{
-    AnnounceMode, Conflict, NextHop, Plan, PlannedRoute, RouteAttrs, UnannounceableReason,
-};
-use crate::sources::model::{CidrList, IpamMode, NodeView, ViewWarning};
+use crate::routes::pools::PoolFinding;
+use crate::routes::{Conflict, NextHop, Plan, PlannedRoute, RouteAttrs, UnannounceableReason};
+use crate::sources::model::{NodeView, ViewWarning};
 
 use super::LbPlanned;
 
@@ -108,51 +109,45 @@ fn lb_warnings(
     config: &Config,
     lb: &LbPlanned,
 ) {
-    for pool in &config.pools {
-        let cidrs = strings(&pool.cidrs);
-        let fields = json!({ "pool": pool.name, "cidrs": cidrs });
-        if pool.protocol == crate::config::Protocol::Layer2 {
-            out.push(Warning::new(
-                "pool-layer2",
-                format!(
-                    "address pool {:?} ({}) is layer2: BGP never announces it",
-                    pool.name,
-                    cidrs.join(", ")
-                ),
-                fields,
-            ));
-        } else if !lb.enabled.on {
-            out.push(Warning::new(
-                "address-pool-not-announced",
-                format!(
-                    "address pool {:?} ({}) is not announced: {}",
-                    pool.name,
-                    cidrs.join(", "),
-                    lb.enabled.why
-                ),
-                fields,
-            ));
-        }
-        for cidr in &pool.cidrs {
-            for (node, entry) in &view.nodes {
-                for pod in entry
-                    .prefixes
-                    .iter()
-                    .filter(|p| p.contains(cidr) || cidr.contains(*p))
-                {
-                    out.push(Warning::new(
-                        "pool-overlaps-pod-cidr",
-                        format!(
-                            "address pool {:?} ({cidr}) overlaps the pod CIDR {pod} of node \
-                             {node}: a LoadBalancer IP there is announced as its own, more \
-                             specific route",
-                            pool.name
-                        ),
-                        json!({ "pool": pool.name, "cidr": cidr.to_string(), "node": &**node, "pod_cidr": pod.to_string() }),
-                    ));
-                }
+    for f in lb_findings::pool_findings(config, lb.enabled, view) {
+        out.push(match f {
+            LbPoolFinding::Layer2 { pool, cidrs } => {
+                let cidrs = strings(&cidrs);
+                Warning::new(
+                    "pool-layer2",
+                    format!(
+                        "address pool {pool:?} ({}) is layer2: BGP never announces it",
+                        cidrs.join(", ")
+                    ),
+                    json!({ "pool": pool, "cidrs": cidrs }),
+                )
             }
-        }
+            LbPoolFinding::NotAnnounced { pool, cidrs, why } => {
+                let cidrs = strings(&cidrs);
+                Warning::new(
+                    "address-pool-not-announced",
+                    format!(
+                        "address pool {pool:?} ({}) is not announced: {why}",
+                        cidrs.join(", ")
+                    ),
+                    json!({ "pool": pool, "cidrs": cidrs }),
+                )
+            }
+            LbPoolFinding::OverlapsPodCidr {
+                pool,
+                cidr,
+                node,
+                pod_cidr,
+            } => Warning::new(
+                "pool-overlaps-pod-cidr",
+                format!(
+                    "address pool {pool:?} ({cidr}) overlaps the pod CIDR {pod_cidr} of node \
+                     {node}: a LoadBalancer IP there is announced as its own, more specific \
+                     route"
+                ),
+                json!({ "pool": pool, "cidr": cidr.to_string(), "node": &*node, "pod_cidr": pod_cidr.to_string() }),
+            ),
+        });
     }
     for (key, d) in lb.planner.decisions() {
         if d.reason == Some(LbReason::NotLoadBalancer) {
@@ -184,36 +179,23 @@ fn lb_warnings(
         }
     }
     for (key, p) in &plan.peers {
-        for (family, next_hop) in [
-            (crate::routes::Family::Ipv4, &p.lb.next_hops[0]),
-            (crate::routes::Family::Ipv6, &p.lb.next_hops[1]),
-        ] {
-            let n = lb
-                .planner
-                .routes()
-                .keys()
-                .filter(|r| family_of(r) == family)
-                .count();
-            if next_hop.is_none() && n > 0 && lb.enabled.on {
-                out.push(Warning::new(
-                    "lb-no-next-hop",
-                    format!(
-                        "{n} LoadBalancer route{} of family {family} not announced to {key}: no \
-                         next hop of that family for this peer (next-hop-v4/next-hop-v6, or an \
-                         address of that family on the node)",
-                        if n == 1 { " is" } else { "s are" }
-                    ),
-                    json!({ "peer": key.to_string(), "family": family.to_string(), "routes": n }),
-                ));
-            }
+        for NoNextHop { family, routes: n } in
+            lb_findings::no_next_hop(&p.lb, lb.planner.routes(), lb.enabled)
+        {
+            out.push(Warning::new(
+                "lb-no-next-hop",
+                format!(
+                    "{n} LoadBalancer route{} of family {family} not announced to {key}: no \
+                     next hop of that family for this peer (next-hop-v4/next-hop-v6, or an \
+                     address of that family on the node)",
+                    if n == 1 { " is" } else { "s are" }
+                ),
+                json!({ "peer": key.to_string(), "family": family.to_string(), "routes": n }),
+            ));
         }
     }
     if let Some(entry) = view.nodes.get(&*plan.node) {
-        for pod in entry
-            .prefixes
-            .iter()
-            .filter(|p| lb.planner.routes().contains_key(*p))
-        {
+        for pod in LbOverPod::of(&entry.prefixes, lb.planner.routes()).shadowed {
             out.push(Warning::new(
                 "lb-prefix-is-pod-cidr",
                 format!(
@@ -386,57 +368,25 @@ pub fn warnings(plan: &Plan, view: &NodeView, config: &Config, lb: &LbPlanned) -
             json!({}),
         ));
     }
-    if view.ipam != IpamMode::MultiPool {
-        let peers: Vec<String> = plan
-            .peers
-            .iter()
-            .filter(|(_, p)| p.peer.pod_cidr_pools.is_some())
-            .map(|(key, _)| key.to_string())
-            .collect();
-        if !peers.is_empty() {
-            out.push(Warning::new(
-                "pod-cidr-pools-inactive",
-                format!(
-                    "pod-cidr-pools is set for peers {} but ipam {} has no pools: every pod \
-                     CIDR is announced to them",
-                    peers.join(", "),
-                    view.ipam
-                ),
-                json!({ "peers": peers, "ipam": view.ipam.as_str() }),
-            ));
-        }
-    }
-    for (key, p) in &plan.peers {
-        let Some(pools) = (view.ipam == IpamMode::MultiPool)
-            .then_some(p.peer.pod_cidr_pools.as_ref())
-            .flatten()
-        else {
-            continue;
+    for f in &plan.pools {
+        let fields = match f {
+            PoolFinding::Inactive { peers, ipam } => json!({
+                "peers": peers.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                "ipam": ipam.as_str(),
+            }),
+            PoolFinding::NotAnnounced {
+                peer,
+                node,
+                pool,
+                prefixes,
+            } => json!({
+                "peer": peer.to_string(),
+                "node": &**node,
+                "pool": pool,
+                "prefixes": strings(prefixes),
+            }),
         };
-        let nodes = view
-            .nodes
-            .values()
-            .filter(|n| plan.mode == AnnounceMode::Cluster || n.name == plan.node);
-        for node in nodes {
-            for held in node.pools.iter().filter(|h| !pools.contains_key(&h.pool)) {
-                out.push(Warning::new(
-                    "pool-not-announced",
-                    format!(
-                        "{} of node {} (pool {:?}) not announced to {key}: the pool is not in \
-                         its pod-cidr-pools",
-                        CidrList(&held.cidrs),
-                        node.name,
-                        held.pool
-                    ),
-                    json!({
-                        "peer": key.to_string(),
-                        "node": &*node.name,
-                        "pool": held.pool,
-                        "prefixes": strings(&held.cidrs),
-                    }),
-                ));
-            }
-        }
+        out.push(Warning::new(f.kind(), f.to_string(), fields));
     }
     let announced_object = view.ipam.object();
     for (name, node) in &view.nodes {

@@ -1,0 +1,190 @@
+//! `podcidr-speaker doctor`: the table the outage needed. Per node: the Node's pod
+//! CIDRs, the CiliumNode's, which object is in force for the IPAM mode, drift between
+//! the two, overlaps with other nodes and CIDRs outside the cluster pool; exit status 1
+//! when anything is wrong. Also, from the cluster-state files or the cluster, the
+//! LoadBalancer Services pending an IP and LoadBalancer IPs inside a node's pod CIDR,
+//! and with `--bgp-config` the IPs outside every bgp address-pool ([`lb_findings`], as
+//! warnings).
+//!
+//! Owns the command: its request, the reading of its inputs and the exit status. The
+//! diagnosis is `diagnose.rs` ([`diagnose`]), its rendering `render.rs`, the one-shot
+//! in-cluster list `cluster.rs` ([`load_in_cluster`]). Must not: decide which object is in
+//! force, which CIDRs are refused or which overlap; that is [`node_view`]'s alone, and
+//! this module only reads its answer.
+
+mod cluster;
+mod diagnose;
+mod render;
+
+pub use cluster::{load_in_cluster, DoctorError};
+use cluster::{load_services, parse_config_map_ref, READ_TIMEOUT};
+pub use diagnose::{diagnose, lb_findings, Diagnosis, ModeOrigin, NodeDiagnosis, OverlapWith};
+
+use std::io::Write;
+use std::path::Path;
+
+use kube::Client;
+
+use crate::config::Config;
+use crate::sources::file::load_files;
+use crate::sources::kube::{self as kube_source, ConfigMapRef};
+use crate::sources::model::IpamOverride;
+
+/// Exit status when the cluster (or the cluster-state path) cannot be read.
+pub const EXIT_UNREADABLE: u8 = 2;
+
+/// What to diagnose.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DoctorRequest {
+    /// `--cluster-state PATH`: files; `None` reads the cluster through KUBECONFIG or the
+    /// in-cluster service account.
+    pub cluster_state: Option<std::path::PathBuf>,
+    /// `--cilium-config NAMESPACE/NAME`, for the in-cluster read.
+    pub cilium_config: String,
+    pub ipam: IpamOverride,
+    /// `--bgp-config FILE`: with it, LoadBalancer IPs outside every bgp address-pool are
+    /// listed too.
+    pub bgp_config: Option<std::path::PathBuf>,
+}
+
+/// Diagnoses, writes the table to `out` and trouble to `err`; the exit status.
+pub fn run(
+    request: &DoctorRequest,
+    out: &mut (dyn Write + Send),
+    err: &mut (dyn Write + Send),
+) -> u8 {
+    let config = match &request.bgp_config {
+        None => None,
+        Some(path) => match read_bgp_config(path) {
+            Ok(config) => Some(config),
+            Err(e) => {
+                let _ = writeln!(err, "podcidr-speaker doctor: {e}");
+                return EXIT_UNREADABLE;
+            }
+        },
+    };
+    let config = config.as_ref();
+    match &request.cluster_state {
+        Some(path) => command_file(path, request.ipam, config, out, err),
+        None => match tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(runtime) => runtime.block_on(command_in_cluster(
+                &request.cilium_config,
+                request.ipam,
+                config,
+                out,
+                err,
+            )),
+            Err(e) => {
+                let _ = writeln!(err, "podcidr-speaker doctor: starting the runtime: {e}");
+                EXIT_UNREADABLE
+            }
+        },
+    }
+}
+
+/// `--bgp-config FILE`: the config `plan` and the speaker read (raw YAML or a ConfigMap
+/// manifest), or why it cannot be used.
+fn read_bgp_config(path: &Path) -> Result<Config, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("--bgp-config {}: {e}", path.display()))?;
+    crate::config::parse(&text).map_err(|e| {
+        format!(
+            "--bgp-config {}: not a valid bgp-config (`podcidr-speaker check` says why): {e}",
+            path.display()
+        )
+    })
+}
+
+/// `doctor --cluster-state PATH`: prints the diagnosis; the exit status.
+pub fn command_file(
+    path: &Path,
+    ipam: IpamOverride,
+    config: Option<&Config>,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> u8 {
+    match load_files(path) {
+        Ok(files) => {
+            let mut d = diagnose(&files.state, ipam);
+            let lb = lb_findings(&d, &files.lb, config);
+            d.warnings.extend(lb);
+            report(&d, out, err)
+        }
+        Err(e) => {
+            let _ = writeln!(err, "podcidr-speaker doctor: {e}");
+            EXIT_UNREADABLE
+        }
+    }
+}
+
+/// `doctor` without a path: reads the cluster once through KUBECONFIG or the in-cluster
+/// service account; the exit status.
+pub async fn command_in_cluster(
+    cilium_config: &str,
+    ipam: IpamOverride,
+    config: Option<&Config>,
+    out: &mut (dyn Write + Send),
+    err: &mut (dyn Write + Send),
+) -> u8 {
+    let Some(cilium_config) = parse_config_map_ref(cilium_config) else {
+        let _ = writeln!(
+            err,
+            "podcidr-speaker doctor: --cilium-config {cilium_config:?} must be NAMESPACE/NAME"
+        );
+        return EXIT_UNREADABLE;
+    };
+    let client = match kube_source::client(READ_TIMEOUT).await {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = writeln!(
+                err,
+                "podcidr-speaker doctor: no cluster to read (KUBECONFIG or in-cluster): {e}; \
+                 pass --cluster-state PATH to diagnose files"
+            );
+            return EXIT_UNREADABLE;
+        }
+    };
+    diagnose_in_cluster(client, &cilium_config, ipam, config, out, err).await
+}
+
+/// Reads the cluster with `client`, prints the diagnosis; the exit status.
+pub async fn diagnose_in_cluster(
+    client: Client,
+    cilium_config: &ConfigMapRef,
+    ipam: IpamOverride,
+    config: Option<&Config>,
+    out: &mut (dyn Write + Send),
+    err: &mut (dyn Write + Send),
+) -> u8 {
+    match load_in_cluster(client.clone(), cilium_config).await {
+        Ok((state, mut unreadable, mut notes)) => {
+            let lb = match load_services(client, &mut unreadable, &mut notes).await {
+                Ok(lb) => lb,
+                Err(e) => {
+                    let _ = writeln!(err, "podcidr-speaker doctor: {e}");
+                    return EXIT_UNREADABLE;
+                }
+            };
+            let mut d = diagnose(&state, ipam);
+            d.unreadable = unreadable.iter().map(ToString::to_string).collect();
+            d.warnings.extend(notes);
+            d.warnings.extend(lb_findings(&d, &lb, config));
+            report(&d, out, err)
+        }
+        Err(e) => {
+            let _ = writeln!(err, "podcidr-speaker doctor: {e}");
+            EXIT_UNREADABLE
+        }
+    }
+}
+
+fn report(d: &Diagnosis, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
+    if let Err(e) = write!(out, "{d}") {
+        let _ = writeln!(err, "podcidr-speaker doctor: writing the output: {e}");
+        return EXIT_UNREADABLE;
+    }
+    d.exit_code()
+}

@@ -1,0 +1,154 @@
+//! How a [`Diagnosis`] is shown: the per-node table, the problems and warnings, as
+//! `doctor` prints them. Must not: find anything (the diagnosis has it all).
+
+use std::fmt;
+
+use ipnet::IpNet;
+
+use super::super::table::Table;
+use super::diagnose::{Diagnosis, NodeDiagnosis};
+use crate::sources::model::{CidrList, CidrSource, IpamMode};
+
+impl fmt::Display for Diagnosis {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.ipam {
+            Ok(mode) => writeln!(f, "ipam mode: {mode} ({})", self.origin)?,
+            Err(e) => writeln!(f, "ipam mode: undecided: {e}")?,
+        }
+        let pool = |p: &[IpNet]| {
+            if p.is_empty() {
+                "none".to_owned()
+            } else {
+                CidrList(p).to_string()
+            }
+        };
+        writeln!(
+            f,
+            "cluster pool: ipv4 {}, ipv6 {}",
+            pool(&self.pool_v4),
+            pool(&self.pool_v6)
+        )?;
+        if self.ipam == Ok(IpamMode::MultiPool) {
+            match &self.pod_ip_pools {
+                None => writeln!(f, "CiliumPodIPPools: not read (CIDRs are not checked)")?,
+                Some(pools) => {
+                    for (name, ranges) in pools {
+                        writeln!(
+                            f,
+                            "CiliumPodIPPool {name}: ipv4 {}, ipv6 {}",
+                            pool(&ranges.ipv4),
+                            pool(&ranges.ipv6)
+                        )?;
+                    }
+                }
+            }
+        }
+        if !self.announce_pod_cidr {
+            writeln!(
+                f,
+                "cilium-config bgp-announce-pod-cidr is false: nothing is announced"
+            )?;
+        }
+        writeln!(f)?;
+
+        let mut table = Table::new([
+            "NODE",
+            "NODE CIDRS",
+            "CILIUMNODE CIDRS",
+            "IN FORCE",
+            "DRIFT",
+            "OVERLAPS",
+            "OUTSIDE POOL",
+        ]);
+        for n in &self.nodes {
+            let node_cidrs = match n.node.node_source {
+                Some(CidrSource::NodeAnnotations) => {
+                    format!("{} (annotations)", cidrs(&n.node.node_cidrs))
+                }
+                _ => cidrs(&n.node.node_cidrs),
+            };
+            let cilium = match &n.node.cilium_cidrs {
+                None => "no CiliumNode".to_owned(),
+                Some(c) => cidrs(c),
+            };
+            let in_force = match (&self.ipam, n.in_force) {
+                (Err(_), _) => "? (ipam undecided)".to_owned(),
+                (Ok(_), None) => "nothing".to_owned(),
+                (Ok(_), Some(CidrSource::CiliumNode)) => {
+                    format!("CiliumNode {}", cidrs(&n.in_force_cidrs))
+                }
+                (Ok(_), Some(CidrSource::CiliumNodePools)) => {
+                    let pools: Vec<String> = n
+                        .node
+                        .pools
+                        .iter()
+                        .map(|p| format!("{} {}", p.pool, CidrList(&p.cidrs)))
+                        .collect();
+                    format!("CiliumNode pools {}", pools.join(", "))
+                }
+                (Ok(_), Some(_)) => format!("Node {}", cidrs(&n.in_force_cidrs)),
+            };
+            let overlaps = if n.overlaps.is_empty() {
+                "-".to_owned()
+            } else {
+                n.overlaps
+                    .iter()
+                    .map(|(p, other, _)| format!("{p} with {other}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            table.row([
+                n.node.name.to_string(),
+                node_cidrs,
+                cilium,
+                in_force,
+                if n.node.drift.is_some() { "yes" } else { "no" }.to_owned(),
+                overlaps,
+                cidrs(&n.outside_pool),
+            ]);
+        }
+        write!(f, "{table}")?;
+
+        if !self.orphan_cilium_nodes.is_empty() {
+            writeln!(
+                f,
+                "\nCiliumNodes without a Node (not announced): {}",
+                self.orphan_cilium_nodes.join(", ")
+            )?;
+        }
+        if !self.warnings.is_empty() {
+            writeln!(f, "\nwarnings:")?;
+            for w in &self.warnings {
+                writeln!(f, "  {w}")?;
+            }
+        }
+        let problems = self.problems();
+        if !problems.is_empty() {
+            writeln!(f, "\nproblems:")?;
+            for p in &problems {
+                writeln!(f, "  {p}")?;
+            }
+        }
+        let count =
+            |pred: fn(&NodeDiagnosis) -> bool| self.nodes.iter().filter(|n| pred(n)).count();
+        writeln!(
+            f,
+            "\n{} nodes: {} with drift, {} overlapping, {} outside the pool: {}",
+            self.nodes.len(),
+            count(|n| n.node.drift.is_some()),
+            count(|n| !n.overlaps.is_empty()),
+            count(|n| !n.outside_pool.is_empty()),
+            if self.ok() { "ok" } else { "NOT OK" }
+        )
+    }
+}
+
+fn cidrs(list: &[IpNet]) -> String {
+    if list.is_empty() {
+        return "-".to_owned();
+    }
+    list.iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
