@@ -708,3 +708,147 @@ fn up_session(t0: Instant) -> Session {
     while s.poll_event().is_some() {}
     s
 }
+
+/// The coupling to BGP (RFC 5882 section 3.2, `bfd::coupling`) on the virtual clock, as
+/// the peer task drives it: the BFD pair Up, our BGP session Established with its peer;
+/// the path dies (no packet either way); at the detection time our BFD session fails,
+/// the coupling's verdict is a tear-down, and our BGP session sends Cease/BFD Down
+/// (RFC 9384) and comes back under the normal retry once the path is back.
+#[test]
+fn a_bfd_failure_tears_an_established_bgp_session_down_with_cease_10() {
+    use crate::harness::{config, notifications, peer_config, Net};
+    use podcidr_speaker::bfd::coupling::{Coupling, Verdict};
+    use podcidr_speaker::bgp::session::{Input, State as BgpState, StopReason};
+
+    let mut bfd = Pair::new(default_config(), default_config());
+    bfd.up();
+    let mut bgp = Net::pair(config(), peer_config());
+    bgp.start_all();
+    assert_eq!(bgp.state(0), BgpState::Established);
+    let failures = |p: &Pair| {
+        p.events
+            .iter()
+            .filter(|(_, s, e)| *s == Side::A && e.is_failure())
+            .count() as u64
+    };
+    // The task began with the BFD session already Up: nothing counted yet.
+    let mut coupling = Coupling::new(failures(&bfd));
+    assert_eq!(
+        coupling.status(failures(&bfd), true),
+        Verdict::Nothing,
+        "an Up session is no failure"
+    );
+
+    let cut = bfd.elapsed();
+    bfd.a_to_b = false;
+    bfd.b_to_a = false;
+    // Just before the detection time (3 x 300 ms after the last packet): still Up.
+    bfd.run_until(cut + ms(600));
+    assert_eq!(coupling.status(failures(&bfd), true), Verdict::Nothing);
+    bfd.run_until(cut + ms(1000));
+    assert_eq!(bfd.a.state(), State::Down);
+    let (at, ..) = *bfd
+        .events
+        .iter()
+        .rfind(|(_, s, e)| *s == Side::A && e.is_failure())
+        .expect("a failure event");
+    assert!(
+        at > cut + ms(600) && at <= cut + ms(900),
+        "detected {:?} after the cut",
+        at - cut
+    );
+
+    let established = bgp.state(0) == BgpState::Established;
+    assert_eq!(
+        coupling.status(failures(&bfd), established),
+        Verdict::TearDown
+    );
+    let mark = bgp.log[0].len();
+    bgp.input(
+        0,
+        Input::Stop {
+            reason: StopReason::BfdDown,
+        },
+    );
+    assert_eq!(
+        notifications(&bgp.actions_since(0, mark)),
+        vec![(6, 10, vec![])]
+    );
+    assert_eq!(bgp.state(0), BgpState::Idle);
+    // The same failure seen again (the status is published on every change): once.
+    assert_eq!(coupling.status(failures(&bfd), false), Verdict::Nothing);
+    // The BGP session comes back under the normal retry.
+    let back = bgp.elapsed() + crate::harness::secs(10);
+    bgp.run_until(back);
+    assert_eq!(bgp.state(0), BgpState::Established);
+}
+
+/// A BFD failure while the BGP session is not Established tears nothing down (BGP may
+/// come up before BFD, RFC 5882 section 4.2), and is not acted on later; failures
+/// counted before a BGP session began (a reset under a BFD session that goes on) are
+/// not its own.
+#[test]
+fn a_bfd_failure_outside_established_or_before_the_session_is_not_acted_on() {
+    use crate::harness::{config, peer_config, Net};
+    use podcidr_speaker::bfd::coupling::{Coupling, Verdict};
+    use podcidr_speaker::bgp::session::State as BgpState;
+
+    let mut bfd = Pair::new(default_config(), default_config());
+    bfd.up();
+    let failures = |p: &Pair| {
+        p.events
+            .iter()
+            .filter(|(_, s, e)| *s == Side::A && e.is_failure())
+            .count() as u64
+    };
+    let mut coupling = Coupling::new(0);
+    // BGP still connecting when the path fails.
+    let bgp = Net::pair(config(), peer_config());
+    assert_ne!(bgp.state(0), BgpState::Established);
+    bfd.a_to_b = false;
+    bfd.b_to_a = false;
+    bfd.run_for(ms(1000));
+    assert_eq!(failures(&bfd), 1);
+    assert_eq!(
+        coupling.status(failures(&bfd), bgp.state(0) == BgpState::Established),
+        Verdict::NotEstablished
+    );
+    // Established later: that old failure is not acted on.
+    assert_eq!(coupling.status(failures(&bfd), true), Verdict::Nothing);
+    // A new BGP session (a reset) begins with the failures so far as seen.
+    let mut after_reset = Coupling::new(failures(&bfd));
+    assert_eq!(after_reset.status(failures(&bfd), true), Verdict::Nothing);
+    // The path back, then down again: a new failure, torn down.
+    bfd.a_to_b = true;
+    bfd.b_to_a = true;
+    bfd.run_for(Duration::from_secs(5));
+    assert_eq!(bfd.a.state(), State::Up);
+    bfd.a_to_b = false;
+    bfd.b_to_a = false;
+    bfd.run_for(ms(1000));
+    assert_eq!(failures(&bfd), 2);
+    assert_eq!(after_reset.status(failures(&bfd), true), Verdict::TearDown);
+}
+
+/// The remote taking its side AdminDown (a graceful stop of its BFD, as our speaker does
+/// at its own stop) is no failure: the BGP session is left alone (RFC 5882 section 3.2).
+/// Here B is the side whose coupling is watched, A the remote going AdminDown.
+#[test]
+fn the_remotes_admin_down_is_not_a_failure_for_the_coupling() {
+    use podcidr_speaker::bfd::coupling::{Coupling, Verdict};
+
+    let mut bfd = Pair::new(default_config(), default_config());
+    bfd.up();
+    let mut coupling = Coupling::new(0);
+    let now = bfd.now;
+    bfd.a.set_admin_down(now, true);
+    bfd.run_for(ms(5000));
+    assert_eq!(bfd.b.state(), State::Down);
+    let failures = bfd
+        .events
+        .iter()
+        .filter(|(_, s, e)| *s == Side::B && e.is_failure())
+        .count() as u64;
+    assert_eq!(failures, 0, "{:?}", bfd.events_of(Side::B));
+    assert_eq!(coupling.status(failures, true), Verdict::Nothing);
+}

@@ -23,6 +23,7 @@ use super::{
     Beat, PeerError, PeerStatus, RoutesAnswer, RoutesQuery, Shutdown, DAEMON_GONE_MESSAGE,
     IDLE_WAKE,
 };
+use crate::bfd::coupling::{Coupling, Verdict};
 use crate::bgp::session::{
     detect_collision, Action, Input, NotificationInfo, Session, Side, State, StopReason,
 };
@@ -207,9 +208,8 @@ pub(crate) struct Task {
     /// The peer's BFD session, as the BFD task publishes it (`None` on the channel: no
     /// session); `None` here: this task follows none.
     bfd: Option<watch::Receiver<Option<BfdStatus>>>,
-    /// The BFD failures already acted on: a failure counted after this tears the
-    /// session down (RFC 5882 section 3.2).
-    bfd_failures_seen: u64,
+    /// The coupling to the BFD session (RFC 5882): which failure tears the session down.
+    bfd_coupling: Coupling,
     /// Set while a BFD failure stops the session: the path is down, so the Cease is
     /// handed to the socket and the connection closed without waiting for the peer
     /// (which cannot answer) to close its side.
@@ -227,10 +227,11 @@ impl Task {
     ) -> Result<Task, PeerError> {
         let session = Session::new(spec.session.clone())?;
         // Failures from before this task started (a BGP reset) are not this session's.
-        let bfd_failures_seen = bfd
-            .as_mut()
-            .and_then(|b| b.borrow_and_update().as_ref().map(|s| s.failures))
-            .unwrap_or(0);
+        let bfd_coupling = Coupling::new(
+            bfd.as_mut()
+                .and_then(|b| b.borrow_and_update().as_ref().map(|s| s.failures))
+                .unwrap_or(0),
+        );
         Ok(Task {
             key: spec.key,
             spec,
@@ -253,7 +254,7 @@ impl Task {
             queries: Some(queries),
             graceful: None,
             bfd,
-            bfd_failures_seen,
+            bfd_coupling,
             path_down: false,
         })
     }
@@ -434,11 +435,10 @@ impl Task {
         }
     }
 
-    /// The BFD session's new status: a failure counted since the last one acted on
-    /// tears an Established session down at once with Cease/BFD Down (RFC 5882 section
-    /// 3.2, RFC 9384); it reconnects under the normal retry. A session not yet
-    /// Established is left alone: BGP may come up before BFD (RFC 5882 section 4.2), and
-    /// a BFD session that never came Up never fails.
+    /// The BFD session's new status, through `bfd::coupling` (RFC 5882): a new failure
+    /// of an Established session tears it down at once with Cease/BFD Down (RFC 9384),
+    /// and it reconnects under the normal retry; the candidate of a collision goes too,
+    /// and the Cease leaves without waiting for a peer that cannot answer.
     async fn bfd_changed(&mut self, now: Instant) {
         let Some(status) = self
             .bfd
@@ -447,14 +447,17 @@ impl Task {
         else {
             return;
         };
-        if status.failures <= self.bfd_failures_seen {
-            return;
-        }
-        self.bfd_failures_seen = status.failures;
         let state = self.main.session.state();
-        if state != State::Established {
-            info!(state = %state, diag = %status.diag, "bfd down: the bgp session is not established, nothing to tear down");
-            return;
+        match self
+            .bfd_coupling
+            .status(status.failures, state == State::Established)
+        {
+            Verdict::Nothing => return,
+            Verdict::NotEstablished => {
+                info!(state = %state, diag = %status.diag, "bfd down: the bgp session is not established, nothing to tear down");
+                return;
+            }
+            Verdict::TearDown => {}
         }
         warn!(
             diag = %status.diag,
