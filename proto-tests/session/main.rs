@@ -13,6 +13,7 @@ mod backoff;
 mod bfd;
 mod collision;
 mod delay_open;
+mod drain;
 mod extended_next_hop;
 mod fsm_errors;
 mod graceful_restart;
