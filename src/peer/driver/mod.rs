@@ -11,7 +11,19 @@
 //! Collisions (RFC 4271 section 6.8) follow the session's design: one `Session` per
 //! connection, a second one for a connection the peer opens while ours is past Active,
 //! and `detect_collision` after every input to either.
+//!
+//! Files: this one (the loop, the session's actions, reading, collisions, reporting),
+//! `conn` (a link's connection, bounded writes, the graceful close, the futures the
+//! loop waits on), `stop` (carrying out the stop decision, the drain and the BFD
+//! coupling's verdict).
 
+mod conn;
+mod stop;
+
+use self::conn::{
+    accept, bfd_changed, dialing, notification_text, query, readable, sleep_until, writable, Conn,
+    Link, LinkRole,
+};
 use super::adj_rib_out::{AdjRibOut, RibSession};
 use super::bfd::BfdStatus;
 use super::lb_feed::{LbFeed, LbTake};
@@ -23,21 +35,18 @@ use super::{
     Beat, PeerError, PeerStatus, RoutesAnswer, RoutesQuery, Shutdown, DAEMON_GONE_MESSAGE,
     IDLE_WAKE,
 };
-use crate::bfd::coupling::{Coupling, Verdict};
+use crate::bfd::coupling::Coupling;
 use crate::bgp::session::{
-    detect_collision, Action, Input, NotificationInfo, Session, Side, State, StopReason,
+    detect_collision, Action, Input, NotificationInfo, Session, Side, State,
 };
 use crate::bgp::wire::{check_header, decode_message_bytes, encode_message, AfiSafi, Message};
 use crate::config::PeerKey;
-use crate::routes::drain::{self, Drain, DrainAction, DrainInput, RouteClass, Treatment};
+use crate::routes::drain::{Drain, DrainInput, RouteClass, Treatment};
 use crate::routes::next_hop::SessionNextHops;
-use crate::routes::stop::{self as stop_rule, SessionFacts, SessionStop};
 use crate::routes::{self, DesiredRoutes};
-use bytes::{Buf, BytesMut};
 use std::collections::BTreeMap;
-use std::future::{pending, Future};
+use std::future::Future;
 use std::io;
-use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -58,103 +67,6 @@ pub const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
 const READ_CHUNK: usize = 64 * 1024;
 
 type Dial = Pin<Box<dyn Future<Output = Result<TcpStream, PeerError>> + Send>>;
-
-/// LinkRole of a peer's two possible sessions a link carries: the main one, or the
-/// candidate of a connection collision (RFC 4271 section 6.8) while it is resolved.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum LinkRole {
-    Main,
-    Candidate,
-}
-
-impl LinkRole {
-    fn as_str(self) -> &'static str {
-        match self {
-            LinkRole::Main => "main",
-            LinkRole::Candidate => "collision-candidate",
-        }
-    }
-}
-
-/// One session and its connection.
-struct Link {
-    session: Session,
-    conn: Option<Conn>,
-    /// Actions about the Adj-RIB-Out (Established, SendTable, Down) of a collision
-    /// candidate: the Adj-RIB-Out follows the long-lived session only, so they wait
-    /// until the candidate wins (and are dropped if it loses).
-    deferred: Vec<Action>,
-}
-
-struct Conn {
-    stream: TcpStream,
-    local: SocketAddr,
-    remote: SocketAddr,
-    rbuf: BytesMut,
-    wbuf: BytesMut,
-    /// Reading stopped: EOF, or a decode error whose NOTIFICATION is on its way.
-    read_done: bool,
-}
-
-impl Conn {
-    fn new(stream: TcpStream) -> io::Result<Conn> {
-        Ok(Conn {
-            local: stream.local_addr()?,
-            remote: stream.peer_addr()?,
-            stream,
-            rbuf: BytesMut::new(),
-            wbuf: BytesMut::new(),
-            read_done: false,
-        })
-    }
-
-    /// Writes what the socket takes now; `Err` when the connection is broken.
-    fn try_flush(&mut self) -> io::Result<()> {
-        while !self.wbuf.is_empty() {
-            match self.stream.try_write(&self.wbuf) {
-                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(n) => self.wbuf.advance(n),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(())
-    }
-
-    /// Flushes, half-closes and waits for the peer to close, all within `deadline`: a
-    /// NOTIFICATION must not be lost to a reset caused by unread data.
-    async fn close_gracefully(mut self, deadline: tokio::time::Instant) {
-        let flushed = tokio::time::timeout_at(deadline, async {
-            while !self.wbuf.is_empty() {
-                if self.stream.writable().await.is_err() || self.try_flush().is_err() {
-                    return false;
-                }
-            }
-            true
-        })
-        .await
-        .unwrap_or(false);
-        if !flushed {
-            return;
-        }
-        let _ = socket2::SockRef::from(&self.stream).shutdown(std::net::Shutdown::Write);
-        let _ = tokio::time::timeout_at(deadline, async {
-            let mut sink = [0u8; 4096];
-            loop {
-                if self.stream.readable().await.is_err() {
-                    return;
-                }
-                match self.stream.try_read(&mut sink) {
-                    Ok(0) => return,
-                    Ok(_) => {}
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                    Err(_) => return,
-                }
-            }
-        })
-        .await;
-    }
-}
 
 /// What woke the task.
 enum Event {
@@ -433,57 +345,6 @@ impl Task {
             // the beat shows the loop is alive.
             () = tokio::time::sleep(IDLE_WAKE) => Event::Nothing,
         }
-    }
-
-    /// The BFD session's new status, through `bfd::coupling` (RFC 5882): a new failure
-    /// of an Established session tears it down at once with Cease/BFD Down (RFC 9384),
-    /// and it reconnects under the normal retry; the candidate of a collision goes too,
-    /// and the Cease leaves without waiting for a peer that cannot answer.
-    async fn bfd_changed(&mut self, now: Instant) {
-        let Some(status) = self
-            .bfd
-            .as_mut()
-            .and_then(|b| b.borrow_and_update().clone())
-        else {
-            return;
-        };
-        let state = self.main.session.state();
-        match self
-            .bfd_coupling
-            .status(status.failures, state == State::Established)
-        {
-            Verdict::Nothing => return,
-            Verdict::NotEstablished => {
-                info!(state = %state, diag = %status.diag, "bfd down: the bgp session is not established, nothing to tear down");
-                return;
-            }
-            Verdict::TearDown => {}
-        }
-        warn!(
-            diag = %status.diag,
-            detection_ms = status.detection_time.as_millis(),
-            "bfd down: tearing the bgp session down (cease/bfd down)"
-        );
-        self.path_down = true;
-        if self.candidate.is_some() {
-            self.input(
-                LinkRole::Candidate,
-                now,
-                Input::Stop {
-                    reason: StopReason::BfdDown,
-                },
-            )
-            .await;
-        }
-        self.input(
-            LinkRole::Main,
-            now,
-            Input::Stop {
-                reason: StopReason::BfdDown,
-            },
-        )
-        .await;
-        self.path_down = false;
     }
 
     /// Applies what the LoadBalancer feed holds: only the prefixes it names are looked at
@@ -990,129 +851,6 @@ impl Task {
         }
     }
 
-    /// How a route of `class` goes to the peer now: as planned unless a drain says
-    /// otherwise.
-    fn treatment(&self, class: RouteClass) -> Treatment {
-        self.graceful
-            .as_ref()
-            .map_or(Treatment::AsPlanned, |d| d.treatment(class))
-    }
-
-    /// Carries out what `routes::stop::session_stop` makes of `mode` for this session:
-    /// a stop now (returns true: the task ends), or a graceful shutdown (RFC 8326) of
-    /// the classes it names, which [`Task::drain_step`] moves on.
-    async fn begin_stop(&mut self, now: Instant, mode: &Shutdown) -> bool {
-        let facts = SessionFacts {
-            established: self.main.session.state() == State::Established,
-            graceful_restart: self.main.session.graceful_restart_in_force(),
-            grace: self.spec.graceful_shutdown,
-        };
-        match stop_rule::session_stop(mode, facts) {
-            SessionStop::Now(reason) => {
-                info!(mode = ?mode, "shutting down");
-                self.stop(now, reason).await;
-                true
-            }
-            SessionStop::Drain {
-                classes,
-                grace,
-                then,
-            } => {
-                info!(
-                    grace_secs = grace.as_secs_f64(),
-                    pod_cidrs = ?classes.pod_cidrs,
-                    load_balancer = ?classes.load_balancer,
-                    then = %then,
-                    "graceful shutdown: routes re-advertised with GRACEFUL_SHUTDOWN, withdrawn after the grace period"
-                );
-                self.graceful = Some(Drain::start(now, classes, grace, then));
-                match self.carry_out_drain(now).await {
-                    Some(reason) => {
-                        self.stop(now, reason).await;
-                        true
-                    }
-                    None => false,
-                }
-            }
-        }
-    }
-
-    /// Carries out the drain's actions; returns the reason to stop with once it is over.
-    async fn carry_out_drain(&mut self, now: Instant) -> Option<StopReason> {
-        while let Some(action) = self.graceful.as_mut().and_then(Drain::poll_action) {
-            match action {
-                DrainAction::StopCandidate(reason) => {
-                    // Its NOTIFICATION goes out at the next drain step, then it is gone.
-                    if let Some(c) = self.candidate.as_mut() {
-                        c.session.handle(now, Input::Stop { reason });
-                    }
-                }
-                DrainAction::Mark(_) | DrainAction::Withdraw(_) => {
-                    let withdraw = matches!(action, DrainAction::Withdraw(_));
-                    if let Some((pod, lb)) =
-                        drain::layers_after(&action, self.rib.desired(), self.rib.lb())
-                    {
-                        self.rib.set_layers(pod, lb);
-                    }
-                    if withdraw {
-                        info!("grace period over: withdrawing the drained routes");
-                        self.after_event(now).await;
-                    } else {
-                        self.changed_at.get_or_insert(now);
-                    }
-                }
-                DrainAction::Stop(reason) => return Some(reason),
-            }
-        }
-        None
-    }
-
-    /// Moves a graceful shutdown on: tells the drain what happened (time, the session
-    /// gone, the withdrawals written) and carries out what it asks. Returns the reason
-    /// to stop with once it is over.
-    async fn drain_step(&mut self, now: Instant) -> Option<StopReason> {
-        self.graceful.as_ref()?;
-        if self.candidate.is_some() {
-            // Stopped when the drain began: its NOTIFICATION goes out, then it is gone.
-            self.drain(LinkRole::Candidate, now).await;
-            self.candidate = None;
-        }
-        let input = if self.main.session.state() == State::Established {
-            DrainInput::Tick
-        } else {
-            DrainInput::SessionDown
-        };
-        self.graceful.as_mut()?.handle(now, input);
-        if let Some(reason) = self.carry_out_drain(now).await {
-            return Some(reason);
-        }
-        let written =
-            !self.rib.has_work() && self.main.conn.as_ref().is_none_or(|c| c.wbuf.is_empty());
-        if written {
-            self.graceful.as_mut()?.handle(now, DrainInput::Written);
-            return self.carry_out_drain(now).await;
-        }
-        None
-    }
-
-    /// Stops both sessions for `reason`.
-    async fn stop(&mut self, now: Instant, reason: StopReason) {
-        if self.candidate.is_some() {
-            self.input(
-                LinkRole::Candidate,
-                now,
-                Input::Stop {
-                    reason: reason.clone(),
-                },
-            )
-            .await;
-        }
-        self.input(LinkRole::Main, now, Input::Stop { reason })
-            .await;
-        self.dial = None;
-        self.report(now);
-    }
-
     /// Status and observer counters.
     fn report(&mut self, now: Instant) {
         for f in [AfiSafi::IPV4_UNICAST, AfiSafi::IPV6_UNICAST] {
@@ -1163,69 +901,5 @@ impl Task {
             s.last_io_error = last_io_error.clone();
             s.next_retry = session.next_retry();
         });
-    }
-}
-
-/// The registry's name for the codes, and the shutdown communication if any.
-fn notification_text(info: &NotificationInfo) -> String {
-    match &info.message {
-        Some(m) => format!("{}: {m:?}", info.description()),
-        None => info.description().to_string(),
-    }
-}
-
-async fn sleep_until(deadline: Option<Instant>) {
-    match deadline {
-        Some(d) => tokio::time::sleep_until(tokio::time::Instant::from_std(d)).await,
-        None => pending().await,
-    }
-}
-
-async fn readable(conn: Option<&Conn>) {
-    match conn {
-        Some(c) if !c.read_done => {
-            // An error is reported by the read itself.
-            let _ = c.stream.readable().await;
-        }
-        _ => pending().await,
-    }
-}
-
-async fn writable(conn: Option<&Conn>) {
-    match conn {
-        Some(c) if !c.wbuf.is_empty() => {
-            let _ = c.stream.writable().await;
-        }
-        _ => pending().await,
-    }
-}
-
-async fn dialing(dial: Option<&mut Dial>) -> Result<TcpStream, PeerError> {
-    match dial {
-        Some(d) => d.await,
-        None => pending().await,
-    }
-}
-
-async fn accept(inbound: Option<&mut Inbound>) -> Option<TcpStream> {
-    match inbound {
-        Some(i) => i.recv().await,
-        None => pending().await,
-    }
-}
-
-async fn bfd_changed(
-    bfd: Option<&mut watch::Receiver<Option<BfdStatus>>>,
-) -> Result<(), watch::error::RecvError> {
-    match bfd {
-        Some(b) => b.changed().await,
-        None => pending().await,
-    }
-}
-
-async fn query(queries: Option<&mut mpsc::Receiver<RoutesQuery>>) -> Option<RoutesQuery> {
-    match queries {
-        Some(q) => q.recv().await,
-        None => pending().await,
     }
 }
