@@ -32,6 +32,18 @@ pub fn start_tors(dir: &Path, speakers: &[IpAddr]) -> (Bird, Frr) {
     )
 }
 
+/// FRR installs every equal iBGP path (`maximum-paths ibgp 8`): a LoadBalancer prefix
+/// several nodes announce is one ECMP route through all of them.
+pub fn frr_maximum_paths(frr: &Frr) {
+    frr.vtysh(&[
+        "configure terminal",
+        &format!("router bgp {NODE_AS}"),
+        "address-family ipv4 unicast",
+        "maximum-paths ibgp 8",
+    ])
+    .expect("FRR maximum-paths");
+}
+
 /// One entry of the bgp-config's `peers:`: address, AS numbers and a 9 s hold time
 /// (short, so that a session the switch drops is seen within a test's wait), plus the
 /// keys a test adds.

@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 use ipnet::IpNet;
 use serde_json::Value;
 
-use crate::fixture::{start_tors, BgpConfig, Peer, NODE_AS};
+use crate::fixture::{frr_maximum_paths, start_tors, BgpConfig, Peer, NODE_AS};
 use crate::harness::bird::{self, Bird};
 use crate::harness::frr::Frr;
 use crate::harness::{v4, wait_for, Afi, BgpDaemon, Origin, Route};
@@ -465,13 +465,7 @@ fn assert_only(
 /// bgp-config and the three nodes written, the speakers not started.
 fn switches(ns: &crate::harness::netns::Netns) -> (Bird, Frr, Inputs) {
     let (bird, frr) = start_tors(ns.dir(), &NODES.map(node_ip));
-    frr.vtysh(&[
-        "configure terminal",
-        &format!("router bgp {NODE_AS}"),
-        "address-family ipv4 unicast",
-        "maximum-paths ibgp 8",
-    ])
-    .expect("FRR maximum-paths");
+    frr_maximum_paths(&frr);
     let inputs = Inputs::new(ns.dir(), "kubernetes", "10.244.0.0/16");
     inputs.write_config(&bgp_config());
     for n in NODES {

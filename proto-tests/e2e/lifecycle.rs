@@ -29,7 +29,7 @@ use crate::bfd_rig::{
     single_hop, speaker_config, wait_all_up, Rig as BfdRig, Switch, Tor, INTERVAL_MS, METRICS,
     NODE_LO, NODE_V4, POD_V4, POD_V6, TOR_BOUND,
 };
-use crate::fixture::{start_tors, BgpConfig, Peer, NODE_AS};
+use crate::fixture::{frr_maximum_paths, start_tors, BgpConfig, Peer};
 use crate::harness::bird::Bird;
 use crate::harness::frr::Frr;
 use crate::harness::{v4, wait_for, Afi, BgpDaemon, Route};
@@ -172,13 +172,7 @@ struct Rig {
 impl Rig {
     fn start(ns: &crate::harness::netns::Netns) -> Rig {
         let (bird, frr) = start_tors(ns.dir(), &[node_ip(1), node_ip(2)]);
-        frr.vtysh(&[
-            "configure terminal",
-            &format!("router bgp {NODE_AS}"),
-            "address-family ipv4 unicast",
-            "maximum-paths ibgp 8",
-        ])
-        .expect("FRR maximum-paths");
+        frr_maximum_paths(&frr);
         let inputs = Inputs::new(ns.dir(), "kubernetes", "10.244.0.0/16");
         inputs.write_config(&bgp_config());
         for n in [1, 2] {
@@ -358,25 +352,38 @@ fn rolling_upgrade_keeps_every_path() {
     rig.assert_n2_holds(row);
 }
 
+/// A leaving row: n1's Node goes through `states`, then SIGTERM: the decision logged,
+/// every path of n1 drained at both switches, n2's untouched.
+fn leaving_row(ns: &crate::harness::netns::Netns, row: &str, states: &[NodeSpec], decision: &str) {
+    let mut rig = Rig::start(ns);
+    for state in states {
+        rig.set_n1(state.clone());
+    }
+    let tl = rig.stop_n1(GRACE + Duration::from_secs(4));
+    eprintln!("{}", tl.describe(row));
+    assert!(rig.log_has(decision), "{}", rig.n1.log_tail(30));
+    assert_left(&tl, row);
+    rig.assert_n2_holds(row);
+}
+
 #[test]
 fn drain_and_reboot_drains_every_path() {
+    // `isolated!` re-runs the test it is written in, so it stays in each test.
     let Some(ns) = isolated!(&rig_addrs(), Duration::from_secs(180)) else {
         return;
     };
-    let mut rig = Rig::start(&ns);
-    let row = "drain + reboot";
-    let mut n1 = node(1);
-    n1.unschedulable = true;
-    n1.taints = vec!["node.kubernetes.io/unschedulable".into()];
-    rig.set_n1(n1.clone());
-    // The kubelet's graceful node shutdown: Ready False, "node is shutting down".
-    n1.shutting_down = true;
-    rig.set_n1(n1);
-    let tl = rig.stop_n1(GRACE + Duration::from_secs(4));
-    eprintln!("{}", tl.describe(row));
-    assert!(rig.log_has("shutting-down"), "{}", rig.n1.log_tail(30));
-    assert_left(&tl, row);
-    rig.assert_n2_holds(row);
+    let mut drained = node(1);
+    drained.unschedulable = true;
+    drained.taints = vec!["node.kubernetes.io/unschedulable".into()];
+    // Then the kubelet's graceful node shutdown: Ready False, "node is shutting down".
+    let mut shutting_down = drained.clone();
+    shutting_down.shutting_down = true;
+    leaving_row(
+        &ns,
+        "drain + reboot",
+        &[drained, shutting_down],
+        "shutting-down",
+    );
 }
 
 #[test]
@@ -419,17 +426,10 @@ fn autoscaler_scale_down_drains_every_path() {
     let Some(ns) = isolated!(&rig_addrs(), Duration::from_secs(180)) else {
         return;
     };
-    let mut rig = Rig::start(&ns);
-    let row = "autoscaler scale-down";
     let mut n1 = node(1);
     n1.unschedulable = true;
     n1.taints = vec!["ToBeDeletedByClusterAutoscaler".into()];
-    rig.set_n1(n1);
-    let tl = rig.stop_n1(GRACE + Duration::from_secs(4));
-    eprintln!("{}", tl.describe(row));
-    assert!(rig.log_has("scale-down"), "{}", rig.n1.log_tail(30));
-    assert_left(&tl, row);
-    rig.assert_n2_holds(row);
+    leaving_row(&ns, "autoscaler scale-down", &[n1], "scale-down");
 }
 
 #[test]
