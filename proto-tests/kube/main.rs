@@ -708,6 +708,126 @@ async fn kube_events_posts_a_drift_event_on_the_node() {
     .await;
 }
 
+/// What the stop decision reads (issue 27) arrives through the Node watch: a drain
+/// cordons and taints the node, the kubelet's graceful node shutdown turns Ready False
+/// with "node is shutting down", each as a MODIFIED event as the API server sends it;
+/// the node's facts follow and `routes::stop::decide` reads them. A Node that goes away
+/// (DELETED) leaves no facts: the daemon, which saw it, decides node-deleted.
+#[tokio::test]
+async fn the_node_watch_carries_what_the_stop_decision_reads() {
+    use podcidr_speaker::routes::stop::{decide, LeaveReason, NodeAtStop, StopKind, StopPolicy};
+    bounded(async {
+        let mut s = start(WatchScope::Cluster, false, IpamOverride::Kubernetes);
+        let call = s.api.next(Route::Nodes).await;
+        call.list(
+            "Node",
+            "v1",
+            vec![node("n1", "100", &["10.7.0.0/24"], json!({}))],
+            "100",
+        );
+        let call = s.api.next(Route::CiliumNodes).await;
+        call.status_error(404, "NotFound");
+        let call = s.api.next(Route::CiliumConfig).await;
+        call.list("ConfigMap", "v1", vec![], "300");
+        let snapshot = s.cluster().await;
+        let at_stop = |snapshot: &podcidr_speaker::sources::ClusterSnapshot| match snapshot
+            .state
+            .nodes
+            .get("n1")
+        {
+            Some(f) => NodeAtStop::Present(f.lifecycle.clone()),
+            None => NodeAtStop::Gone,
+        };
+        assert_eq!(
+            decide(StopPolicy::Auto, &at_stop(&snapshot)),
+            StopKind::Restart
+        );
+        let mut call = s.api.next(Route::Nodes).await;
+        while !call.is_watch() {
+            call = s.api.next(Route::Nodes).await;
+        }
+        let nodes = call.watch();
+
+        // kubectl drain: cordoned, with the unschedulable taint.
+        let mut drained = node("n1", "101", &["10.7.0.0/24"], json!({}));
+        drained["spec"]["unschedulable"] = json!(true);
+        drained["spec"]["taints"] = json!([
+            {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule",
+             "timeAdded": "2026-11-27T10:00:00Z"}
+        ]);
+        nodes.modified(drained.clone());
+        let snapshot = s.cluster().await;
+        assert!(snapshot.state.nodes["n1"].lifecycle.unschedulable);
+        assert_eq!(
+            decide(StopPolicy::Auto, &at_stop(&snapshot)),
+            StopKind::Cordoned
+        );
+
+        // The kubelet's graceful node shutdown begins.
+        let mut shutting = drained;
+        shutting["metadata"]["resourceVersion"] = json!("102");
+        shutting["status"]["conditions"] = json!([
+            {"type": "Ready", "status": "False", "reason": "KubeletNotReady",
+             "message": "node is shutting down",
+             "lastHeartbeatTime": "2026-11-27T10:01:00Z",
+             "lastTransitionTime": "2026-11-27T10:01:00Z"}
+        ]);
+        nodes.modified(shutting);
+        let snapshot = s.cluster().await;
+        assert!(snapshot.state.nodes["n1"].lifecycle.shutting_down);
+        assert_eq!(
+            decide(StopPolicy::Auto, &at_stop(&snapshot)),
+            StopKind::Leaving(LeaveReason::ShuttingDown)
+        );
+
+        // The Node deleted.
+        nodes.deleted(node("n1", "103", &["10.7.0.0/24"], json!({})));
+        let snapshot = s.cluster().await;
+        assert_eq!(
+            decide(StopPolicy::Auto, &at_stop(&snapshot)),
+            StopKind::Leaving(LeaveReason::NodeDeleted)
+        );
+    })
+    .await;
+}
+
+/// The stop decision reaches the events.k8s.io API as a Normal Event on the Node.
+#[tokio::test]
+async fn kube_events_posts_the_stop_decision_on_the_node() {
+    use podcidr_speaker::sources::kube::events::KubeEvents;
+    bounded(async {
+        let (client, mut api) = MockApi::start();
+        let (events, task) = KubeEvents::spawn(
+            client,
+            Some("n1".into()),
+            Arc::new(podcidr_speaker::sources::kube::events::Unobserved),
+        );
+        events.publish(&Report::Stopping {
+            node: "n1".into(),
+            uid: Some("uid-n1".into()),
+            decision: "cordoned",
+            note: "node cordoned: pod CIDRs kept under graceful restart, LoadBalancer routes \
+                   drained (65535:0, then withdrawn)"
+                .into(),
+        });
+        let mut call = api.next(Route::Events).await;
+        assert_eq!(call.request.method(), http::Method::POST);
+        let body = call.body_json().await;
+        assert_eq!(body["type"], "Normal");
+        assert_eq!(body["reason"], "SpeakerStopping");
+        assert_eq!(
+            body["regarding"],
+            json!({"apiVersion": "v1", "kind": "Node", "name": "n1", "uid": "uid-n1"})
+        );
+        let note = body["note"].as_str().unwrap();
+        assert!(note.starts_with("cordoned: node cordoned"), "{note}");
+        call.json(http::StatusCode::CREATED, &body);
+        drop(events);
+        tokio::time::timeout(WAIT, task).await.unwrap().unwrap();
+    })
+    .await;
+}
+
 /// The source task ends once the daemon drops its receiver, even with no API traffic.
 #[tokio::test]
 async fn source_ends_when_the_receiver_is_dropped() {
