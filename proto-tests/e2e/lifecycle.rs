@@ -171,6 +171,11 @@ struct Rig {
 
 impl Rig {
     fn start(ns: &crate::harness::netns::Netns) -> Rig {
+        Rig::start_with(ns, &[])
+    }
+
+    /// With `n1_args` added to n1's command line.
+    fn start_with(ns: &crate::harness::netns::Netns, n1_args: &[&str]) -> Rig {
         let (bird, frr) = start_tors(ns.dir(), &[node_ip(1), node_ip(2)]);
         frr_maximum_paths(&frr);
         let inputs = Inputs::new(ns.dir(), "kubernetes", "10.244.0.0/16");
@@ -185,7 +190,8 @@ impl Rig {
             a.push("--announce-lb-ips=on".into());
             a
         };
-        let args1 = args(1);
+        let mut args1 = args(1);
+        args1.extend(n1_args.iter().map(|a| a.to_string()));
         let n1 = Speaker::start(ns.dir(), "n1", &args1);
         let n2 = Speaker::start(ns.dir(), "n2", &args(2));
         let rig = Rig {
@@ -362,6 +368,22 @@ fn leaving_row(ns: &crate::harness::netns::Netns, row: &str, states: &[NodeSpec]
     let tl = rig.stop_n1(GRACE + Duration::from_secs(4));
     eprintln!("{}", tl.describe(row));
     assert!(rig.log_has(decision), "{}", rig.n1.log_tail(30));
+    assert_left(&tl, row);
+    rig.assert_n2_holds(row);
+}
+
+/// `--on-stop leave` on a node that says nothing of leaving: every path drained all the
+/// same (the operator knows better than the Node object, e.g. a power-off by hand).
+#[test]
+fn on_stop_leave_forces_the_drain() {
+    let Some(ns) = isolated!(&rig_addrs(), Duration::from_secs(180)) else {
+        return;
+    };
+    let mut rig = Rig::start_with(&ns, &["--on-stop=leave"]);
+    let row = "--on-stop leave";
+    let tl = rig.stop_n1(GRACE + Duration::from_secs(4));
+    eprintln!("{}", tl.describe(row));
+    assert!(rig.log_has("forced"), "{}", rig.n1.log_tail(30));
     assert_left(&tl, row);
     rig.assert_n2_holds(row);
 }
