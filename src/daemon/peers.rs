@@ -330,11 +330,10 @@ impl Peers {
             .collect()
     }
 
-    /// SIGTERM: every session ends (without a NOTIFICATION where graceful restart was
-    /// negotiated, so the peer keeps our routes until we are back; otherwise after the
-    /// graceful shutdown time with GRACEFUL_SHUTDOWN, then withdrawals and Cease /
-    /// Administrative Shutdown with a message), waiting at most the grace period plus
-    /// `timeout`.
+    /// SIGTERM: every session ends as `mode` (the stop decision's `Shutdown`) says; each
+    /// task's `routes::stop::session_stop` makes it a close under graceful restart, a
+    /// graceful shutdown of some or every route class, or the Cease. Waits at most the
+    /// grace period plus `timeout`.
     pub async fn shutdown(&mut self, timeout: Duration, mode: Shutdown) {
         let deadline = tokio::time::Instant::now() + self.grace + timeout;
         let mut waiting = JoinSet::new();
