@@ -118,6 +118,26 @@ struct Timeline {
 }
 
 impl Timeline {
+    fn all(&self) -> [(&'static str, Seen); 4] {
+        [
+            ("BIRD pod CIDR", self.bird_pod),
+            ("BIRD LB path", self.bird_lb),
+            ("FRR pod CIDR", self.frr_pod),
+            ("FRR LB path", self.frr_lb),
+        ]
+    }
+
+    fn lb_paths(&self) -> [(&'static str, Seen); 2] {
+        [("BIRD LB path", self.bird_lb), ("FRR LB path", self.frr_lb)]
+    }
+
+    fn pod_cidrs(&self) -> [(&'static str, Seen); 2] {
+        [
+            ("BIRD pod CIDR", self.bird_pod),
+            ("FRR pod CIDR", self.frr_pod),
+        ]
+    }
+
     fn describe(&self, row: &str) -> String {
         format!(
             "lifecycle row: {row}\n  BIRD pod CIDR: {}\n  BIRD LB path:  {}\n  FRR pod CIDR:  {}\n  FRR LB path:   {}",
@@ -287,12 +307,7 @@ impl Rig {
 
 fn assert_left(tl: &Timeline, row: &str) {
     let bound = GRACE + Duration::from_secs(1);
-    for (what, s) in [
-        ("BIRD pod CIDR", tl.bird_pod),
-        ("BIRD LB path", tl.bird_lb),
-        ("FRR pod CIDR", tl.frr_pod),
-        ("FRR LB path", tl.frr_lb),
-    ] {
+    for (what, s) in tl.all() {
         assert!(
             s.marked.is_some(),
             "{row}: {what} never carried 65535:0\n{}",
@@ -346,12 +361,7 @@ fn rolling_upgrade_keeps_every_path() {
     let tl = rig.stop_n1(Duration::from_secs(4));
     eprintln!("{}", tl.describe(row));
     assert!(rig.log_has("decision=\"restart\"") || rig.log_has("decision=restart"));
-    for (what, s) in [
-        ("BIRD pod CIDR", tl.bird_pod),
-        ("BIRD LB path", tl.bird_lb),
-        ("FRR pod CIDR", tl.frr_pod),
-        ("FRR LB path", tl.frr_lb),
-    ] {
+    for (what, s) in tl.all() {
         assert_kept(s, what, &tl, row);
     }
     rig.restart_n1(&ns);
@@ -422,7 +432,7 @@ fn cordon_and_upgrade_drains_the_lb_path_and_keeps_the_pod_cidr() {
     eprintln!("{}", tl.describe(row));
     assert!(rig.log_has("cordoned"), "{}", rig.n1.log_tail(30));
     let bound = GRACE + Duration::from_secs(1);
-    for (what, s) in [("BIRD LB path", tl.bird_lb), ("FRR LB path", tl.frr_lb)] {
+    for (what, s) in tl.lb_paths() {
         assert!(
             s.marked.is_some(),
             "{row}: {what} never marked\n{}",
@@ -434,7 +444,7 @@ fn cordon_and_upgrade_drains_the_lb_path_and_keeps_the_pod_cidr() {
             tl.describe(row)
         );
     }
-    for (what, s) in [("BIRD pod CIDR", tl.bird_pod), ("FRR pod CIDR", tl.frr_pod)] {
+    for (what, s) in tl.pod_cidrs() {
         assert_kept(s, what, &tl, row);
     }
     rig.assert_n2_holds(row);
@@ -466,10 +476,7 @@ fn node_deleted_withdraws_the_pod_cidr_then_drains_the_lb_path() {
     rig.inputs.delete_node("n1");
     let before = watch(&rig.bird, &rig.frr, t0, Duration::from_secs(3));
     eprintln!("{}", before.describe("Node deleted, speaker running"));
-    for (what, s) in [
-        ("BIRD pod CIDR", before.bird_pod),
-        ("FRR pod CIDR", before.frr_pod),
-    ] {
+    for (what, s) in before.pod_cidrs() {
         assert!(
             s.gone.is_some(),
             "{row}: {what} still held after the Node is gone\n{}",
@@ -480,7 +487,7 @@ fn node_deleted_withdraws_the_pod_cidr_then_drains_the_lb_path() {
     eprintln!("{}", tl.describe(row));
     assert!(rig.log_has("node-deleted"), "{}", rig.n1.log_tail(30));
     let bound = GRACE + Duration::from_secs(1);
-    for (what, s) in [("BIRD LB path", tl.bird_lb), ("FRR LB path", tl.frr_lb)] {
+    for (what, s) in tl.lb_paths() {
         if before_gone(&before, what) {
             continue;
         }
@@ -524,12 +531,7 @@ fn kill_9_leaves_stale_paths_for_the_restart_time() {
         RESTART_TIME + Duration::from_secs(12),
     );
     eprintln!("{}", tl.describe(row));
-    for (what, s) in [
-        ("BIRD pod CIDR", tl.bird_pod),
-        ("BIRD LB path", tl.bird_lb),
-        ("FRR pod CIDR", tl.frr_pod),
-        ("FRR LB path", tl.frr_lb),
-    ] {
+    for (what, s) in tl.all() {
         assert!(
             s.marked.is_none(),
             "{row}: {what} marked\n{}",
@@ -568,7 +570,7 @@ fn maintenance_label_takes_the_lb_path_away_and_keeps_the_pod_cidr() {
     // The file source sees the edit within about half a second; then the grace period
     // with 65535:0, then the withdrawal.
     let bound = GRACE + Duration::from_secs(2);
-    for (what, s) in [("BIRD LB path", tl.bird_lb), ("FRR LB path", tl.frr_lb)] {
+    for (what, s) in tl.lb_paths() {
         let marked = s
             .marked
             .unwrap_or_else(|| panic!("{row}: {what} never marked\n{}", tl.describe(row)));
@@ -581,7 +583,7 @@ fn maintenance_label_takes_the_lb_path_away_and_keeps_the_pod_cidr() {
             tl.describe(row)
         );
     }
-    for (what, s) in [("BIRD pod CIDR", tl.bird_pod), ("FRR pod CIDR", tl.frr_pod)] {
+    for (what, s) in tl.pod_cidrs() {
         assert!(
             s.gone.is_none() && s.stale.is_none(),
             "{row}: {what} touched\n{}",

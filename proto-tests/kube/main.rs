@@ -632,24 +632,33 @@ async fn malformed_objects_are_skipped_without_stopping_the_watch() {
     .await;
 }
 
+/// A cluster-wide source in kubernetes mode whose lists answer one Node `n1`
+/// (10.7.0.0/24), no CiliumNode CRD (404) and no cilium-config: started, and its first
+/// snapshot.
+async fn one_node_without_cilium_nodes() -> (Running, Arc<podcidr_speaker::sources::ClusterSnapshot>)
+{
+    let mut s = start(WatchScope::Cluster, false, IpamOverride::Kubernetes);
+    let call = s.api.next(Route::Nodes).await;
+    call.list(
+        "Node",
+        "v1",
+        vec![node("n1", "100", &["10.7.0.0/24"], json!({}))],
+        "100",
+    );
+    let call = s.api.next(Route::CiliumNodes).await;
+    call.status_error(404, "NotFound");
+    let call = s.api.next(Route::CiliumConfig).await;
+    call.list("ConfigMap", "v1", vec![], "300");
+    let snapshot = s.cluster().await;
+    (s, snapshot)
+}
+
 /// Without the CiliumNode CRD (404 on the first list) the source still syncs: in
 /// kubernetes mode the Nodes' CIDRs are announced.
 #[tokio::test]
 async fn missing_cilium_node_crd_counts_as_no_cilium_nodes() {
     bounded(async {
-        let mut s = start(WatchScope::Cluster, false, IpamOverride::Kubernetes);
-        let call = s.api.next(Route::Nodes).await;
-        call.list(
-            "Node",
-            "v1",
-            vec![node("n1", "100", &["10.7.0.0/24"], json!({}))],
-            "100",
-        );
-        let call = s.api.next(Route::CiliumNodes).await;
-        call.status_error(404, "NotFound");
-        let call = s.api.next(Route::CiliumConfig).await;
-        call.list("ConfigMap", "v1", vec![], "300");
-        let snapshot = s.cluster().await;
+        let (mut s, snapshot) = one_node_without_cilium_nodes().await;
         assert_eq!(snapshot.state.cilium_config, None);
         let view = snapshot.view.clone().unwrap();
         assert_eq!(prefixes(&view, "n1"), nets(&["10.7.0.0/24"]));
@@ -717,19 +726,7 @@ async fn kube_events_posts_a_drift_event_on_the_node() {
 async fn the_node_watch_carries_what_the_stop_decision_reads() {
     use podcidr_speaker::routes::stop::{decide, LeaveReason, NodeAtStop, StopKind, StopPolicy};
     bounded(async {
-        let mut s = start(WatchScope::Cluster, false, IpamOverride::Kubernetes);
-        let call = s.api.next(Route::Nodes).await;
-        call.list(
-            "Node",
-            "v1",
-            vec![node("n1", "100", &["10.7.0.0/24"], json!({}))],
-            "100",
-        );
-        let call = s.api.next(Route::CiliumNodes).await;
-        call.status_error(404, "NotFound");
-        let call = s.api.next(Route::CiliumConfig).await;
-        call.list("ConfigMap", "v1", vec![], "300");
-        let snapshot = s.cluster().await;
+        let (mut s, snapshot) = one_node_without_cilium_nodes().await;
         let at_stop = |snapshot: &podcidr_speaker::sources::ClusterSnapshot| match snapshot
             .state
             .nodes
