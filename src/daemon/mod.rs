@@ -55,7 +55,7 @@ use crate::peer::{Listener, PeerError, RunOverrides};
 use crate::routes::drain::ExclusionDrain;
 use crate::routes::layers::LbOverPod;
 use crate::routes::lb::{LbContext, LbDelta, LbEnabled, LbPlanner};
-use crate::routes::stop::{self, ClassStop, NodeAtStop, StopKind};
+use crate::routes::stop::{self, NodeAtStop, StopKind};
 use crate::routes::{self, AnnounceMode, Finding, FindingTracker, LocalNode, Overrides, Plan};
 use crate::sources::kube::{self as kube_source, KubeSourceConfig, Retry, WatchScope};
 use crate::sources::secrets::{SecretOrigin, SecretsView};
@@ -544,24 +544,19 @@ impl Daemon {
     /// published as an Event on the Node.
     fn stop_decision(&self) -> StopKind {
         let node = match (self.settings.node.as_deref(), &self.cluster) {
-            (Some(name), Some(c)) => match c.state.nodes.get(name) {
-                Some(facts) => NodeAtStop::Present(facts.lifecycle.clone()),
-                None if self.node_seen => NodeAtStop::Gone,
-                None => NodeAtStop::Unknown,
-            },
+            (Some(name), Some(c)) => NodeAtStop::from_state(
+                c.state.nodes.get(name).map(|f| &f.lifecycle),
+                self.node_seen,
+            ),
             _ => NodeAtStop::Unknown,
         };
         let kind = stop::decide(self.settings.on_stop, &node);
         let classes = kind.classes();
-        let word = |c: ClassStop| match c {
-            ClassStop::Keep => "kept under graceful restart",
-            ClassStop::Drain => "drained (65535:0, then withdrawn)",
-        };
         let note = format!(
             "{}: pod CIDRs {}, LoadBalancer routes {}",
             kind.describe(),
-            word(classes.pod_cidrs),
-            word(classes.load_balancer)
+            classes.pod_cidrs.describe(),
+            classes.load_balancer.describe()
         );
         info!(
             decision = kind.as_str(),

@@ -116,6 +116,19 @@ pub enum NodeAtStop {
     Present(NodeLifecycle),
 }
 
+impl NodeAtStop {
+    /// What the last cluster state says of this node: its lifecycle facts when it is
+    /// there; gone when it is not but was seen before (a Node that never showed up says
+    /// nothing: the name may be wrong, or the source not synced).
+    pub fn from_state(lifecycle: Option<&NodeLifecycle>, seen_before: bool) -> NodeAtStop {
+        match lifecycle {
+            Some(l) => NodeAtStop::Present(l.clone()),
+            None if seen_before => NodeAtStop::Gone,
+            None => NodeAtStop::Unknown,
+        }
+    }
+}
+
 /// Why the node is taken to be leaving.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum LeaveReason {
@@ -279,6 +292,24 @@ pub enum ClassStop {
     Drain,
 }
 
+impl ClassStop {
+    /// A bounded word for `/status` and logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClassStop::Keep => "keep",
+            ClassStop::Drain => "drain",
+        }
+    }
+
+    /// What it does, in words (the Kubernetes Event's note).
+    pub fn describe(self) -> &'static str {
+        match self {
+            ClassStop::Keep => "kept under graceful restart",
+            ClassStop::Drain => "drained (65535:0, then withdrawn)",
+        }
+    }
+}
+
 /// What each route class gets at the stop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ClassStops {
@@ -420,6 +451,17 @@ mod tests {
             decide(StopPolicy::Auto, &with_taint("dedicated")),
             StopKind::Restart
         );
+    }
+
+    #[test]
+    fn the_node_at_the_stop_from_the_last_state() {
+        let l = node();
+        assert_eq!(
+            NodeAtStop::from_state(Some(&l), false),
+            NodeAtStop::Present(l.clone())
+        );
+        assert_eq!(NodeAtStop::from_state(None, true), NodeAtStop::Gone);
+        assert_eq!(NodeAtStop::from_state(None, false), NodeAtStop::Unknown);
     }
 
     #[test]

@@ -32,7 +32,7 @@ use crate::bfd::{Diag, State as BfdState};
 use crate::bgp::session::State;
 use crate::config::PeerKey;
 use crate::peer::{Beat, RoutesQuery};
-use crate::routes::stop::{ClassStop, StopKind};
+use crate::routes::stop::StopKind;
 use crate::sources::kube::events::EventLoss;
 use crate::sources::{Resource, SourceStatus};
 use tokio::sync::mpsc;
@@ -213,16 +213,12 @@ impl Metrics {
     /// end (a drain lasts the grace period, so a scrape sees it).
     pub fn record_stop(&self, kind: StopKind) {
         let classes = kind.classes();
-        let word = |c: ClassStop| match c {
-            ClassStop::Keep => "keep",
-            ClassStop::Drain => "drain",
-        };
         let mut inner = self.lock();
         inner.shutting_down = true;
         inner.stopping = Some(StopReport {
             decision: kind.as_str().to_owned(),
-            pod_cidrs: word(classes.pod_cidrs).to_owned(),
-            load_balancer: word(classes.load_balancer).to_owned(),
+            pod_cidrs: classes.pod_cidrs.as_str().to_owned(),
+            load_balancer: classes.load_balancer.as_str().to_owned(),
         });
         drop(inner);
         self.families
