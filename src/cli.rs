@@ -221,8 +221,8 @@ pub struct RunArgs {
     /// autoscaler, or shutting down (the kubelet's graceful node shutdown) is leaving,
     /// and every route gets the graceful shutdown, then is withdrawn, whatever graceful
     /// restart says; cordoned (`spec.unschedulable`) drains the LoadBalancer routes and
-    /// keeps the pod CIDRs under graceful restart; anything else is a restart.
-    /// `restart` or `leave` force either.
+    /// keeps the pod CIDRs under graceful restart; anything else is a restart (and, with
+    /// `--announce cluster`, every stop). `restart` or `leave` force either.
     #[arg(
         long,
         env = "PODCIDR_ON_STOP",

@@ -545,6 +545,7 @@ impl Daemon {
     fn stop_decision(&self) -> StopKind {
         let node = match (self.settings.node.as_deref(), &self.cluster) {
             (Some(name), Some(c)) => NodeAtStop::from_state(
+                self.settings.announce,
                 c.state.nodes.get(name).map(|f| &f.lifecycle),
                 self.node_seen,
             ),

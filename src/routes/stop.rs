@@ -19,6 +19,7 @@
 //!   includes a cordon (drain + reboot looks the same as cordon + upgrade at the moment
 //!   of the stop).
 
+use super::mode::AnnounceMode;
 use crate::bgp::session::StopReason;
 use crate::sources::model::NodeLifecycle;
 use std::fmt;
@@ -117,14 +118,22 @@ pub enum NodeAtStop {
 }
 
 impl NodeAtStop {
-    /// What the last cluster state says of this node: its lifecycle facts when it is
+    /// What the last cluster state says of the node this speaker's routes belong to.
+    /// In local mode (the DaemonSet) that is its own node: its lifecycle facts when it is
     /// there; gone when it is not but was seen before (a Node that never showed up says
-    /// nothing: the name may be wrong, or the source not synced).
-    pub fn from_state(lifecycle: Option<&NodeLifecycle>, seen_before: bool) -> NodeAtStop {
-        match lifecycle {
-            Some(l) => NodeAtStop::Present(l.clone()),
-            None if seen_before => NodeAtStop::Gone,
-            None => NodeAtStop::Unknown,
+    /// nothing: the name may be wrong, or the source not synced). In cluster mode the
+    /// speaker announces every node's routes, none of them its own node's: where it
+    /// runs says nothing about them, so nothing is known (a restart).
+    pub fn from_state(
+        mode: AnnounceMode,
+        lifecycle: Option<&NodeLifecycle>,
+        seen_before: bool,
+    ) -> NodeAtStop {
+        match (mode, lifecycle) {
+            (AnnounceMode::Cluster, _) => NodeAtStop::Unknown,
+            (AnnounceMode::Local, Some(l)) => NodeAtStop::Present(l.clone()),
+            (AnnounceMode::Local, None) if seen_before => NodeAtStop::Gone,
+            (AnnounceMode::Local, None) => NodeAtStop::Unknown,
         }
     }
 }
@@ -455,13 +464,26 @@ mod tests {
 
     #[test]
     fn the_node_at_the_stop_from_the_last_state() {
-        let l = node();
+        let local = AnnounceMode::Local;
+        let l = NodeLifecycle {
+            unschedulable: true,
+            ..node()
+        };
         assert_eq!(
-            NodeAtStop::from_state(Some(&l), false),
+            NodeAtStop::from_state(local, Some(&l), false),
             NodeAtStop::Present(l.clone())
         );
-        assert_eq!(NodeAtStop::from_state(None, true), NodeAtStop::Gone);
-        assert_eq!(NodeAtStop::from_state(None, false), NodeAtStop::Unknown);
+        assert_eq!(NodeAtStop::from_state(local, None, true), NodeAtStop::Gone);
+        assert_eq!(
+            NodeAtStop::from_state(local, None, false),
+            NodeAtStop::Unknown
+        );
+        // Cluster mode: every node's routes, whatever the speaker's own node says.
+        for (facts, seen) in [(Some(&l), true), (None, true)] {
+            let n = NodeAtStop::from_state(AnnounceMode::Cluster, facts, seen);
+            assert_eq!(n, NodeAtStop::Unknown);
+            assert_eq!(decide(StopPolicy::Auto, &n), StopKind::Restart);
+        }
     }
 
     #[test]
