@@ -203,10 +203,11 @@ pub struct RunArgs {
     #[arg(long, env = "PODCIDR_SECRETS_DIR", value_name = "DIR")]
     pub secrets_dir: Option<PathBuf>,
 
-    /// When the speaker stops for good (SIGTERM without graceful restart in force, or a
-    /// peer no longer selected), how long its routes stay announced with the
-    /// GRACEFUL_SHUTDOWN community 65535:0 (RFC 8326) before they are withdrawn and the
-    /// session ends with a Cease; `0` withdraws at once. A Go duration.
+    /// When routes go for good (SIGTERM with the node leaving or without graceful restart
+    /// in force, a peer no longer selected, the maintenance label
+    /// `node.kubernetes.io/exclude-from-external-load-balancers`), how long they stay
+    /// announced with the GRACEFUL_SHUTDOWN community 65535:0 (RFC 8326) before they are
+    /// withdrawn; `0` withdraws at once. A Go duration.
     #[arg(
         long,
         env = "PODCIDR_GRACEFUL_SHUTDOWN_TIME",
