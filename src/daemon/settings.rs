@@ -294,6 +294,17 @@ impl fmt::Display for DryRun {
             d if d.is_zero() => writeln!(f, "graceful-shutdown-time: 0 (Cease at once)")?,
             d => writeln!(f, "graceful-shutdown-time: {}", Compact(d))?,
         }
+        let on_stop = match (s.on_stop, s.announce) {
+            (StopPolicy::Auto, AnnounceMode::Cluster) => {
+                "auto (cluster mode: every stop is a restart)"
+            }
+            (StopPolicy::Auto, AnnounceMode::Local) => {
+                "auto (decided from this node's Node at each stop)"
+            }
+            (StopPolicy::Restart, _) => "restart (graceful restart keeps every route)",
+            (StopPolicy::Leave, _) => "leave (every route drained, then withdrawn)",
+        };
+        writeln!(f, "on-stop:        {on_stop}")?;
         writeln!(f, "ready-timeout:  {}", Compact(s.ready_timeout))?;
         match s.cilium_health_addr {
             Some(a) => writeln!(
