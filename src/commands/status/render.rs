@@ -635,5 +635,21 @@ mod tests {
         );
         let without = Summary(&status(vec![PeerReport { routes: None, ..p }])).to_string();
         assert!(!without.contains("Routes advertised"), "{without}");
+        assert!(!without.contains("STOPPING"), "{without}");
+
+        // A speaker stopping says so, with the decision and what each class gets.
+        let stopping = Status {
+            stopping: Some(crate::metrics::board::StopReport {
+                decision: "cordoned".to_owned(),
+                pod_cidrs: "keep".to_owned(),
+                load_balancer: "drain".to_owned(),
+            }),
+            ..status(vec![])
+        };
+        let text = Summary(&stopping).to_string();
+        assert!(
+            text.contains("STOPPING: cordoned (pod CIDRs: keep, LoadBalancer routes: drain)"),
+            "{text}"
+        );
     }
 }
