@@ -501,57 +501,208 @@ fn daemonset_check_rejects_unsafe_pod_specs() {
 #[test]
 fn daemonset_args_parse_with_the_binary() {
     let Some(renders) = render_all() else { return };
-    let binary = env!("CARGO_BIN_EXE_podcidr-speaker");
     for (install, objects) in renders {
+        assert_args_parse_with_the_binary(install.dir, the_daemonset(&objects));
+    }
+}
+
+/// Feeds each container's args, with the env expanded as the kubelet would, to
+/// `podcidr-speaker run --dry-run`; the same args plus an unknown flag must fail.
+fn assert_args_parse_with_the_binary(label: &str, ds: &Value) {
+    let binary = env!("CARGO_BIN_EXE_podcidr-speaker");
+    for container in containers_of(ds) {
+        let env = container_env(container).unwrap_or_else(|e| panic!("{label}: {e}"));
+        let args: Vec<String> = str_list(container.get("args"))
+            .iter()
+            .map(|a| expand_env(a, &env).unwrap_or_else(|e| panic!("{label}: {e}")))
+            .collect();
+        assert_eq!(
+            args.first().map(String::as_str),
+            Some("run"),
+            "{label}: args must start with the run subcommand"
+        );
+
+        let mut dry_run = args.clone();
+        dry_run.push("--dry-run".into());
+        let output = run_bounded(
+            Command::new(binary).args(&dry_run).env_clear().envs(&env),
+            DRY_RUN_TIMEOUT,
+        )
+        .unwrap_or_else(|e| panic!("{label}: {e}"));
+        assert!(
+            output.success,
+            "{label}: `podcidr-speaker {}` failed:\n{}",
+            dry_run.join(" "),
+            output.stderr
+        );
+        assert!(
+            output.stdout.contains(FAKE_NODE_NAME),
+            "{label}: the effective settings must show the node name from the downward API:\n{}",
+            output.stdout
+        );
+
+        // The same args plus an unknown flag must fail, or the run above proved nothing.
+        let mut bogus = dry_run.clone();
+        bogus.insert(1, "--no-such-flag-in-any-manifest".into());
+        let output = run_bounded(
+            Command::new(binary).args(&bogus).env_clear().envs(&env),
+            DRY_RUN_TIMEOUT,
+        )
+        .unwrap_or_else(|e| panic!("{label}: {e}"));
+        assert!(
+            !output.success,
+            "{label}: the binary accepted an unknown flag"
+        );
+    }
+}
+
+/// The Helm chart's installs: each value file of deploy/helm/podcidr-speaker/ci/, as
+/// scripts/validate-helm renders it with Helm's own code.
+struct HelmInstall {
+    values: &'static str,
+    config_map: (&'static str, &'static str),
+    /// Secrets beyond MD5_SECRET the values let the speaker read (bgpConfig.passwordSecrets).
+    extra_secrets: &'static [&'static str],
+    listens: bool,
+    monitored: bool,
+}
+
+const HELM_INSTALLS: &[HelmInstall] = &[
+    HelmInstall {
+        values: "default-values.yaml",
+        config_map: CILIUM_CONFIG,
+        extra_secrets: &[],
+        listens: false,
+        monitored: false,
+    },
+    HelmInstall {
+        values: "metallb-values.yaml",
+        config_map: METALLB_CONFIG,
+        extra_secrets: &[],
+        listens: false,
+        monitored: false,
+    },
+    HelmInstall {
+        values: "monitoring-values.yaml",
+        config_map: CILIUM_CONFIG,
+        extra_secrets: &[],
+        listens: false,
+        monitored: true,
+    },
+    HelmInstall {
+        values: "listen-values.yaml",
+        config_map: CILIUM_CONFIG,
+        extra_secrets: &[],
+        listens: true,
+        monitored: false,
+    },
+    HelmInstall {
+        values: "config-values.yaml",
+        config_map: ("kube-system", "podcidr-speaker-bgp-config"),
+        extra_secrets: &["rack-7-bgp-keys"],
+        listens: false,
+        monitored: false,
+    },
+];
+
+/// First run installs helm-python-sdk and kubernetes-validate from PyPI.
+const HELM_SCRIPT_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Every Helm install passes the checks every kustomize install passes: pinned image,
+/// exactly the minimum RBAC, a least-privileged DaemonSet, args the binary parses. The
+/// script itself lints, validates against the schemas, compares with kustomize and
+/// checks that bad values are refused; it must succeed too.
+#[test]
+fn helm_chart_renders_pass_every_install_check() {
+    if render_all().is_none() {
+        return;
+    }
+    let probe = Command::new("python3")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .status();
+    if !matches!(probe, Ok(status) if status.success()) {
+        eprintln!("skipping: python3 not found, cannot run scripts/validate-helm");
+        return;
+    }
+    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("helm-renders");
+    let _ = std::fs::remove_dir_all(&out);
+    let output = run_bounded(
+        Command::new(crate_root().join("scripts/validate-helm"))
+            .arg("--speaker")
+            .arg(env!("CARGO_BIN_EXE_podcidr-speaker"))
+            .arg("--render-dir")
+            .arg(&out),
+        HELM_SCRIPT_TIMEOUT,
+    )
+    .unwrap();
+    assert!(
+        output.success,
+        "scripts/validate-helm failed:\n{}\n{}",
+        output.stdout, output.stderr
+    );
+
+    let on_disk: BTreeSet<String> =
+        std::fs::read_dir(crate_root().join("deploy/helm/podcidr-speaker/ci"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+    let checked: BTreeSet<String> = HELM_INSTALLS.iter().map(|i| i.values.into()).collect();
+    assert_eq!(
+        on_disk, checked,
+        "every ci/ value file needs a HELM_INSTALLS entry"
+    );
+
+    let version = env!("CARGO_PKG_VERSION");
+    for install in HELM_INSTALLS {
+        let label = format!("helm ci/{}", install.values);
+        let text = std::fs::read_to_string(out.join(install.values))
+            .unwrap_or_else(|e| panic!("{label}: the script wrote no render: {e}"));
+        let objects = parse_docs(&text).unwrap_or_else(|e| panic!("{label}: {e}"));
+        let count = |kind: &str| objects.iter().filter(|o| kind_of(o) == kind).count();
+        assert_eq!(count("DaemonSet"), 1, "{label}: one DaemonSet");
+        assert_eq!(
+            count("PodMonitor"),
+            usize::from(install.monitored),
+            "{label}: PodMonitor only when enabled"
+        );
+
+        let problems = image_problems(&objects);
+        assert!(problems.is_empty(), "{label}: {problems:#?}");
         let ds = the_daemonset(&objects);
+        let tag = if install.listens {
+            format!("{version}-listen")
+        } else {
+            version.to_string()
+        };
         for container in containers_of(ds) {
-            let env = container_env(container).unwrap_or_else(|e| panic!("{}: {e}", install.dir));
-            let args: Vec<String> = str_list(container.get("args"))
-                .iter()
-                .map(|a| expand_env(a, &env).unwrap_or_else(|e| panic!("{}: {e}", install.dir)))
-                .collect();
+            let image = str_at(container, &["image"]).unwrap_or_default();
             assert_eq!(
-                args.first().map(String::as_str),
-                Some("run"),
-                "{}: args must start with the run subcommand",
-                install.dir
-            );
-
-            let mut dry_run = args.clone();
-            dry_run.push("--dry-run".into());
-            let output = run_bounded(
-                Command::new(binary).args(&dry_run).env_clear().envs(&env),
-                DRY_RUN_TIMEOUT,
-            )
-            .unwrap_or_else(|e| panic!("{}: {e}", install.dir));
-            assert!(
-                output.success,
-                "{}: `podcidr-speaker {}` failed:\n{}",
-                install.dir,
-                dry_run.join(" "),
-                output.stderr
-            );
-            assert!(
-                output.stdout.contains(FAKE_NODE_NAME),
-                "{}: the effective settings must show the node name from the downward API:\n{}",
-                install.dir,
-                output.stdout
-            );
-
-            // The same args plus an unknown flag must fail, or the run above proved nothing.
-            let mut bogus = dry_run.clone();
-            bogus.insert(1, "--no-such-flag-in-any-manifest".into());
-            let output = run_bounded(
-                Command::new(binary).args(&bogus).env_clear().envs(&env),
-                DRY_RUN_TIMEOUT,
-            )
-            .unwrap_or_else(|e| panic!("{}: {e}", install.dir));
-            assert!(
-                !output.success,
-                "{}: the binary accepted an unknown flag",
-                install.dir
+                image_tag(image).as_deref(),
+                Some(tag.as_str()),
+                "{label}: image {image} must carry the crate version"
             );
         }
+
+        let granted =
+            speaker_grants(&objects).unwrap_or_else(|problems| panic!("{label}: {problems:#?}"));
+        let mut expected = expected_grants(install.config_map);
+        for secret in install.extra_secrets {
+            for verb in ["get", "watch"] {
+                expected.insert(grant(install.config_map.0, "", "secrets", secret, verb));
+            }
+        }
+        assert_eq!(
+            granted,
+            expected,
+            "{label}: RBAC must grant exactly the minimum; extra: {:#?} missing: {:#?}",
+            granted.difference(&expected).collect::<Vec<_>>(),
+            expected.difference(&granted).collect::<Vec<_>>()
+        );
+
+        let problems = daemonset_problems(ds, install.listens);
+        assert!(problems.is_empty(), "{label}: {problems:#?}");
+        assert_args_parse_with_the_binary(&label, ds);
     }
 }
 
@@ -1269,6 +1420,11 @@ fn yaml_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in entries {
         let path = entry.expect("directory entry").path();
         if path.is_dir() {
+            // A Helm chart's templates are Go templates, YAML only once rendered: their
+            // renders get these checks in helm_chart_renders_pass_every_install_check.
+            if path.ends_with("templates") && path.join("../Chart.yaml").exists() {
+                continue;
+            }
             yaml_files(&path, out);
         } else if path
             .extension()

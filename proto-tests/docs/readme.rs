@@ -172,6 +172,25 @@ fn every_readme_command_runs_as_documented() {
                     _ => panic!("README command `{command}`: say here what it must print"),
                 }
             }
+            ["helm", "install", release, chart, "--namespace", namespace] => {
+                // Installing needs a cluster; what the README promises is a chart at that
+                // path, named as the release, installed where its RBAC expects the
+                // speaker. scripts/validate-helm renders and checks that chart.
+                let meta = std::fs::read_to_string(repo().join(chart).join("Chart.yaml"))
+                    .unwrap_or_else(|e| panic!("`{command}`: no chart at {chart}: {e}"));
+                assert!(
+                    meta.lines().any(|l| l.trim() == format!("name: {release}")),
+                    "`{command}`: the chart is not named {release}:\n{meta}"
+                );
+                assert_eq!(*namespace, "kube-system", "`{command}`");
+            }
+            ["kubectl", "apply", "-k", dir] => {
+                // As for helm: the kustomization exists (proto-tests/deploy renders it).
+                assert!(
+                    repo().join(dir).join("kustomization.yaml").is_file(),
+                    "`{command}`: no kustomization in {dir}"
+                );
+            }
             _ => panic!("README command `{command}` is not known to this test"),
         }
         ran += 1;

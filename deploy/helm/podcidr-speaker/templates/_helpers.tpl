@@ -1,0 +1,56 @@
+{{/*
+The labels every object carries: the same two as the kustomize manifests, so the default
+render equals `kubectl kustomize deploy/` and a switch from kustomize to Helm keeps the
+DaemonSet's selector (which is immutable).
+*/}}
+{{- define "podcidr-speaker.selectorLabels" -}}
+app.kubernetes.io/name: podcidr-speaker
+app.kubernetes.io/component: speaker
+{{- end }}
+
+{{- define "podcidr-speaker.labels" -}}
+{{ include "podcidr-speaker.selectorLabels" . }}
+{{- end }}
+
+{{/* The ServiceAccount every binding names. */}}
+{{- define "podcidr-speaker.subjects" -}}
+subjects:
+  - kind: ServiceAccount
+    name: podcidr-speaker
+    namespace: {{ .Release.Namespace }}
+{{- end }}
+
+{{/*
+The image: always tagged (the schema refuses `latest` and empty); the listen variant is
+the "-listen" image, whose binary carries cap_net_bind_service (deploy/README.md).
+*/}}
+{{- define "podcidr-speaker.image" -}}
+{{- $tag := .Values.image.tag -}}
+{{- if .Values.listen.enabled }}{{ $tag = printf "%s-listen" $tag }}{{ end -}}
+{{- $ref := printf "%s:%s" .Values.image.repository $tag -}}
+{{- if .Values.image.digest }}{{ $ref = printf "%s@%s" $ref .Values.image.digest }}{{ end -}}
+{{- $ref -}}
+{{- end }}
+
+{{/* Where the bgp-config is read: namespace, name and the --bgp-config-map value. */}}
+{{- define "podcidr-speaker.bgpConfigNamespace" -}}
+{{- if eq .Values.bgpConfig.source "cilium" }}kube-system
+{{- else if eq .Values.bgpConfig.source "metallb" }}metallb-system
+{{- else }}{{ .Release.Namespace }}
+{{- end }}
+{{- end }}
+
+{{- define "podcidr-speaker.bgpConfigName" -}}
+{{- if eq .Values.bgpConfig.source "cilium" }}bgp-config
+{{- else if eq .Values.bgpConfig.source "metallb" }}config
+{{- else }}podcidr-speaker-bgp-config
+{{- end }}
+{{- end }}
+
+{{- define "podcidr-speaker.bgpConfigMapFlag" -}}
+{{- if eq .Values.bgpConfig.source "metallb" -}}
+metallb-system/config:config
+{{- else -}}
+{{ include "podcidr-speaker.bgpConfigNamespace" . }}/{{ include "podcidr-speaker.bgpConfigName" . }}
+{{- end }}
+{{- end }}
