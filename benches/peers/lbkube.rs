@@ -19,7 +19,7 @@ use bytes::Bytes;
 use http::{Request, Response};
 use kube::client::Body as KubeBody;
 use podcidr_speaker::sources::kube::{
-    self as kube_source, ConfigMapRef, KubeSourceConfig, Retry, WatchScope,
+    self as kube_source, ConfigMapRef, KubeSourceConfig, Retry, SliceScope, WatchScope,
 };
 use podcidr_speaker::sources::model::IpamOverride;
 use podcidr_speaker::sources::services::LbUpdate;
@@ -177,6 +177,7 @@ async fn measure(services: usize, endpoints: usize, changes: usize) -> Measured 
         ipam: IpamOverride::Auto,
         retry: Retry::Fixed(Duration::from_millis(20)),
         load_balancers: true,
+        slices: SliceScope::All,
     };
     let client = kube::Client::new(svc, "default");
     let task = tokio::spawn(async move {
