@@ -508,3 +508,35 @@ async fn equal_names_in_two_namespaces_and_a_slice_moving_between_two_watches() 
     })
     .await;
 }
+
+/// Without a LoadBalancer Service there is nothing to watch: the EndpointSlices count
+/// as listed with the Services, the speaker is ready, and no slice request is made.
+#[tokio::test]
+async fn no_load_balancer_service_means_no_slice_watch_and_ready() {
+    bounded(async {
+        let (mut s, _watches) = started_with(true, scoped()).await;
+        let call = s.api.next(Route::Services).await;
+        list_services(
+            call,
+            vec![service(
+                "default",
+                "kubernetes",
+                "10",
+                "ClusterIP",
+                "Cluster",
+                &[],
+            )],
+            "20",
+        );
+        assert_eq!(
+            s.lb(2).await,
+            ["service default/kubernetes lb=false cluster []", "synced"]
+        );
+        s.status(Resource::EndpointSlices, |st| st.synced).await;
+        assert!(s.rx.status.borrow().ready());
+        let call = s.api.next(Route::Services).await;
+        let _services = call.watch();
+        s.no_slice_request().await;
+    })
+    .await;
+}
