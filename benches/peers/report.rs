@@ -422,7 +422,7 @@ fn lbkube(rows: &[Value], md: &mut String) {
     md.push_str(
         "### 7c. What each speaker pulls for the LoadBalancer facts (mocked API service)\n\n",
     );
-    md.push_str("Per speaker (every speaker watches every Service and EndpointSlice: a Local Service's endpoints may be on any node): requests and response octets of the Service and EndpointSlice lists, then what the watches receive for the endpoint changes. The whole cluster runs one speaker per node.\n\n");
+    md.push_str("Per speaker, with the full watch (`SliceScope::All`: every Service and EndpointSlice; the daemon watches only the LoadBalancer Services' slices, item 7d): requests and response octets of the Service and EndpointSlice lists, then what the watches receive for the endpoint changes. The whole cluster runs one speaker per node.\n\n");
     md.push_str("| Services | ready endpoints | requests | MiB at start | endpoint changes | KiB per 1,000 changes | whole cluster of 100 nodes at start |\n|---|---|---|---|---|---|---|\n");
     for r in &runs {
         let f = |k: &str| r[k].as_f64().unwrap_or(f64::NAN);

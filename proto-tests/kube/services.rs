@@ -1,4 +1,5 @@
-//! The LoadBalancer watchers (every Service and EndpointSlice of the cluster) against
+//! The LoadBalancer watchers with the full slice watch (`SliceScope::All`: every Service
+//! and EndpointSlice of the cluster; the scoped watches are `lb_slices.rs`') against
 //! the mocked API service: the real list and watch requests answered with the JSON the
 //! API server sends (ADDED, MODIFIED, DELETED, BOOKMARK, ERROR 410), and the
 //! `SourceUpdate::Lb` deltas after each.

@@ -16,6 +16,12 @@
 //!   Service that becomes announceable is held back (its update not sent) until the
 //!   watch that selects its name has listed, so the planner sees it with its slices;
 //!   a Service that stops being announceable is sent at once, then its slices' deletions.
+//! - At the swap, the new watch's list is in force: a slice that changed after that list
+//!   was served and before the swap (the old watch delivered it) is back at its listed
+//!   state until the new watch, which resumes from its list, delivers the change again
+//!   (at once: it is the first event after the list). Keeping the old watch's facts
+//!   instead could keep a lagging watch's stale facts for good, and resource versions
+//!   are not comparable.
 //! - A slice that moves between Services of two watches is seen by both (an ADDED in
 //!   one, a DELETED in the other, in either order): the last writer is in force.
 //!

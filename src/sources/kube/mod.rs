@@ -1,7 +1,7 @@
 //! The Kubernetes source: kube-rs watchers for Nodes, CiliumNodes, the cilium-config
 //! ConfigMap and the bgp-config ConfigMap, folded into one [`ClusterState`]; and, when
-//! asked ([`KubeSourceConfig::load_balancers`]), for every Service and EndpointSlice,
-//! sent as LoadBalancer deltas ([`services`]).
+//! asked ([`KubeSourceConfig::load_balancers`]), for every Service and the
+//! EndpointSlices of [`SliceScope`], sent as LoadBalancer deltas ([`services`]).
 //!
 //! - `WatchScope::Local` (the DaemonSet, `--announce local`) watches only its own Node
 //!   and CiliumNode with a `metadata.name` field selector: a 5,000-node cluster costs
