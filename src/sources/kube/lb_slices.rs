@@ -622,4 +622,111 @@ mod tests {
         s.services_changed(vec![(ObjectKey::new("ns", "dddd"), Some(classy))]);
         assert!(s.take_orders().is_empty());
     }
+
+    fn slice(namespace: &str, name: &str, service: &str, node: &str) -> EndpointSlice {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "namespace": namespace,
+                "labels": {LABEL_SERVICE_NAME: service}},
+            "addressType": "IPv4",
+            "endpoints": [{"addresses": ["10.0.0.1"], "nodeName": node,
+                "conditions": {"ready": true}}]
+        }))
+        .unwrap()
+    }
+
+    fn list(s: &mut ScopedSlices, id: WatchId, slices: Vec<EndpointSlice>) {
+        let mut status = ResourceStatus::default();
+        let now = SystemTime::UNIX_EPOCH;
+        s.slice(id, Ok(Event::Init), &mut status, now);
+        for object in slices {
+            s.slice(id, Ok(Event::InitApply(object)), &mut status, now);
+        }
+        s.slice(id, Ok(Event::InitDone), &mut status, now);
+    }
+
+    fn summary(updates: Vec<LbUpdate>) -> Vec<String> {
+        updates
+            .iter()
+            .map(|u| match u {
+                LbUpdate::Service { key, facts } => format!("svc {key} {}", facts.is_some()),
+                LbUpdate::Slice { key, facts } => format!("slice {key} {}", facts.is_some()),
+                LbUpdate::Synced => "synced".into(),
+            })
+            .collect()
+    }
+
+    /// The set changes again while a replacement watch is listing: that one is
+    /// stopped and a new one started; the Services it covers stay held until it lists,
+    /// and one that stops counting meanwhile is sent at once and never released.
+    #[test]
+    fn a_listing_replacement_is_replaced_when_the_set_changes_again() {
+        let mut s = ScopedSlices::new(BTreeSet::new(), SELECTOR_BYTES, 1);
+        s.services_changed(vec![(ObjectKey::new("n", "a"), Some(lb()))]);
+        assert_eq!(
+            s.take_orders(),
+            [WatchOrder::Start {
+                id: 1,
+                selector: selector(&set(&["a"]))
+            }]
+        );
+        list(&mut s, 1, vec![slice("n", "a-1", "a", "x")]);
+        assert_eq!(
+            summary(s.take_updates()),
+            ["slice n/a-1 true", "svc n/a true"]
+        );
+        assert!(s.listed());
+
+        s.services_changed(vec![(ObjectKey::new("n", "b"), Some(lb()))]);
+        assert_eq!(
+            s.take_orders(),
+            [WatchOrder::Start {
+                id: 2,
+                selector: selector(&set(&["a", "b"]))
+            }]
+        );
+        s.services_changed(vec![(ObjectKey::new("n", "c"), Some(lb()))]);
+        assert_eq!(
+            s.take_orders(),
+            [
+                WatchOrder::Stop { id: 2 },
+                WatchOrder::Start {
+                    id: 3,
+                    selector: selector(&set(&["a", "b", "c"]))
+                }
+            ]
+        );
+        // b stops counting while held: sent at once, never released later.
+        s.services_changed(vec![(
+            ObjectKey::new("n", "b"),
+            Some(ServiceFacts::default()),
+        )]);
+        assert_eq!(summary(s.take_updates()), ["svc n/b true"]);
+        assert_eq!(
+            s.take_orders(),
+            [
+                WatchOrder::Stop { id: 3 },
+                WatchOrder::Start {
+                    id: 4,
+                    selector: selector(&set(&["a", "c"]))
+                }
+            ]
+        );
+        assert!(!s.listed(), "c is held");
+        // An event of a stopped watch changes nothing.
+        list(&mut s, 3, vec![slice("n", "c-9", "c", "x")]);
+        assert!(s.take_updates().is_empty());
+        assert!(!s.listed());
+        list(
+            &mut s,
+            4,
+            vec![slice("n", "a-1", "a", "x"), slice("n", "c-1", "c", "y")],
+        );
+        assert_eq!(
+            summary(s.take_updates()),
+            ["slice n/c-1 true", "svc n/c true"]
+        );
+        assert_eq!(s.take_orders(), [WatchOrder::Stop { id: 1 }]);
+        assert!(s.listed());
+        assert_eq!(s.watch_count(), 1);
+    }
 }
