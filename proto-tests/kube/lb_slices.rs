@@ -532,7 +532,8 @@ async fn no_load_balancer_service_means_no_slice_watch_and_ready() {
             s.lb(2).await,
             ["service default/kubernetes lb=false cluster []", "synced"]
         );
-        s.status(Resource::EndpointSlices, |st| st.synced).await;
+        let st = s.status(Resource::EndpointSlices, |st| st.synced).await;
+        assert!(st.up, "nothing to watch is not down: {st:?}");
         assert!(s.rx.status.borrow().ready());
         let call = s.api.next(Route::Services).await;
         let _services = call.watch();

@@ -182,8 +182,7 @@ impl ScopedSlices {
     }
 
     /// The watches in force and listing.
-    #[cfg(test)]
-    fn watch_count(&self) -> usize {
+    pub(super) fn watch_count(&self) -> usize {
         self.chunks
             .iter()
             .map(|c| usize::from(c.active.is_some()) + usize::from(c.pending.is_some()))

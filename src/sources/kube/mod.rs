@@ -493,11 +493,12 @@ impl WatchState {
                 let status = self.status.entry(Resource::Services).or_default();
                 if let Some(lb) = &mut self.lb {
                     lb.service(*item, status, now);
-                    if lb.slices_listed() {
-                        self.status
-                            .entry(Resource::EndpointSlices)
-                            .or_default()
-                            .synced = true;
+                    let slices = self.status.entry(Resource::EndpointSlices).or_default();
+                    slices.synced |= lb.slices_listed();
+                    // Without a slice watch (no Service to announce) nothing is down:
+                    // the source_up metric must not say otherwise.
+                    if lb.nothing_to_watch() {
+                        slices.up = true;
                     }
                 }
                 Resource::Services

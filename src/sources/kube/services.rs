@@ -202,6 +202,15 @@ impl LbWatch {
         }
     }
 
+    /// Scoped, and no slice watch is needed (no Service to announce): nothing can be
+    /// down.
+    pub(super) fn nothing_to_watch(&self) -> bool {
+        match &self.slices {
+            Slices::All { .. } => false,
+            Slices::Scoped(scoped) => self.services.synced() && scoped.watch_count() == 0,
+        }
+    }
+
     /// The slice watches to start and stop (scoped only).
     pub(super) fn watch_orders(&mut self) -> Vec<WatchOrder> {
         match &mut self.slices {
