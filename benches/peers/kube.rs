@@ -14,7 +14,7 @@ use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use kube::client::Body as KubeBody;
 use podcidr_speaker::sources::kube::{
-    self as kube_source, ConfigMapRef, KubeSourceConfig, Retry, WatchScope,
+    self as kube_source, ConfigMapRef, KubeSourceConfig, Retry, SliceScope, WatchScope,
 };
 use podcidr_speaker::sources::model::IpamOverride;
 use podcidr_speaker::sources::{channel, EventSink, Report, SourceUpdate};
@@ -197,6 +197,7 @@ async fn measure(n: usize, local: bool) -> Measured {
         ipam: IpamOverride::Auto,
         retry: Retry::Fixed(Duration::from_millis(20)),
         load_balancers: false,
+        slices: SliceScope::All,
     };
     let client = kube::Client::new(service, "default");
     let task = tokio::spawn(async move {

@@ -19,7 +19,7 @@ use bytes::Bytes;
 use http::{Request, Response};
 use kube::client::Body as KubeBody;
 use podcidr_speaker::sources::kube::{
-    self as kube_source, ConfigMapRef, KubeSourceConfig, Retry, WatchScope,
+    self as kube_source, ConfigMapRef, KubeSourceConfig, Retry, SliceScope, WatchScope,
 };
 use podcidr_speaker::sources::model::IpamOverride;
 use podcidr_speaker::sources::services::LbUpdate;
@@ -32,11 +32,11 @@ use crate::common::emit;
 use crate::kube::{list_page, objects, param, send_json, Count, NoSink};
 use crate::kube_harness::{config_map, TestBody};
 
-const NODES: usize = 100;
+pub(crate) const NODES: usize = 100;
 
 type Watch = mpsc::UnboundedSender<Result<Bytes, std::io::Error>>;
 
-fn service(i: usize) -> Value {
+pub(crate) fn service(i: usize) -> Value {
     let name = format!("s{i:05}");
     json!({
         "apiVersion": "v1", "kind": "Service",
@@ -59,7 +59,7 @@ fn service(i: usize) -> Value {
     })
 }
 
-fn slice(i: usize, per: usize, rv: u64, unready: Option<usize>) -> Value {
+pub(crate) fn slice(i: usize, per: usize, rv: u64, unready: Option<usize>) -> Value {
     let name = format!("s{i:05}");
     let step = NODES / per;
     let endpoints: Vec<Value> = (0..per)
@@ -177,6 +177,7 @@ async fn measure(services: usize, endpoints: usize, changes: usize) -> Measured 
         ipam: IpamOverride::Auto,
         retry: Retry::Fixed(Duration::from_millis(20)),
         load_balancers: true,
+        slices: SliceScope::All,
     };
     let client = kube::Client::new(svc, "default");
     let task = tokio::spawn(async move {

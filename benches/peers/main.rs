@@ -13,6 +13,7 @@
 //! peers --bench lb SERVICES ENDPOINTS EVENTS             item 7
 //! peers --bench lbplan SERVICES[,S...] ENDPOINTS EVENTS  item 7b (no namespace needed)
 //! peers --bench lbkube SERVICES[,S...] ENDPOINTS CHANGES item 7c (no namespace needed)
+//! peers --bench lbscope SERVICES LBS ENDPOINTS CHANGES item 7d (no namespace needed)
 //! peers --bench report RESULTS.jsonl OUT_DIR            tables (stdout) and chart data
 //! ```
 //!
@@ -44,6 +45,7 @@ mod kube;
 mod lb;
 mod lbkube;
 mod lbplan;
+mod lbscope;
 mod receive;
 mod report;
 mod send;
@@ -80,6 +82,9 @@ fn main() {
             num(endpoints),
             num(changes),
         ),
+        ["lbscope", services, lbs, endpoints, changes] => {
+            lbscope::run(num(services), num(lbs), num(endpoints), num(changes))
+        }
         ["kube", sizes] => kube::run(&sizes.split(',').map(num).collect::<Vec<_>>()),
         ["report", results, out] => report::run(results.as_ref(), out.as_ref()),
         other => {

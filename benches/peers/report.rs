@@ -54,6 +54,7 @@ pub fn run(results: &Path, out: &Path) {
     lb(&rows, &mut md);
     lbplan(&rows, &mut md);
     lbkube(&rows, &mut md);
+    lbscope(&rows, &mut md);
     print!("{md}");
 }
 
@@ -421,7 +422,7 @@ fn lbkube(rows: &[Value], md: &mut String) {
     md.push_str(
         "### 7c. What each speaker pulls for the LoadBalancer facts (mocked API service)\n\n",
     );
-    md.push_str("Per speaker (every speaker watches every Service and EndpointSlice: a Local Service's endpoints may be on any node): requests and response octets of the Service and EndpointSlice lists, then what the watches receive for the endpoint changes. The whole cluster runs one speaker per node.\n\n");
+    md.push_str("Per speaker, with the full watch (`SliceScope::All`: every Service and EndpointSlice; the daemon watches only the LoadBalancer Services' slices, item 7d): requests and response octets of the Service and EndpointSlice lists, then what the watches receive for the endpoint changes. The whole cluster runs one speaker per node.\n\n");
     md.push_str("| Services | ready endpoints | requests | MiB at start | endpoint changes | KiB per 1,000 changes | whole cluster of 100 nodes at start |\n|---|---|---|---|---|---|---|\n");
     for r in &runs {
         let f = |k: &str| r[k].as_f64().unwrap_or(f64::NAN);
@@ -436,6 +437,44 @@ fn lbkube(rows: &[Value], md: &mut String) {
             r["changes"],
             per,
             f("octets") * 100.0 / 1048576.0,
+        );
+    }
+    md.push('\n');
+}
+
+fn lbscope(rows: &[Value], md: &mut String) {
+    let runs: Vec<&Value> = rows.iter().filter(|r| r["item"] == "lbscope").collect();
+    if runs.is_empty() {
+        return;
+    }
+    md.push_str("### 7d. EndpointSlice watches: every slice against those of LoadBalancer Services (mocked API service)\n\n");
+    md.push_str("Per speaker, side by side in one run: `all` watches every EndpointSlice (before), `loadbalancers` only those of the LoadBalancer Services (label selectors). At start: requests, slice watches and response octets (of which the Services' and the slices' lists); then 1,000 endpoint changes of other Services and 1,000 of LoadBalancer Services (octets the watches receive, updates handed on, event to update handed on). Multiplied out: a restart of every speaker of the DaemonSet.\n\n");
+    md.push_str("| watch | Services (LoadBalancer) | endpoints (behind LoadBalancers) | requests | slice watches | MiB at start (Services + slices) | other Services: KiB per 1,000 changes, handed on | LoadBalancers: KiB per 1,000 changes, handed on | handed on p50 / p99 | restart of 1,000 / 5,000 nodes |\n|---|---|---|---|---|---|---|---|---|---|\n");
+    for r in &runs {
+        let f = |k: &str| r[k].as_f64().unwrap_or(f64::NAN);
+        let per = |k: &str| f(k) / f("changes") * 1000.0 / 1024.0;
+        let mib = |k: &str| f(k) / 1048576.0;
+        let _ = writeln!(
+            md,
+            "| {} | {} ({}) | {} ({}) | {} | {} | {:.1} ({:.1} + {:.1}) | {:.1}, {} | {:.1}, {} | {} / {} µs | {:.1} / {:.1} GiB |",
+            r["watch"].as_str().unwrap_or("?"),
+            r["services"],
+            r["load_balancers"],
+            r["endpoints"],
+            r["lb_endpoints"],
+            r["requests"],
+            r["slice_watches"],
+            mib("octets"),
+            mib("service_octets"),
+            mib("slice_octets"),
+            per("other_octets"),
+            r["other_handed_on"],
+            per("lb_octets"),
+            r["lb_handed_on"],
+            r["lb_p50_us"],
+            r["lb_p99_us"],
+            f("octets") * 1000.0 / 1073741824.0,
+            f("octets") * 5000.0 / 1073741824.0,
         );
     }
     md.push('\n');

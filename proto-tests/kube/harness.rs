@@ -184,7 +184,7 @@ impl Call {
             .filter(|kv| !kv.is_empty())
             .map(|kv| {
                 let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
-                (k.to_owned(), v.replace("%3D", "=").replace("%2C", ","))
+                (k.to_owned(), percent_decoded(v))
             })
             .collect()
     }
@@ -262,6 +262,31 @@ impl Call {
     }
 }
 
+/// A query value as sent (`application/x-www-form-urlencoded`), decoded.
+fn percent_decoded(value: &str) -> String {
+    let bytes = value.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' if i + 2 < bytes.len() => {
+                let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).expect("ascii");
+                out.push(u8::from_str_radix(hex, 16).expect("percent escape"));
+                i += 3;
+            }
+            b'+' => {
+                out.push(b' ');
+                i += 1;
+            }
+            b => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).expect("utf-8 query")
+}
+
 /// A held-open watch response.
 pub struct WatchStream {
     tx: mpsc::UnboundedSender<Result<Bytes, std::io::Error>>,
@@ -319,6 +344,11 @@ impl WatchStream {
 
     /// The server ends the watch (timeout).
     pub fn close(self) {}
+
+    /// The watcher dropped this response (its stream was stopped).
+    pub async fn dropped(&self) -> bool {
+        tokio::time::timeout(WAIT, self.tx.closed()).await.is_ok()
+    }
 }
 
 /// A Node as the API returns it.

@@ -10,6 +10,7 @@
 #[path = "../common/sources.rs"]
 mod common;
 mod harness;
+mod lb_slices;
 mod services;
 
 use std::collections::BTreeMap;
@@ -24,7 +25,8 @@ use harness::{
 };
 use ipnet::IpNet;
 use podcidr_speaker::sources::kube::{
-    self as kube_source, BgpConfigMapRef, ConfigMapRef, KubeSourceConfig, Retry, WatchScope,
+    self as kube_source, BgpConfigMapRef, ConfigMapRef, KubeSourceConfig, Retry, SliceScope,
+    WatchScope,
 };
 use podcidr_speaker::sources::model::{
     CidrRefusal, Drift, IpamMode, IpamOverride, NodeView, PoolAllocation, PoolRanges, ViewWarning,
@@ -79,7 +81,7 @@ fn start_on(
     bgp_config: bool,
     ipam: IpamOverride,
 ) -> Running {
-    start_with(api, scope, bgp_config, ipam, false)
+    start_with(api, scope, bgp_config, ipam, false, SliceScope::All)
 }
 
 fn start_with(
@@ -88,6 +90,7 @@ fn start_with(
     bgp_config: bool,
     ipam: IpamOverride,
     load_balancers: bool,
+    slices: SliceScope,
 ) -> Running {
     let (tx, rx) = channel(16);
     let events = Arc::new(RecordingSink::default());
@@ -98,6 +101,7 @@ fn start_with(
         ipam,
         retry: Retry::Fixed(Duration::from_millis(20)),
         load_balancers,
+        slices,
     };
     let sink: Arc<dyn EventSink> = events.clone();
     let task = tokio::spawn(async move {
@@ -838,6 +842,7 @@ async fn source_ends_when_the_receiver_is_dropped() {
             ipam: IpamOverride::Auto,
             retry: Retry::Fixed(Duration::from_millis(20)),
             load_balancers: false,
+            slices: SliceScope::All,
         };
         let source = Source::new(
             rx,

@@ -1,4 +1,5 @@
-//! The LoadBalancer watchers (every Service and EndpointSlice of the cluster) against
+//! The LoadBalancer watchers with the full slice watch (`SliceScope::All`: every Service
+//! and EndpointSlice of the cluster; the scoped watches are `lb_slices.rs`') against
 //! the mocked API service: the real list and watch requests answered with the JSON the
 //! API server sends (ADDED, MODIFIED, DELETED, BOOKMARK, ERROR 410), and the
 //! `SourceUpdate::Lb` deltas after each.
@@ -6,17 +7,17 @@
 use crate::common::bounded;
 use crate::harness::{endpoint_slice, service, Call, MockApi, Route, WatchStream};
 use crate::{assert_list, assert_watch, outage_objects, start_with, sync_cluster, Running};
-use podcidr_speaker::sources::kube::WatchScope;
+use podcidr_speaker::sources::kube::{SliceScope, WatchScope};
 use podcidr_speaker::sources::model::IpamOverride;
 use podcidr_speaker::sources::services::{LbUpdate, TrafficPolicy};
 use podcidr_speaker::sources::{Resource, SourceUpdate};
 use serde_json::{json, Value};
 
-const SERVICES: &str = "/api/v1/services";
-const SLICES: &str = "/apis/discovery.k8s.io/v1/endpointslices";
+pub(crate) const SERVICES: &str = "/api/v1/services";
+pub(crate) const SLICES: &str = "/apis/discovery.k8s.io/v1/endpointslices";
 
 /// One update in a line: what it is about and the facts the planner will use.
-fn describe(update: &LbUpdate) -> String {
+pub(crate) fn describe(update: &LbUpdate) -> String {
     match update {
         LbUpdate::Service {
             key,
@@ -56,7 +57,7 @@ fn describe(update: &LbUpdate) -> String {
 }
 
 impl Running {
-    async fn lb(&mut self, count: usize) -> Vec<String> {
+    pub(crate) async fn lb(&mut self, count: usize) -> Vec<String> {
         let mut out = Vec::new();
         for _ in 0..count {
             match self.update().await {
@@ -69,7 +70,7 @@ impl Running {
 }
 
 /// Answers a list request of the Services' watcher (cluster-wide, no selector).
-fn list_services(call: Call, items: Vec<Value>, resource_version: &str) {
+pub(crate) fn list_services(call: Call, items: Vec<Value>, resource_version: &str) {
     assert_list(&call, SERVICES, None);
     call.list("Service", "v1", items, resource_version);
 }
@@ -86,19 +87,29 @@ fn list_slices(call: Call, items: Vec<Value>, resource_version: &str) {
 }
 
 /// A `type: LoadBalancer` Service.
-fn lb(namespace: &str, name: &str, rv: &str, policy: &str, ips: &[&str]) -> Value {
+pub(crate) fn lb(namespace: &str, name: &str, rv: &str, policy: &str, ips: &[&str]) -> Value {
     service(namespace, name, rv, "LoadBalancer", policy, ips)
 }
 
 /// A cluster-scope source whose Node, CiliumNode and cilium-config lists are answered
-/// and whose first view has been received; its three watches are returned.
+/// and whose first view has been received; its three watches are returned. Every
+/// EndpointSlice is watched ([`SliceScope::All`]).
 async fn started(load_balancers: bool) -> (Running, [WatchStream; 3]) {
+    started_with(load_balancers, SliceScope::All).await
+}
+
+/// As [`started`], with the EndpointSlices of `slices`.
+pub(crate) async fn started_with(
+    load_balancers: bool,
+    slices: SliceScope,
+) -> (Running, [WatchStream; 3]) {
     let mut s = start_with(
         MockApi::start(),
         WatchScope::Cluster,
         false,
         IpamOverride::Kubernetes,
         load_balancers,
+        slices,
     );
     let (nodes, cilium) = outage_objects();
     let watches = sync_cluster(&mut s, nodes, cilium, "kubernetes").await;

@@ -350,6 +350,7 @@ async fn start_sources(
                 ipam: settings.ipam,
                 retry: Retry::KubeDefault,
                 load_balancers: settings.follows_load_balancers(),
+                slices: kube_source::SliceScope::load_balancers(&settings.lb_classes),
             };
             let stop_client = client.clone();
             tasks.spawn(async move {

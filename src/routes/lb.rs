@@ -50,7 +50,9 @@ use super::{Family, NextHop, RouteAttrs};
 use crate::bgp::wire::LargeCommunity;
 use crate::config::{Config, Peer, Protocol};
 use crate::sources::model::{CiliumConfig, Labels};
-use crate::sources::services::{LbUpdate, ObjectKey, ServiceFacts, SliceFacts, TrafficPolicy};
+use crate::sources::services::{
+    self, LbUpdate, ObjectKey, ServiceFacts, SliceFacts, TrafficPolicy,
+};
 
 /// Nodes with this label announce no LoadBalancer IP (Kubernetes' well-known label;
 /// its presence counts, whatever its value, as in MetalLB).
@@ -272,10 +274,7 @@ impl LbContext {
     }
 
     fn class_accepted(&self, class: Option<&Arc<str>>) -> bool {
-        match class {
-            None => self.classes.is_empty(),
-            Some(c) => self.classes.contains(c),
-        }
+        services::class_served(&self.classes, class)
     }
 }
 

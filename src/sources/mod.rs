@@ -36,6 +36,7 @@
 //!     ipam: IpamOverride::Auto,
 //!     retry: Retry::KubeDefault,
 //!     load_balancers: true, // also watch Services and EndpointSlices
+//!     slices: SliceScope::load_balancers(&[]), // only those of LoadBalancer Services
 //! };
 //! tokio::spawn(run(client, config, tx, Arc::new(events)));
 //! while let Some(update) = rx.updates.recv().await {

@@ -15,7 +15,7 @@
 //! of a Service and of an EndpointSlice to their facts is [`super::service_objects`].
 //! Also here: the differences between two sets of facts ([`LbFacts::changes_to`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -66,6 +66,24 @@ pub struct ServiceFacts {
     /// Ingress entries that carry no usable IP (a `hostname` only, or an `ip` that does
     /// not parse), as written, for `plan`/`doctor` and a log line.
     pub ingress_refused: Vec<String>,
+}
+
+impl ServiceFacts {
+    /// A Service this speaker could announce: `type: LoadBalancer` of a class it
+    /// handles ([`class_served`]). The planner's first two rules, and what scopes the
+    /// EndpointSlice watches to the Services whose endpoints matter.
+    pub fn announceable(&self, classes: &BTreeSet<Arc<str>>) -> bool {
+        self.load_balancer && class_served(classes, self.class.as_ref())
+    }
+}
+
+/// Whether a `spec.loadBalancerClass` is handled (`--lb-class`): with no class given,
+/// only Services without a class (MetalLB's rule); otherwise only the classes listed.
+pub fn class_served(classes: &BTreeSet<Arc<str>>, class: Option<&Arc<str>>) -> bool {
+    match class {
+        None => classes.is_empty(),
+        Some(c) => classes.contains(c),
+    }
 }
 
 /// What one EndpointSlice (discovery.k8s.io/v1) says that the planner needs.

@@ -1,7 +1,7 @@
 //! The Kubernetes source: kube-rs watchers for Nodes, CiliumNodes, the cilium-config
 //! ConfigMap and the bgp-config ConfigMap, folded into one [`ClusterState`]; and, when
-//! asked ([`KubeSourceConfig::load_balancers`]), for every Service and EndpointSlice,
-//! sent as LoadBalancer deltas ([`services`]).
+//! asked ([`KubeSourceConfig::load_balancers`]), for every Service and the
+//! EndpointSlices of [`SliceScope`], sent as LoadBalancer deltas ([`services`]).
 //!
 //! - `WatchScope::Local` (the DaemonSet, `--announce local`) watches only its own Node
 //!   and CiliumNode with a `metadata.name` field selector: a 5,000-node cluster costs
@@ -30,11 +30,12 @@
 //! The mapping object -> facts lives in [`super::objects`]; the rules in [`super::model`].
 
 pub mod events;
+pub mod lb_slices;
 pub mod secrets;
 pub mod services;
 pub mod store;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -193,9 +194,38 @@ pub struct KubeSourceConfig {
     pub bgp_config: Option<BgpConfigMapRef>,
     pub ipam: IpamOverride,
     pub retry: Retry,
-    /// Also watch every Service and EndpointSlice and send their LoadBalancer facts
-    /// ([`SourceUpdate::Lb`]). Off, neither is listed nor watched (nor needs RBAC).
+    /// Also watch every Service and the EndpointSlices of `slices` and send their
+    /// LoadBalancer facts ([`SourceUpdate::Lb`]). Off, neither is listed nor watched
+    /// (nor needs RBAC).
     pub load_balancers: bool,
+    /// Which EndpointSlices are watched when `load_balancers` is on.
+    pub slices: SliceScope,
+}
+
+/// Which EndpointSlices the LoadBalancer watchers follow.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SliceScope {
+    /// Only those of the Services this speaker could announce (`type: LoadBalancer`
+    /// of a class in `classes`, the `--lb-class` values; empty: only Services without
+    /// a class), with label selectors of at most `selector_bytes` bytes each
+    /// ([`lb_slices`]). The daemon's.
+    LoadBalancers {
+        classes: BTreeSet<Arc<str>>,
+        selector_bytes: usize,
+    },
+    /// Every EndpointSlice of the cluster, one watch: what each speaker paid before the
+    /// scoped watches; kept to measure one against the other (benches/).
+    All,
+}
+
+impl SliceScope {
+    /// Scoped to the Services of these classes, with the default selector bound.
+    pub fn load_balancers(classes: &[String]) -> Self {
+        Self::LoadBalancers {
+            classes: classes.iter().map(|c| Arc::from(c.as_str())).collect(),
+            selector_bytes: lb_slices::SELECTOR_BYTES,
+        }
+    }
 }
 
 /// Watches the cluster until the receiver is dropped. Never returns an error for API
@@ -212,6 +242,7 @@ pub async fn run(
         out.register(resource);
     }
     let mut inputs = stream::select_all(inputs(&client, &config));
+    let mut slice_watches = BTreeMap::new();
     loop {
         let input = tokio::select! {
             input = inputs.next() => input,
@@ -220,6 +251,16 @@ pub async fn run(
         // The watchers never end; if they did there would be nothing left to follow.
         let Some(input) = input else { return Ok(()) };
         let resource = fold.handle(input, SystemTime::now());
+        for order in fold.slice_watch_orders() {
+            let started = services::carry_out(
+                order,
+                &client,
+                &watch_config(),
+                config.retry,
+                &mut slice_watches,
+            );
+            inputs.extend(started);
+        }
         if let Some(update) = fold.cluster_update(events.as_ref()) {
             out.send(update).await?;
         }
@@ -230,8 +271,11 @@ pub async fn run(
             out.send(SourceUpdate::Lb(update)).await?;
         }
         // After the update is queued, so whoever sees the status also sees the update.
-        let status = fold.status(resource);
-        out.status(resource, |s| *s = status);
+        // A Service event may complete the EndpointSlices' sync (no slice to watch).
+        for resource in fold.touched(resource) {
+            let status = fold.status(resource);
+            out.status(resource, |s| *s = status);
+        }
     }
 }
 
@@ -245,13 +289,21 @@ enum Input {
     BgpConfig(watcher::Result<Event<ConfigMap>>),
     /// Boxed: a Service is the largest object watched.
     Service(Box<watcher::Result<Event<Service>>>),
-    Slice(Box<watcher::Result<Event<EndpointSlice>>>),
+    /// An event of the EndpointSlice watch with this id ([`lb_slices::WatchId`]).
+    Slice(
+        lb_slices::WatchId,
+        Box<watcher::Result<Event<EndpointSlice>>>,
+    ),
+}
+
+/// Every watch's request options. The timeout is the API server's default, explicit
+/// because API_READ_TIMEOUT is derived from it. The u32 conversion cannot fail for 290.
+fn watch_config() -> watcher::Config {
+    watcher::Config::default().timeout(WATCH_TIMEOUT.as_secs() as u32)
 }
 
 fn inputs(client: &Client, config: &KubeSourceConfig) -> Vec<BoxStream<'static, Input>> {
-    // The timeout is the API server's default, explicit because API_READ_TIMEOUT is
-    // derived from it. The u32 conversion cannot fail for 290.
-    let base = || watcher::Config::default().timeout(WATCH_TIMEOUT.as_secs() as u32);
+    let base = watch_config;
     let by_name = |name: &str| base().fields(&format!("metadata.name={name}"));
     let nodes = match &config.scope {
         WatchScope::Local { node } => by_name(node),
@@ -291,7 +343,7 @@ fn inputs(client: &Client, config: &KubeSourceConfig) -> Vec<BoxStream<'static, 
         );
     }
     if config.load_balancers {
-        inputs.extend(services::watchers(client, base(), retry));
+        inputs.extend(services::watchers(client, base(), retry, &config.slices));
     }
     inputs
 }
@@ -333,7 +385,9 @@ impl WatchState {
             cilium_config: Store::new(),
             cilium_config_memory: CiliumConfigMemory::default(),
             bgp_text: Store::new(),
-            lb: config.load_balancers.then(services::LbWatch::new),
+            lb: config
+                .load_balancers
+                .then(|| services::LbWatch::new(&config.slices)),
             status: BTreeMap::new(),
             cluster_dirty: false,
             last_cluster: None,
@@ -439,17 +493,42 @@ impl WatchState {
                 let status = self.status.entry(Resource::Services).or_default();
                 if let Some(lb) = &mut self.lb {
                     lb.service(*item, status, now);
+                    let slices = self.status.entry(Resource::EndpointSlices).or_default();
+                    slices.synced |= lb.slices_listed();
+                    // Without a slice watch (no Service to announce) nothing is down:
+                    // the source_up metric must not say otherwise.
+                    if lb.nothing_to_watch() {
+                        slices.up = true;
+                    }
                 }
                 Resource::Services
             }
-            Input::Slice(item) => {
+            Input::Slice(id, item) => {
                 let status = self.status.entry(Resource::EndpointSlices).or_default();
                 if let Some(lb) = &mut self.lb {
-                    lb.slice(*item, status, now);
+                    lb.slice(id, *item, status, now);
                 }
                 Resource::EndpointSlices
             }
         }
+    }
+
+    /// The resources whose status an event of `resource` may have changed.
+    fn touched(&self, resource: Resource) -> Vec<Resource> {
+        match resource {
+            Resource::Services if self.lb.is_some() => {
+                vec![Resource::Services, Resource::EndpointSlices]
+            }
+            other => vec![other],
+        }
+    }
+
+    /// The EndpointSlice watches to start and stop.
+    fn slice_watch_orders(&mut self) -> Vec<lb_slices::WatchOrder> {
+        self.lb
+            .as_mut()
+            .map(services::LbWatch::watch_orders)
+            .unwrap_or_default()
     }
 
     /// The LoadBalancer deltas to send, in order (none unless watched).

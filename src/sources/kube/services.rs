@@ -1,16 +1,20 @@
-//! The LoadBalancer watchers: every Service (core/v1) and every EndpointSlice
-//! (discovery.k8s.io/v1) of the cluster, folded into their facts and sent as
-//! [`LbUpdate`] deltas.
+//! The LoadBalancer watchers: every Service (core/v1) of the cluster and the
+//! EndpointSlices (discovery.k8s.io/v1) of the Services this speaker could announce
+//! ([`super::lb_slices`]; every EndpointSlice with [`SliceScope::All`]), folded into
+//! their facts and sent as [`LbUpdate`] deltas.
 //!
 //! - Cluster-wide in both scopes: a `Local` Service's endpoints may be on any node, and
 //!   a `Cluster` Service is announced from every node while any endpoint is ready.
+//! - The Services are all watched: their facts say which ones count (type, class), and
+//!   a type change away from LoadBalancer must reach the planner.
 //! - Only the facts are kept ([`ServiceFacts`], [`SliceFacts`]), never the objects: an
 //!   edit that changes no fact (status conditions, annotations, ports) sends nothing.
 //! - A relist (the first list, a 410 Gone, a reconnect) is applied at its end and sends
 //!   exactly the differences against what was sent before: additions, changes, then
 //!   deletions of the objects the new list no longer holds.
 //! - [`LbUpdate::Synced`] is sent once, after the first complete list of both kinds
-//!   (and the updates of those lists).
+//!   (and the updates of those lists); scoped, after the Services' list and the lists
+//!   of the slice watches it started.
 //! - An object whose facts cannot be read (no name; a Service with an
 //!   `externalTrafficPolicy` Kubernetes does not know) is logged, counted in the
 //!   resource's errors and skipped; its last good facts stay in force.
@@ -21,7 +25,7 @@
 
 use std::time::SystemTime;
 
-use futures::stream::BoxStream;
+use futures::stream::{AbortHandle, Abortable, BoxStream};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -29,8 +33,9 @@ use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
 use kube::{Api, Client};
 
+use super::lb_slices::{ScopedSlices, WatchId, WatchOrder};
 use super::store::Store;
-use super::{step, Input, RetryBackoff};
+use super::{step, Input, RetryBackoff, SliceScope};
 use crate::sources::service_objects::{self, Names};
 use crate::sources::services::{LbUpdate, ObjectKey, ServiceFacts, SliceFacts};
 use crate::sources::{RefusedIngress, Resource, ResourceStatus};
@@ -38,42 +43,110 @@ use crate::sources::{RefusedIngress, Resource, ResourceStatus};
 /// The resources these watchers follow, for readiness and metrics.
 pub const RESOURCES: [Resource; 2] = [Resource::Services, Resource::EndpointSlices];
 
-/// The two cluster-wide watchers, as inputs of the kube source's loop.
+/// The watch id of the one cluster-wide EndpointSlice watch of [`SliceScope::All`];
+/// the scoped watches get ids above it.
+const ALL_SLICES: WatchId = 0;
+
+/// The watchers started with the source: every Service, and with [`SliceScope::All`]
+/// every EndpointSlice (scoped, the slice watches are started by [`LbWatch`]'s orders).
 pub(super) fn watchers(
     client: &Client,
     config: watcher::Config,
     retry: super::Retry,
+    scope: &SliceScope,
 ) -> Vec<BoxStream<'static, Input>> {
-    vec![
+    let mut out = vec![
         watcher::watcher(Api::<Service>::all(client.clone()), config.clone())
             .backoff(RetryBackoff::new(retry))
             .map(|item| Input::Service(Box::new(item)))
             .boxed(),
-        watcher::watcher(Api::<EndpointSlice>::all(client.clone()), config)
-            .backoff(RetryBackoff::new(retry))
-            .map(|item| Input::Slice(Box::new(item)))
-            .boxed(),
-    ]
+    ];
+    if *scope == SliceScope::All {
+        out.push(slice_watcher(client, config, retry, ALL_SLICES));
+    }
+    out
+}
+
+/// One cluster-wide EndpointSlice watcher (with `config`'s selector), its events
+/// tagged with `id`.
+fn slice_watcher(
+    client: &Client,
+    config: watcher::Config,
+    retry: super::Retry,
+    id: WatchId,
+) -> BoxStream<'static, Input> {
+    watcher::watcher(Api::<EndpointSlice>::all(client.clone()), config)
+        .backoff(RetryBackoff::new(retry))
+        .map(move |item| Input::Slice(id, Box::new(item)))
+        .boxed()
+}
+
+/// Carries out one [`WatchOrder`]: a started watch is returned, to be polled with the
+/// other inputs, and its abort handle kept in `running`; a stopped one is aborted (its
+/// stream ends, its connection is dropped).
+pub(super) fn carry_out(
+    order: WatchOrder,
+    client: &Client,
+    config: &watcher::Config,
+    retry: super::Retry,
+    running: &mut std::collections::BTreeMap<WatchId, AbortHandle>,
+) -> Option<BoxStream<'static, Input>> {
+    match order {
+        WatchOrder::Start { id, selector } => {
+            let (handle, registration) = AbortHandle::new_pair();
+            running.insert(id, handle);
+            let watch = slice_watcher(client, config.clone().labels(&selector), retry, id);
+            Some(Abortable::new(watch, registration).boxed())
+        }
+        WatchOrder::Stop { id } => {
+            if let Some(handle) = running.remove(&id) {
+                handle.abort();
+            }
+            None
+        }
+    }
 }
 
 /// The Services' and EndpointSlices' facts as sent, and what is still to send.
 pub(super) struct LbWatch {
     services: Store<ServiceFacts, ObjectKey>,
-    slices: Store<SliceFacts, ObjectKey>,
+    slices: Slices,
     synced_sent: bool,
     refused: RefusedIngress,
-    /// The node names of every slice, shared.
-    names: Names,
+}
+
+/// The EndpointSlices' side, by [`SliceScope`].
+enum Slices {
+    /// One watch of every slice.
+    All {
+        store: Store<SliceFacts, ObjectKey>,
+        /// The node names of every slice, shared.
+        names: Names,
+    },
+    Scoped(Box<ScopedSlices>),
 }
 
 impl LbWatch {
-    pub(super) fn new() -> Self {
+    pub(super) fn new(scope: &SliceScope) -> Self {
+        let slices = match scope {
+            SliceScope::All => Slices::All {
+                store: Store::tracking(),
+                names: Names::default(),
+            },
+            SliceScope::LoadBalancers {
+                classes,
+                selector_bytes,
+            } => Slices::Scoped(Box::new(ScopedSlices::new(
+                classes.clone(),
+                *selector_bytes,
+                ALL_SLICES + 1,
+            ))),
+        };
         Self {
             services: Store::tracking(),
-            slices: Store::tracking(),
+            slices,
             synced_sent: false,
             refused: RefusedIngress::default(),
-            names: Names::default(),
         }
     }
 
@@ -92,45 +165,85 @@ impl LbWatch {
             now,
             |s| service_objects::service_facts(s).map(|(_, facts)| facts),
         );
+        if let Slices::Scoped(scoped) = &mut self.slices {
+            scoped.services_changed(self.services.take_changes());
+        }
     }
 
-    /// Applies one EndpointSlice watcher event.
+    /// Applies one event of the EndpointSlice watch `id`.
     pub(super) fn slice(
         &mut self,
+        id: WatchId,
         item: watcher::Result<Event<EndpointSlice>>,
         status: &mut ResourceStatus,
         now: SystemTime,
     ) {
-        let names = &mut self.names;
-        step(
-            Resource::EndpointSlices,
-            &mut self.slices,
-            status,
-            item,
-            now,
-            |s| service_objects::slice_facts(s, names).map(|(_, facts)| facts),
-        );
+        match &mut self.slices {
+            Slices::All { store, names } => {
+                step(Resource::EndpointSlices, store, status, item, now, |s| {
+                    service_objects::slice_facts(s, names).map(|(_, facts)| facts)
+                });
+            }
+            Slices::Scoped(scoped) => {
+                scoped.slice(id, item, status, now);
+                // One watch's list is not all of them: synced when every watch has
+                // listed, and from then on.
+                status.synced = self.synced_sent || self.services.synced() && scoped.listed();
+            }
+        }
+    }
+
+    /// The EndpointSlices count as listed: the cluster-wide watch listed, or (scoped)
+    /// the Services listed and every slice watch they asked for.
+    pub(super) fn slices_listed(&self) -> bool {
+        match &self.slices {
+            Slices::All { store, .. } => store.synced(),
+            Slices::Scoped(scoped) => self.synced_sent || self.services.synced() && scoped.listed(),
+        }
+    }
+
+    /// Scoped, and no slice watch is needed (no Service to announce): nothing can be
+    /// down.
+    pub(super) fn nothing_to_watch(&self) -> bool {
+        match &self.slices {
+            Slices::All { .. } => false,
+            Slices::Scoped(scoped) => self.services.synced() && scoped.watch_count() == 0,
+        }
+    }
+
+    /// The slice watches to start and stop (scoped only).
+    pub(super) fn watch_orders(&mut self) -> Vec<WatchOrder> {
+        match &mut self.slices {
+            Slices::All { .. } => Vec::new(),
+            Slices::Scoped(scoped) => scoped.take_orders(),
+        }
     }
 
     /// The updates to send, in order: the changes of the events applied since the last
     /// call, then [`LbUpdate::Synced`] once both kinds have been listed.
     pub(super) fn updates(&mut self) -> Vec<LbUpdate> {
-        let mut out: Vec<LbUpdate> = self
-            .services
-            .take_changes()
-            .into_iter()
-            .map(|(key, facts)| LbUpdate::Service { key, facts })
-            .collect();
-        out.extend(
-            self.slices
-                .take_changes()
-                .into_iter()
-                .map(|(key, facts)| LbUpdate::Slice { key, facts }),
-        );
+        let mut out: Vec<LbUpdate> = match &mut self.slices {
+            Slices::All { store, .. } => {
+                let mut out: Vec<LbUpdate> = self
+                    .services
+                    .take_changes()
+                    .into_iter()
+                    .map(|(key, facts)| LbUpdate::Service { key, facts })
+                    .collect();
+                out.extend(
+                    store
+                        .take_changes()
+                        .into_iter()
+                        .map(|(key, facts)| LbUpdate::Slice { key, facts }),
+                );
+                out
+            }
+            Slices::Scoped(scoped) => scoped.take_updates(),
+        };
         for update in &out {
             self.refused.observe(update);
         }
-        if !self.synced_sent && self.services.synced() && self.slices.synced() {
+        if !self.synced_sent && self.services.synced() && self.slices_listed() {
             self.synced_sent = true;
             out.push(LbUpdate::Synced);
         }
