@@ -368,10 +368,16 @@ fn rolling_upgrade_keeps_every_path() {
     rig.assert_n2_holds(row);
 }
 
-/// A leaving row: n1's Node goes through `states`, then SIGTERM: the decision logged,
+/// A leaving row: n1 (with `n1_args`) started, its Node through `states`, then SIGTERM: the decision logged,
 /// every path of n1 drained at both switches, n2's untouched.
-fn leaving_row(ns: &crate::harness::netns::Netns, row: &str, states: &[NodeSpec], decision: &str) {
-    let mut rig = Rig::start(ns);
+fn leaving_row(
+    ns: &crate::harness::netns::Netns,
+    n1_args: &[&str],
+    row: &str,
+    states: &[NodeSpec],
+    decision: &str,
+) {
+    let mut rig = Rig::start_with(ns, n1_args);
     for state in states {
         rig.set_n1(state.clone());
     }
@@ -389,13 +395,7 @@ fn on_stop_leave_forces_the_drain() {
     let Some(ns) = isolated!(&rig_addrs(), Duration::from_secs(180)) else {
         return;
     };
-    let mut rig = Rig::start_with(&ns, &["--on-stop=leave"]);
-    let row = "--on-stop leave";
-    let tl = rig.stop_n1(GRACE + Duration::from_secs(4));
-    eprintln!("{}", tl.describe(row));
-    assert!(rig.log_has("forced"), "{}", rig.n1.log_tail(30));
-    assert_left(&tl, row);
-    rig.assert_n2_holds(row);
+    leaving_row(&ns, &["--on-stop=leave"], "--on-stop leave", &[], "forced");
 }
 
 #[test]
@@ -412,6 +412,7 @@ fn drain_and_reboot_drains_every_path() {
     shutting_down.shutting_down = true;
     leaving_row(
         &ns,
+        &[],
         "drain + reboot",
         &[drained, shutting_down],
         "shutting-down",
@@ -461,7 +462,7 @@ fn autoscaler_scale_down_drains_every_path() {
     let mut n1 = node(1);
     n1.unschedulable = true;
     n1.taints = vec!["ToBeDeletedByClusterAutoscaler".into()];
-    leaving_row(&ns, "autoscaler scale-down", &[n1], "scale-down");
+    leaving_row(&ns, &[], "autoscaler scale-down", &[n1], "scale-down");
 }
 
 #[test]
