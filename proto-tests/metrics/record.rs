@@ -743,7 +743,7 @@ fn readiness_waits_for_sessions_and_the_gate_within_the_timeout() {
     m.record_session_state(a, State::Established, State::Idle, t(6));
     assert!(!at(5).ready);
     assert!(m.readiness_at(Instant::now() + timeout).ready);
-    m.record_shutting_down();
+    m.record_stop(podcidr_speaker::routes::stop::StopKind::Restart);
     assert_eq!(
         m.readiness_at(Instant::now() + timeout).reasons,
         vec!["shutting down"]

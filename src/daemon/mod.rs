@@ -565,7 +565,8 @@ impl Daemon {
             on_stop = self.settings.on_stop.as_str(),
             pod_cidrs = ?classes.pod_cidrs,
             load_balancer = ?classes.load_balancer,
-            "stop decision: {note}"
+            note = %note,
+            "stop decision"
         );
         self.metrics.record_stop(kind);
         if let (Some(events), Some(node)) = (&self.stop_events, self.settings.node.as_deref()) {

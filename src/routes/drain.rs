@@ -169,11 +169,6 @@ impl Drain {
     pub fn is_done(&self) -> bool {
         self.phase == Phase::Done
     }
-
-    /// The grace period is over: the drained classes are being withdrawn.
-    pub fn withdrawing(&self) -> bool {
-        self.phase != Phase::Marked
-    }
 }
 
 /// The two layers (pod CIDRs, LoadBalancer routes) a peer must hold after a drain's
@@ -286,10 +281,7 @@ impl ExclusionDrain {
 /// `attrs` with GRACEFUL_SHUTDOWN (65535:0) among its communities.
 fn mark(attrs: &LbAttrs) -> LbAttrs {
     let mut marked = attrs.clone();
-    let gshut = crate::config::Community::GRACEFUL_SHUTDOWN.0;
-    if let Err(at) = marked.communities.binary_search(&gshut) {
-        marked.communities.insert(at, gshut);
-    }
+    super::add_graceful_shutdown(&mut marked.communities);
     marked
 }
 

@@ -139,16 +139,21 @@ pub struct GracefulShutdownMark {
     marked: HashMap<Arc<RouteAttrs>, Arc<RouteAttrs>>,
 }
 
+/// Adds GRACEFUL_SHUTDOWN (65535:0, RFC 8326) to sorted, deduplicated communities.
+pub fn add_graceful_shutdown(communities: &mut Vec<u32>) {
+    let gshut = crate::config::Community::GRACEFUL_SHUTDOWN.0;
+    if let Err(at) = communities.binary_search(&gshut) {
+        communities.insert(at, gshut);
+    }
+}
+
 impl GracefulShutdownMark {
     pub fn mark(&mut self, attrs: &Arc<RouteAttrs>) -> Arc<RouteAttrs> {
-        let gshut = crate::config::Community::GRACEFUL_SHUTDOWN.0;
         self.marked
             .entry(Arc::clone(attrs))
             .or_insert_with(|| {
                 let mut a = (**attrs).clone();
-                if let Err(at) = a.communities.binary_search(&gshut) {
-                    a.communities.insert(at, gshut);
-                }
+                add_graceful_shutdown(&mut a.communities);
                 Arc::new(a)
             })
             .clone()

@@ -192,18 +192,6 @@ impl StopKind {
         }
     }
 
-    /// Every value [`StopKind::as_str`] gives (for metric label pre-registration).
-    pub const LABELS: [&'static str; 8] = [
-        "restart",
-        "cordoned",
-        "forced",
-        "node-deleted",
-        "node-deleting",
-        "out-of-service",
-        "shutting-down",
-        "scale-down",
-    ];
-
     /// What each route class gets.
     pub fn classes(self) -> ClassStops {
         match self {
@@ -558,13 +546,6 @@ mod tests {
             c(StopKind::Leaving(LeaveReason::ShuttingDown)),
             (Drain, Drain)
         );
-        for k in [
-            StopKind::Restart,
-            StopKind::Cordoned,
-            StopKind::Leaving(LeaveReason::ScaleDown),
-        ] {
-            assert!(StopKind::LABELS.contains(&k.as_str()));
-        }
     }
 
     fn facts(established: bool, gr: bool, grace: u64) -> SessionFacts {

@@ -297,7 +297,7 @@ pub fn log_report(report: &Report) {
             decision,
             note,
             ..
-        } => info!(node = %node, decision, "{note}"),
+        } => info!(node = %node, decision, note = %note, "speaker stopping"),
     }
 }
 

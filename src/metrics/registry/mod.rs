@@ -203,11 +203,6 @@ impl Metrics {
         self.lock().planned = true;
     }
 
-    /// SIGTERM: `/readyz` fails from now on.
-    pub fn record_shutting_down(&self) {
-        self.lock().shutting_down = true;
-    }
-
     /// The stop decision (`routes::stop::decide`): `/readyz` fails from now on, and the
     /// decision shows in `/status` and as `stop_decision{decision}` while the sessions
     /// end (a drain lasts the grace period, so a scrape sees it).
