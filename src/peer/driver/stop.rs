@@ -7,8 +7,7 @@ use super::{LinkRole, Task};
 use crate::bfd::coupling::Verdict;
 use crate::bgp::session::{Input, State, StopReason};
 use crate::routes::drain::{self, Drain, DrainAction, DrainInput, RouteClass, Treatment};
-use crate::routes::stop::Shutdown;
-use crate::routes::stop::{self as stop_rule, SessionFacts, SessionStop};
+use crate::routes::stop::{self as stop_rule, SessionFacts, SessionStop, Shutdown};
 use std::time::Instant;
 use tracing::{info, warn};
 
