@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use podcidr_speaker::bgp::session::{SessionError, State, Stats};
+use podcidr_speaker::bgp::session::{Finding, SessionError, State, Stats};
 use podcidr_speaker::bgp::wire::{Afi, AfiSafi, MessageType};
 use podcidr_speaker::config::state::ConfigState;
 use podcidr_speaker::config::PeerKey;
@@ -396,13 +396,14 @@ fn removing_a_peer_deletes_every_series_it_had_and_only_those() {
         m.set_received(k, Afi::IPV4, 1);
         m.record_peer_status(&peer_status(k, 2, None), SystemTime::now());
         m.record_session_state(k, State::Established, State::Idle, t(3));
+        m.record_collision_cease(k);
     }
     let before = scrape(&m);
     let a_series = before.with_label("peer", "192.0.2.1:179").len();
     let b_series = before.with_label("peer", "192.0.2.2:179").len();
     // up, six states, established, flaps, 2 message types, 2 notifications, 2
-    // announced families, 1 received, pending.
-    assert_eq!(a_series, 17);
+    // announced families, 1 received, pending, collision Ceases, second speaker.
+    assert_eq!(a_series, 19);
     assert_eq!(a_series, b_series);
 
     m.remove_peer(a);
@@ -992,6 +993,7 @@ fn peer_status(key: PeerKey, pending: usize, last_error: Option<SessionError>) -
         next_retry: None,
         finished: false,
         bfd: None,
+        second_speaker: None,
     }
 }
 
@@ -1296,4 +1298,51 @@ fn loadbalancer_counts_are_exposed_per_reason_and_in_the_status() {
         ]
         .into()
     );
+}
+
+/// The second-speaker watch's reports through the observer: the counter per peer, the
+/// gauge and the `/status` entry while the finding stands, both gone once it clears.
+#[test]
+fn a_suspected_second_speaker_is_a_gauge_a_counter_and_a_status_entry() {
+    let m = Arc::new(Metrics::new());
+    let o = PeerMetrics::new(Arc::clone(&m));
+    let a = peer("192.0.2.1", 179);
+    let p = [("peer", "192.0.2.1:179")];
+    m.add_peer(a, 65001, SystemTime::now());
+    let s = scrape(&m);
+    assert_eq!(v(&s, "podcidr_speaker_collision_ceases_total", &p), 0.0);
+    assert_eq!(v(&s, "podcidr_speaker_second_speaker_suspected", &p), 0.0);
+    for _ in 0..3 {
+        o.collision_cease(&a, 7);
+    }
+    let finding = Finding {
+        since: Instant::now() - Duration::from_secs(60),
+        signs: 3,
+        last_subcode: 7,
+        window: Duration::from_secs(300),
+    };
+    o.second_speaker(&a, Some(&finding));
+    let s = scrape(&m);
+    assert_eq!(v(&s, "podcidr_speaker_collision_ceases_total", &p), 3.0);
+    assert_eq!(v(&s, "podcidr_speaker_second_speaker_suspected", &p), 1.0);
+    let status = m.status(SystemTime::now(), Instant::now());
+    assert_eq!(status.peers[0].collision_ceases, 3);
+    let x = status.peers[0].second_speaker.clone().expect("suspected");
+    let age = unix_now().saturating_sub(x.since_unix);
+    assert!((59..=62).contains(&age), "raised {age} s ago");
+    assert_eq!((x.ceases, x.window_seconds, x.last_subcode), (3, 300, 7));
+    assert!(x.message.contains("ss -tnp"), "{}", x.message);
+
+    o.second_speaker(&a, None);
+    let s = scrape(&m);
+    assert_eq!(v(&s, "podcidr_speaker_second_speaker_suspected", &p), 0.0);
+    assert_eq!(v(&s, "podcidr_speaker_collision_ceases_total", &p), 3.0);
+    let status = m.status(SystemTime::now(), Instant::now());
+    assert_eq!(status.peers[0].second_speaker, None);
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }

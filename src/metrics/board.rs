@@ -207,6 +207,28 @@ pub struct PeerReport {
     /// otherwise, and in documents of older speakers).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bfd: Option<BfdReport>,
+    /// Ceases refusing a connection while the speaker had no other to the peer (absent
+    /// in documents of older speakers).
+    #[serde(default)]
+    pub collision_ceases: u64,
+    /// Another BGP speaker on this node seems to peer with the switch from the same
+    /// address (absent while not suspected, and in documents of older speakers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub second_speaker: Option<SecondSpeakerReport>,
+}
+
+/// The second-speaker finding (`bgp::session::second_speaker`) as `/status` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SecondSpeakerReport {
+    /// When it was raised, seconds since the Unix epoch.
+    pub since_unix: u64,
+    /// Collision Ceases within the window.
+    pub ceases: u64,
+    pub window_seconds: u64,
+    /// The Cease subcode of the latest (5, 6 or 7).
+    pub last_subcode: u8,
+    /// What it probably means and what to check.
+    pub message: String,
 }
 
 /// A peer's BFD session as `/status` shows it.

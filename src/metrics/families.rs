@@ -62,6 +62,8 @@ pub(super) struct Families {
     pub(super) received: IntGaugeVec,
     pub(super) not_announced: IntCounterVec,
     pub(super) unannounceable: IntGaugeVec,
+    pub(super) collision_ceases: IntCounterVec,
+    pub(super) second_speaker: IntGaugeVec,
     pub(super) config_loaded: IntGauge,
     pub(super) config_reload_ok: IntGauge,
     pub(super) config_reload_time: prometheus::Gauge,
@@ -171,6 +173,20 @@ impl Families {
                  address of the prefix's family for the peer's session: set next-hop-v4/v6), \
                  no_internal_ip (cluster mode: the node has no InternalIP of the family).",
                 &["peer", "afi", "reason"],
+            ),
+            collision_ceases: r.counter_vec(
+                "collision_ceases_total",
+                "Ceases refusing a connection (6/7 collision resolution, 6/5 connection \
+                 rejected, 6/6 before Established) received while the speaker had no other \
+                 connection to the peer.",
+                &["peer"],
+            ),
+            second_speaker: r.gauge_vec(
+                "second_speaker_suspected",
+                "1 while the peer's refusals say another BGP speaker on this node peers \
+                 with it from the same address (3 collision Ceases within the window; \
+                 cleared after a quiet period).",
+                &["peer"],
             ),
             config_loaded: r.gauge("config_loaded", "1 when a valid bgp-config is in force."),
             config_reload_ok: r.gauge(

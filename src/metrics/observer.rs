@@ -10,11 +10,11 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::Metrics;
 use crate::bfd::{Diag, State as BfdState};
-use crate::bgp::session::State;
+use crate::bgp::session::{Finding, State};
 use crate::bgp::wire::{AfiSafi, MessageType};
 use crate::config::PeerKey;
 use crate::peer::{BfdObserver, BfdStatus, Direction, PeerError, PeerObserver, RouteRefusal};
@@ -84,6 +84,19 @@ impl PeerObserver for PeerMetrics {
     fn not_announced(&self, peer: &PeerKey, afi: AfiSafi, reason: RouteRefusal, count: u64) {
         self.metrics
             .record_not_announced(*peer, afi.afi, reason, count);
+    }
+
+    fn collision_cease(&self, peer: &PeerKey, _subcode: u8) {
+        self.metrics.record_collision_cease(*peer);
+    }
+
+    fn second_speaker(&self, peer: &PeerKey, finding: Option<&Finding>) {
+        // The finding's time on the wall clock: `since` is on the task's monotonic one.
+        let finding = finding.map(|f| {
+            let ago = Instant::now().saturating_duration_since(f.since);
+            (SystemTime::now().checked_sub(ago).unwrap_or(UNIX_EPOCH), *f)
+        });
+        self.metrics.record_second_speaker(*peer, finding);
     }
 
     fn error(&self, peer: &PeerKey, error: &PeerError) {

@@ -57,7 +57,7 @@ pub use observer::{Direction, NoopObserver, PeerObserver};
 pub use spec::{PeerSpec, Resolved, RunOverrides, CONNECT_TIMEOUT};
 pub use transport::{Transport, TtlPolicy, DIRECT_TTL, MAX_TTL};
 
-use crate::bgp::session::{Negotiated, State, Stats};
+use crate::bgp::session::{Finding, Negotiated, State, Stats};
 use crate::bgp::wire::AfiSafi;
 use crate::config::PeerKey;
 use crate::routes::DesiredRoutes;
@@ -103,6 +103,9 @@ pub struct PeerStatus {
     pub finished: bool,
     /// The peer's BFD session, when it has one.
     pub bfd: Option<BfdStatus>,
+    /// Another speaker on this node seems to peer with the switch from our address
+    /// (`bgp::session::second_speaker`).
+    pub second_speaker: Option<Finding>,
 }
 
 impl PeerStatus {
@@ -122,6 +125,7 @@ impl PeerStatus {
             next_retry: None,
             finished: false,
             bfd: None,
+            second_speaker: None,
         }
     }
 }

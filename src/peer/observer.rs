@@ -6,7 +6,7 @@
 //! pair. The one free text, a NOTIFICATION's, is for logs and must not become a label.
 
 use super::PeerError;
-use crate::bgp::session::State;
+use crate::bgp::session::{Finding, State};
 use crate::bgp::wire::{AfiSafi, MessageType};
 use crate::config::PeerKey;
 use std::fmt;
@@ -48,6 +48,13 @@ pub trait PeerObserver: Send + Sync {
     /// and, for Cease subcodes 2 and 4, the RFC 9003 shutdown communication.
     fn notification(&self, _peer: &PeerKey, _dir: Direction, _code: u8, _subcode: u8, _text: &str) {
     }
+
+    /// A Cease refusing a connection (`subcode` 5, 6 or 7) arrived while we had no
+    /// other connection to the peer: a sign of another speaker from our address.
+    fn collision_cease(&self, _peer: &PeerKey, _subcode: u8) {}
+
+    /// The second-speaker finding was raised or updated (`Some`), or cleared (`None`).
+    fn second_speaker(&self, _peer: &PeerKey, _finding: Option<&Finding>) {}
 
     /// The peer now holds `count` prefixes of `afi` from us (the Adj-RIB-Out size).
     fn announced(&self, _peer: &PeerKey, _afi: AfiSafi, _count: u64) {}

@@ -165,6 +165,22 @@ impl fmt::Display for Summary<'_> {
                 write!(f, "{t}")?;
             }
         }
+        if s.peers.iter().any(|p| p.second_speaker.is_some()) {
+            writeln!(f, "\nSecond BGP speaker suspected")?;
+            for p in &s.peers {
+                if let Some(x) = &p.second_speaker {
+                    writeln!(
+                        f,
+                        "  {} (since {}, {} collision Ceases in all): {}; check: ss -tnp dst {}",
+                        p.peer,
+                        ago(Some(x.since_unix)),
+                        p.collision_ceases,
+                        x.message,
+                        p.peer
+                    )?;
+                }
+            }
+        }
         if s.peers.iter().any(|p| !p.unannounceable.is_empty()) {
             writeln!(f, "\nNot announced to peers (no route planned)")?;
             for u in s.peers.iter().flat_map(|p| &p.unannounceable) {
@@ -468,6 +484,8 @@ mod tests {
             routes: Some(routes),
             unannounceable: Vec::new(),
             bfd: None,
+            collision_ceases: 0,
+            second_speaker: None,
         }
     }
 
@@ -651,5 +669,50 @@ mod tests {
             text.contains("STOPPING: cordoned (pod CIDRs: keep, LoadBalancer routes: drain)"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_suspected_second_speaker_is_listed_with_what_to_check() {
+        let p = PeerReport {
+            collision_ceases: 5,
+            second_speaker: Some(crate::metrics::board::SecondSpeakerReport {
+                since_unix: 880,
+                ceases: 3,
+                window_seconds: 300,
+                last_subcode: 7,
+                message: "another BGP speaker probably peers".to_owned(),
+            }),
+            ..peer_report(RoutesReport::unanswered(0))
+        };
+        let status = |peers: Vec<PeerReport>| Status {
+            version: "0".to_owned(),
+            now_unix: 1000,
+            node: None,
+            alive: true,
+            ready: true,
+            ready_reasons: vec![],
+            gate: None,
+            config: Default::default(),
+            sources: vec![],
+            view: None,
+            peers,
+            stopping: None,
+            lb: None,
+        };
+        let text = Summary(&status(vec![p.clone()])).to_string();
+        assert!(
+            text.contains(
+                "Second BGP speaker suspected\n  100.64.0.2:179 (since 00:02:00 ago, 5 collision \
+                 Ceases in all): another BGP speaker probably peers; check: ss -tnp dst \
+                 100.64.0.2:179\n"
+            ),
+            "{text}"
+        );
+        let quiet = PeerReport {
+            second_speaker: None,
+            ..p
+        };
+        let text = Summary(&status(vec![quiet])).to_string();
+        assert!(!text.contains("Second BGP speaker"), "{text}");
     }
 }

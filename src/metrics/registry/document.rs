@@ -8,7 +8,7 @@ use std::time::{Duration, Instant, SystemTime};
 use super::{whole_seconds, Metrics};
 use crate::bfd::{Diag, State as BfdState};
 use crate::bgp::session::State;
-use crate::metrics::board::{BfdReport, PeerReport, SourceReport, Status};
+use crate::metrics::board::{BfdReport, PeerReport, SecondSpeakerReport, SourceReport, Status};
 
 impl Metrics {
     /// The `/status` document at `now`.
@@ -86,6 +86,14 @@ impl Metrics {
                         packets_sent: b.packets_sent,
                         packets_received: b.packets_received,
                         packets_dropped: b.packets_dropped,
+                    }),
+                    collision_ceases: e.collision_ceases,
+                    second_speaker: e.second_speaker.map(|(since, f)| SecondSpeakerReport {
+                        since_unix: whole_seconds(since),
+                        ceases: u64::try_from(f.signs).unwrap_or(u64::MAX),
+                        window_seconds: f.window.as_secs(),
+                        last_subcode: f.last_subcode,
+                        message: f.to_string(),
                     }),
                 })
                 .collect(),

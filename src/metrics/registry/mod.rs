@@ -29,7 +29,7 @@ use super::board::{
 use super::families::Families;
 use super::readiness::{Readiness, ReadinessFacts, ReadinessRule, SessionFact};
 use crate::bfd::{Diag, State as BfdState};
-use crate::bgp::session::State;
+use crate::bgp::session::{Finding, State};
 use crate::config::PeerKey;
 use crate::peer::{Beat, RoutesQuery};
 use crate::routes::stop::StopKind;
@@ -113,6 +113,10 @@ struct PeerEntry {
     down_since: Option<Instant>,
     /// The peer's BFD session, while it has one (its series exist only then).
     bfd: Option<BfdEntry>,
+    /// Collision Ceases no connection of ours explained (`collision_ceases_total`).
+    collision_ceases: u64,
+    /// The second-speaker finding while it stands, with when it was raised.
+    second_speaker: Option<(SystemTime, Finding)>,
 }
 
 /// What `/status` shows of a peer's BFD session besides its series.

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Instant, SystemTime};
 
 use super::{saturating_i64, unix_seconds, Inner, Metrics, PeerEntry};
-use crate::bgp::session::State;
+use crate::bgp::session::{Finding, State};
 use crate::bgp::wire::{Afi, ErrorKind, MessageType};
 use crate::config::PeerKey;
 use crate::metrics::board::UnannounceableReport;
@@ -84,6 +84,8 @@ impl Metrics {
             let _ = f.received.remove_label_values(&[p, afi]);
         }
         let _ = f.pending.remove_label_values(&[p]);
+        let _ = f.collision_ceases.remove_label_values(&[p]);
+        let _ = f.second_speaker.remove_label_values(&[p]);
         for (afi, reason) in &entry.not_announced {
             let _ = f.not_announced.remove_label_values(&[p, afi, reason]);
         }
@@ -196,6 +198,34 @@ impl Metrics {
                 }
             }
         }
+    }
+
+    /// A Cease refusing a connection while we had no other to the peer
+    /// (`bgp::session::second_speaker`).
+    pub fn record_collision_cease(&self, peer: PeerKey) {
+        let mut inner = self.lock();
+        let Some(entry) = self.peer_entry(&mut inner, peer, SystemTime::now()) else {
+            return;
+        };
+        entry.collision_ceases = entry.collision_ceases.saturating_add(1);
+        self.families
+            .collision_ceases
+            .with_label_values(&[entry.label.as_str()])
+            .inc();
+    }
+
+    /// The second-speaker finding raised or updated (`Some`, `since` its raising as a
+    /// wall-clock time), or cleared (`None`).
+    pub fn record_second_speaker(&self, peer: PeerKey, finding: Option<(SystemTime, Finding)>) {
+        let mut inner = self.lock();
+        let Some(entry) = self.peer_entry(&mut inner, peer, SystemTime::now()) else {
+            return;
+        };
+        self.families
+            .second_speaker
+            .with_label_values(&[entry.label.as_str()])
+            .set(i64::from(finding.is_some()));
+        entry.second_speaker = finding;
     }
 
     /// One message sent to or received from the peer.
@@ -362,6 +392,8 @@ impl Metrics {
             f.session_established.with_label_values(&[p]).set(0.0);
             f.session_flaps.with_label_values(&[p]).inc_by(0);
             f.pending.with_label_values(&[p]).set(0);
+            f.collision_ceases.with_label_values(&[p]).inc_by(0);
+            f.second_speaker.with_label_values(&[p]).set(0);
             PeerEntry {
                 label,
                 asn: None,
@@ -384,6 +416,8 @@ impl Metrics {
                 notifications: BTreeSet::new(),
                 down_since: Some(Instant::now()),
                 bfd: None,
+                collision_ceases: 0,
+                second_speaker: None,
             }
         }))
     }

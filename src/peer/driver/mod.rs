@@ -37,7 +37,8 @@ use super::{
 };
 use crate::bfd::coupling::Coupling;
 use crate::bgp::session::{
-    detect_collision, Action, Input, NotificationInfo, Session, Side, State,
+    detect_collision, Action, Input, NotificationInfo, SecondSpeakerWatch, Session, Side, State,
+    WatchEvent, WatchInput,
 };
 use crate::bgp::wire::{check_header, decode_message_bytes, encode_message, AfiSafi, Message};
 use crate::config::PeerKey;
@@ -126,6 +127,9 @@ pub(crate) struct Task {
     /// handed to the socket and the connection closed without waiting for the peer
     /// (which cannot answer) to close its side.
     path_down: bool,
+    /// Whether another speaker on this node peers with the switch from our address
+    /// (`bgp::session::second_speaker`), from the NOTIFICATIONs received.
+    second_speaker: SecondSpeakerWatch,
 }
 
 impl Task {
@@ -144,6 +148,7 @@ impl Task {
                 .and_then(|b| b.borrow_and_update().as_ref().map(|s| s.failures))
                 .unwrap_or(0),
         );
+        let second_speaker = SecondSpeakerWatch::new(spec.session.connect_retry);
         Ok(Task {
             key: spec.key,
             spec,
@@ -168,6 +173,7 @@ impl Task {
             bfd,
             bfd_coupling,
             path_down: false,
+            second_speaker,
         })
     }
 
@@ -294,6 +300,7 @@ impl Task {
                 .as_ref()
                 .and_then(|c| c.session.poll_timeout()),
             self.graceful.as_ref().and_then(Drain::poll_timeout),
+            self.second_speaker.poll_timeout(),
         ]
         .into_iter()
         .flatten()
@@ -401,7 +408,42 @@ impl Task {
         // shutdown, a timer, the peer's messages), one buffer per turn.
         let drained = self.main.conn.as_ref().is_some_and(|c| c.wbuf.is_empty());
         self.refill = filled > 0 && drained && self.rib.has_work();
+        self.second_speaker.handle(now, WatchInput::Tick);
+        self.second_speaker_events();
         self.report(now);
+    }
+
+    /// Reports what the second-speaker watch found: each sign counted, the finding
+    /// raised (one warn!, when it first stands) and cleared.
+    fn second_speaker_events(&mut self) {
+        while let Some(event) = self.second_speaker.poll_event() {
+            match event {
+                WatchEvent::Sign { subcode } => {
+                    self.observer.collision_cease(&self.key, subcode);
+                }
+                WatchEvent::Suspected(finding) => {
+                    // The status still shows the finding as it was before this turn.
+                    if self.status.borrow().second_speaker.is_none() {
+                        warn!(
+                            signs = finding.signs,
+                            window_seconds = finding.window.as_secs(),
+                            cease_subcode = finding.last_subcode,
+                            check = %format_args!(
+                                "ss -tnp dst {}",
+                                self.spec.transport.remote
+                            ),
+                            finding = %finding,
+                            "second bgp speaker suspected"
+                        );
+                    }
+                    self.observer.second_speaker(&self.key, Some(&finding));
+                }
+                WatchEvent::Cleared => {
+                    info!("second bgp speaker no longer suspected: no refused connection for the quiet period");
+                    self.observer.second_speaker(&self.key, None);
+                }
+            }
+        }
     }
 
     /// Moves the Adj-RIB-Out into the session while the write buffer has room, then
@@ -715,6 +757,19 @@ impl Task {
                     info.subcode,
                     &text,
                 );
+                // Before the session handles it: the connection is still counted.
+                let own_connections = usize::from(self.main.conn.is_some())
+                    + usize::from(self.candidate.as_ref().is_some_and(|c| c.conn.is_some()));
+                let state = self.link_mut(w).map_or(State::Idle, |l| l.session.state());
+                self.second_speaker.handle(
+                    now,
+                    WatchInput::Notification {
+                        code: info.code,
+                        subcode: info.subcode,
+                        state,
+                        own_connections,
+                    },
+                );
             }
             Message::Update(u) if !u.errors.is_empty() => {
                 // RFC 7606 section 3: errors that do not reset the session are logged.
@@ -884,6 +939,7 @@ impl Task {
         let rib = &self.rib;
         let last_io_error = &self.last_io_error;
         let bfd = self.bfd.as_ref().and_then(|b| b.borrow().clone());
+        let second_speaker = self.second_speaker.finding().copied();
         self.status.send_modify(|s| {
             s.bfd = bfd;
             s.state = session.state();
@@ -900,6 +956,7 @@ impl Task {
             s.write_buffer = conn.map_or(0, |c| c.wbuf.len());
             s.last_io_error = last_io_error.clone();
             s.next_retry = session.next_retry();
+            s.second_speaker = second_speaker;
         });
     }
 }
