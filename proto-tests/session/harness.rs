@@ -237,6 +237,16 @@ impl Script {
     }
 }
 
+/// A NOTIFICATION delivered to session `to`, with every session's state just before.
+#[derive(Debug, Clone)]
+pub struct Received {
+    pub at: Duration,
+    pub to: usize,
+    pub code: u8,
+    pub subcode: u8,
+    pub states: Vec<State>,
+}
+
 /// Sessions connected by in-memory TCP connections. Messages are delivered in order with
 /// no delay; time moves only in [`Net::run_until`]. After every input, the collision pairs
 /// are checked as the peer driver would, and the loser is stopped at once.
@@ -254,6 +264,8 @@ pub struct Net {
     pub collision_pairs: Vec<(usize, usize)>,
     /// Everything each session asked for, with the time since t0.
     pub log: Vec<Vec<(Duration, Action)>>,
+    /// Every NOTIFICATION delivered, in order, as the receiving driver saw it.
+    pub received_notifications: Vec<Received>,
     pub t0: Instant,
     pub now: Instant,
     queue: VecDeque<(usize, Input)>,
@@ -275,6 +287,7 @@ impl Net {
             mute: vec![false; n],
             collision_pairs: Vec::new(),
             log: vec![Vec::new(); n],
+            received_notifications: Vec::new(),
             t0,
             now: t0,
             queue: VecDeque::new(),
@@ -326,6 +339,15 @@ impl Net {
     pub fn settle(&mut self) {
         loop {
             while let Some((i, input)) = self.queue.pop_front() {
+                if let Input::Message(Message::Notification(n)) = &input {
+                    self.received_notifications.push(Received {
+                        at: self.elapsed(),
+                        to: i,
+                        code: n.code,
+                        subcode: n.subcode,
+                        states: self.sessions.iter().map(Session::state).collect(),
+                    });
+                }
                 self.sessions[i].handle(self.now, input);
                 self.drain(i);
                 self.check_collisions(i);

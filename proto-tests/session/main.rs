@@ -23,4 +23,5 @@ mod lifecycle;
 mod max_prefix;
 mod open_errors;
 mod route_refresh;
+mod second_speaker;
 mod shutdown;
