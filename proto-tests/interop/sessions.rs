@@ -21,6 +21,9 @@
 mod harness;
 mod speaker;
 
+// Another speaker peering from our address (issue 29), its own file.
+mod second_speaker;
+
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::Path;

@@ -3,10 +3,12 @@
 //! over the NOTIFICATIONs our sessions receive, on the virtual clock.
 //!
 //! What the switch does with two connections from one address (RFC 4271 section 6.8),
-//! as run here (proto-tests/interop/second_speaker.rs): FRR 8.4 and BIRD 2.0 keep the
-//! session that is Established and answer every later connection from the same address
-//! with Cease/Connection Collision Resolution (6/7; BIRD after its OPEN); GoBGP 3.10
-//! closes such a connection without a NOTIFICATION. The speaker that came second is
+//! as run here (proto-tests/interop/second_speaker.rs; GoBGP by hand, two birds on one
+//! address): FRR 8.4 and BIRD 2.0 keep the session that is Established, whichever
+//! router ID is higher, and answer every later connection from the same address with
+//! Cease/Connection Collision Resolution (6/7; BIRD after its OPEN, and only when it
+//! opened the held session itself: when it accepted it, BIRD closes later connections
+//! without a NOTIFICATION, as GoBGP 3.10 always does). The speaker that came second is
 //! refused on every retry, and the one that holds the session sees nothing. So:
 //!
 //! - a sign is a Cease 7 or 5 (Connection Rejected, RFC 4486) received, or a Cease 6
@@ -20,8 +22,8 @@
 //!   raises it within seconds, and while refused it retries at least every
 //!   ConnectRetryTime: window and quiet period are at least three of those.
 //!
-//! Not seen: a GoBGP switch's silent close (the same as a switch that does not know the
-//! peer) and a second speaker while ours holds the session (it is the one refused).
+//! Not seen: a silent close (GoBGP, BIRD as above: the same as a switch that does not
+//! know the peer) and a second speaker while ours holds the session (it is refused).
 //! Pure, like the session: no clock, no I/O; the peer task feeds it and reports.
 
 use super::State;
