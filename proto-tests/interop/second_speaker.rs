@@ -119,7 +119,21 @@ fn refused_behind_another_speaker(kind: Kind, dir: &Path, other_dials: bool) {
         &[a.expected(kind, net("10.244.1.0/24"), 1)],
     );
     assert!(s.status().second_speaker.is_some());
+    assert_eq!(suspected(&metrics).as_deref(), Some("1"));
     s.stop(podcidr_speaker::peer::Shutdown::Admin(String::new()));
+
+    // A new task for the peer (as after a reset by a config change) starts afresh,
+    // and so do the series it reports through: the old task's finding is not its own.
+    let s = Speaker::start_with(
+        &rt,
+        spec(1, &peer_config(v4(2), TOR_AS2, 65001, &[])),
+        desired(&[net("10.244.1.0/24")], &a),
+        Arc::new(PeerMetrics::new(Arc::clone(&metrics))),
+        None,
+    );
+    s.wait_synced();
+    assert_eq!(s.status().second_speaker, None);
+    assert_eq!(suspected(&metrics).as_deref(), Some("0"));
 }
 
 fn alone_with_a_start_up_collision_and_a_restart(kind: Kind, dir: &Path) {

@@ -184,6 +184,9 @@ impl Task {
         mut shutdown: watch::Receiver<Option<Shutdown>>,
         mut inbound: Option<Inbound>,
     ) {
+        // A finding of an earlier task of this peer (before a reset) is not this one's:
+        // its watch starts afresh, and so does what the metrics show.
+        self.observer.second_speaker(&self.key, None);
         let first = desired.borrow_and_update().clone();
         self.rib.set_desired(first);
         self.take_lb(&lb, Instant::now());
