@@ -52,8 +52,8 @@ const ALL_SLICES: WatchId = 0;
 
 /// The field selector of the scoped Services' watch: only `type: LoadBalancer`. The
 /// API server registers `spec.type` (with `spec.clusterIP` and the metadata fields) as
-/// a field label of Services (Kubernetes' `AddFieldLabelConversionsForService`); one
-/// that does not answers 400 "field label not supported", and the watch falls back to
+/// a field label of Services since Kubernetes 1.31 (`AddFieldLabelConversionsForService`);
+/// an older one answers 400 "field label not supported", and the watch falls back to
 /// every Service ([`service_watcher`]).
 pub const LB_SERVICES: &str = "spec.type=LoadBalancer";
 
