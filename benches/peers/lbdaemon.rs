@@ -19,7 +19,8 @@
 //! Services' endpoints on n000000 (unready: the IP is withdrawn; ready again: announced),
 //! one at a time, each timed from the watch event written to the socket until ExaBGP
 //! stamps the UPDATE, and the daemon's own `event_to_update_seconds` over them; RSS and
-//! VmHWM after.
+//! VmHWM after. First, as the memory's baseline, the daemon without LoadBalancer
+//! watches (`--announce-lb-ips off`) once its pod CIDR is at ExaBGP.
 
 use std::collections::BTreeSet;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -255,7 +256,18 @@ fn service_ip(i: usize) -> Ipv4Addr {
     Ipv4Addr::new(10, 96, (i >> 8) as u8, i as u8)
 }
 
-fn start(dir: &Path, api: SocketAddr, all: bool) -> Process {
+/// Which LoadBalancer watches the daemon runs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Watches {
+    /// `--lb-slice-watch all`: every Service and EndpointSlice.
+    All,
+    /// The default: the LoadBalancer Services and their slices.
+    LoadBalancers,
+    /// `--announce-lb-ips off`: neither is watched (the baseline of the memory).
+    Off,
+}
+
+fn start(dir: &Path, api: SocketAddr, watches: Watches) -> Process {
     let cfg = dir.join("bgp-config.yaml");
     write_file(
         &cfg,
@@ -277,13 +289,17 @@ fn start(dir: &Path, api: SocketAddr, all: bool) -> Process {
         .arg("--node=n000000")
         .arg(format!("--bgp-config={}", cfg.display()))
         .arg("--announce=local")
-        .arg("--announce-lb-ips=on")
+        .arg(if watches == Watches::Off {
+            "--announce-lb-ips=off"
+        } else {
+            "--announce-lb-ips=on"
+        })
         .arg(format!("--source-address={SPEAKER}"))
         .arg(format!("--metrics-addr={SPEAKER}:9477"))
         .arg("--log-format=json")
         .env("KUBECONFIG", &kubeconfig)
         .env("RUST_LOG", "warn");
-    if all {
+    if watches == Watches::All {
         cmd.arg("--lb-slice-watch=all");
     }
     Process::spawn("speaker", cmd, &dir.join("speaker.log")).expect("start the speaker")
@@ -305,7 +321,6 @@ struct Measured {
     buckets: Vec<(f64, f64)>,
 }
 
-#[allow(clippy::too_many_arguments)]
 fn measure(
     dir: &Path,
     api: SocketAddr,
@@ -328,7 +343,15 @@ fn measure(
     )
     .expect("start ExaBGP");
     let t_start = unix_now();
-    let mut speaker = start(dir, api, all);
+    let mut speaker = start(
+        dir,
+        api,
+        if all {
+            Watches::All
+        } else {
+            Watches::LoadBalancers
+        },
+    );
     let mut rx = Rx::new(exa.dir().join("rx.jsonl"));
     let mut want: BTreeSet<IpNet> = lbs.iter().map(|i| host(service_ip(*i))).collect();
     want.insert(IpNet::V4(Ipv4Net::new(prefix(0), 24).expect("/24")));
@@ -433,6 +456,37 @@ fn measure(
     }
 }
 
+/// The daemon without LoadBalancer watches (`--announce-lb-ips off`), same cluster:
+/// requests, octets and RSS once ExaBGP holds its pod CIDR.
+fn baseline(dir: &Path, api: SocketAddr, served: &Mutex<Served>) -> (u64, u64, ProcStat) {
+    *served.lock().expect("served") = Served::default();
+    let exa = Exabgp::start(
+        dir,
+        PeerOpts::new(EXA, AS).neighbor(Neighbor::new(SPEAKER, SPEAKER_AS).hold_time(90)),
+    )
+    .expect("start ExaBGP");
+    let mut speaker = start(dir, api, Watches::Off);
+    let mut rx = Rx::new(exa.dir().join("rx.jsonl"));
+    let pod = IpNet::V4(Ipv4Net::new(prefix(0), 24).expect("/24"));
+    let ok = poll(Duration::from_secs(120), Duration::from_millis(50), || {
+        rx.read().iter().any(|(_, p, ann)| *p == pod && *ann)
+    });
+    assert!(
+        ok,
+        "ExaBGP never got the pod CIDR; speaker log:\n{}",
+        speaker.log_tail(20)
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    let stat = proc_stat(speaker.pid());
+    let (requests, octets) = {
+        let s = served.lock().expect("served");
+        (s.requests, s.octets)
+    };
+    let _ = speaker.stop();
+    drop(exa);
+    (requests, octets, stat)
+}
+
 pub fn run(services: usize, load_balancers: usize, endpoints: usize, changes: usize) {
     assert!(
         load_balancers > 0
@@ -462,6 +516,20 @@ pub fn run(services: usize, load_balancers: usize, endpoints: usize, changes: us
         .build()
         .expect("runtime");
     let api = rt.block_on(serve(objects, served.clone()));
+    let base_dir = dir.path().join("lbscope-daemon-none");
+    std::fs::create_dir_all(&base_dir).expect("run dir");
+    let (requests, octets, stat) = baseline(&base_dir, api, &served);
+    eprintln!(
+        "lbscope-daemon none (--announce-lb-ips off): {requests} requests, {octets} octets; RSS synced {:.1} MiB",
+        stat.rss_kb as f64 / 1024.0
+    );
+    emit(json!({
+        "item": "lbscope_daemon_baseline",
+        "requests": requests,
+        "octets": octets,
+        "rss_mib_synced": stat.rss_kb as f64 / 1024.0,
+        "hwm_mib": stat.hwm_kb as f64 / 1024.0,
+    }));
     for (watch, all) in [("all", true), ("loadbalancers", false)] {
         let run_dir = dir.path().join(format!("lbscope-daemon-{watch}"));
         std::fs::create_dir_all(&run_dir).expect("run dir");

@@ -520,5 +520,15 @@ fn lbscope_daemon(rows: &[Value], md: &mut String) {
             f("synced_s"),
         );
     }
+    if let Some(b) = rows.iter().find(|r| r["item"] == "lbscope_daemon_baseline") {
+        let _ = writeln!(
+            md,
+            "| none (`--announce-lb-ips off`) | {} | {:.3} | {:.1} MiB synced ({:.1}) | - | - | - | - | - |",
+            b["requests"],
+            b["octets"].as_f64().unwrap_or(f64::NAN) / 1048576.0,
+            b["rss_mib_synced"].as_f64().unwrap_or(f64::NAN),
+            b["hwm_mib"].as_f64().unwrap_or(f64::NAN),
+        );
+    }
     md.push('\n');
 }
