@@ -560,11 +560,12 @@ async fn no_load_balancer_service_means_no_slice_watch_and_ready() {
     .await;
 }
 
-/// An API server that does not know `spec.type` as a Service field label refuses the
-/// filtered list (400): the refusal is not an outage (Services stay up), every Service
-/// is listed and watched without a field selector from then on, and the LoadBalancers'
-/// slices are watched and announced as with the filter; a type change then comes as a
-/// MODIFIED and counts the same.
+/// An API server that does not know `spec.type` as a Service field label (before
+/// Kubernetes 1.31) refuses the filtered list (400): the refusal is not an outage
+/// (Services stay up), every Service is listed and watched without a field selector
+/// from then on, and the source gives what the filter would: the other Services are
+/// skipped (not sent, not kept), a type change away from LoadBalancer, now a MODIFIED,
+/// is the Service's deletion.
 #[tokio::test]
 async fn a_refused_service_field_selector_falls_back_to_every_service() {
     bounded(async {
@@ -586,7 +587,7 @@ async fn a_refused_service_field_selector_falls_back_to_every_service() {
             ],
             "510",
         );
-        assert_eq!(s.lb(1).await, ["service shop/internal lb=false cluster []"]);
+        s.no_update();
         let services_status = s.status_now(Resource::Services);
         assert!(
             services_status.up && services_status.errors == 0,
@@ -620,15 +621,20 @@ async fn a_refused_service_field_selector_falls_back_to_every_service() {
         let call = s.api.next(Route::EndpointSlices).await;
         let slices = watch_slices(call, web_only, "610");
 
-        // web stops being a LoadBalancer: unfiltered, a MODIFIED; sent at once, its
-        // slice deleted, its watch stopped.
+        // An edit of a ClusterIP Service: nothing. web stops being a LoadBalancer:
+        // unfiltered, a MODIFIED; deleted at once, its slice deleted, its watch stopped.
+        services.modified(service(
+            "shop",
+            "internal",
+            "615",
+            "ClusterIP",
+            "Cluster",
+            &[],
+        ));
         services.modified(service("shop", "web", "620", "ClusterIP", "Local", &[]));
         assert_eq!(
             s.lb(2).await,
-            [
-                "service shop/web lb=false local []",
-                "slice shop/web-7xk2p deleted",
-            ]
+            ["service shop/web deleted", "slice shop/web-7xk2p deleted"]
         );
         assert!(slices.dropped().await, "nothing left to watch");
     })
