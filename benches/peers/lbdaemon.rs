@@ -19,7 +19,9 @@
 //! Services' endpoints on n000000 (unready: the IP is withdrawn; ready again: announced),
 //! one at a time, each timed from the watch event written to the socket until ExaBGP
 //! stamps the UPDATE, and the daemon's own `event_to_update_seconds` over them; RSS and
-//! VmHWM after. First, as the memory's baseline, the daemon without LoadBalancer
+//! VmHWM after. Then the scoped watches again against an API server that refuses the
+//! Services' `spec.type` field selector (400, as before Kubernetes 1.31), which the
+//! daemon answers by watching every Service. First, as the memory's baseline, the daemon without LoadBalancer
 //! watches (`--announce-lb-ips off`) once its pod CIDR is at ExaBGP.
 
 use std::collections::BTreeSet;
@@ -60,6 +62,9 @@ struct Served {
     watches: Vec<(Selected, Watch)>,
     /// The other watches, held open, never written to.
     idle: Vec<Watch>,
+    /// Answer the Services' `spec.type` field selector as an API server before
+    /// Kubernetes 1.31 does: 400, field label not supported.
+    refuse_type_selector: bool,
 }
 
 /// The objects served, by list path.
@@ -203,6 +208,23 @@ async fn connection(
                 }
             }
         }
+        let refused = path == "/api/v1/services"
+            && param(query, "fieldSelector").is_some_and(|f| f.starts_with("spec.type"))
+            && served.lock().expect("served").refuse_type_selector;
+        if refused {
+            served.lock().expect("served").requests += 1;
+            let body = json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
+                "status": "Failure", "message": "field label not supported: spec.type",
+                "reason": "BadRequest", "code": 400})
+            .to_string();
+            let head = format!(
+                "HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+                body.len()
+            );
+            sock.write_all(head.as_bytes()).await?;
+            sock.write_all(body.as_bytes()).await?;
+            continue;
+        }
         let body = objects.list(path, query);
         {
             let mut s = served.lock().expect("served");
@@ -327,9 +349,13 @@ fn measure(
     served: &Mutex<Served>,
     cluster: &Cluster,
     all: bool,
+    refuse_type_selector: bool,
     changes: usize,
 ) -> Measured {
-    *served.lock().expect("served") = Served::default();
+    *served.lock().expect("served") = Served {
+        refuse_type_selector,
+        ..Served::default()
+    };
     let services = cluster.services.len();
     let lbs: Vec<usize> = (0..services)
         .filter(|i| cluster.services[*i]["spec"]["type"] == "LoadBalancer")
@@ -530,10 +556,16 @@ pub fn run(services: usize, load_balancers: usize, endpoints: usize, changes: us
         "rss_mib_synced": stat.rss_kb as f64 / 1024.0,
         "hwm_mib": stat.hwm_kb as f64 / 1024.0,
     }));
-    for (watch, all) in [("all", true), ("loadbalancers", false)] {
+    // The last: the scoped watches against an API server that refuses the Services'
+    // field selector (before Kubernetes 1.31): the fallback to every Service.
+    for (watch, all, refuse) in [
+        ("all", true, false),
+        ("loadbalancers", false, false),
+        ("loadbalancers-selector-refused", false, true),
+    ] {
         let run_dir = dir.path().join(format!("lbscope-daemon-{watch}"));
         std::fs::create_dir_all(&run_dir).expect("run dir");
-        let m = measure(&run_dir, api, &served, &cluster, all, changes);
+        let m = measure(&run_dir, api, &served, &cluster, all, refuse, changes);
         let mib = |kb: u64| kb as f64 / 1024.0;
         let e = &m.end_to_end_ms;
         eprintln!(
