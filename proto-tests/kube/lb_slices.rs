@@ -640,3 +640,54 @@ async fn a_refused_service_field_selector_falls_back_to_every_service() {
     })
     .await;
 }
+
+/// The scoped watches take the API server's bookmarks: when it ends a watch (its
+/// timeout, every 290 s), the Services' and the slices' watches resume from the last
+/// bookmark with the same selectors, no list is made and nothing is sent. Without
+/// bookmarks a resume point older than the API server's window would cost a relist.
+#[tokio::test]
+async fn ended_watches_resume_from_their_bookmarks_without_a_relist() {
+    bounded(async {
+        let (mut s, _watches) = started_with(true, scoped()).await;
+        let call = s.api.next(Route::Services).await;
+        list_lb_services(
+            call,
+            vec![lb("shop", "web", "500", "Local", &["198.51.100.10"])],
+            "510",
+        );
+        let web_only = "kubernetes.io/service-name in (web)";
+        let call = s.api.next(Route::EndpointSlices).await;
+        list_slices(
+            call,
+            web_only,
+            vec![endpoint_slice(
+                "shop",
+                "web-7xk2p",
+                "600",
+                "web",
+                &[("n1", true, false)],
+            )],
+            "610",
+        );
+        assert_eq!(s.lb(3).await.last().map(String::as_str), Some("synced"));
+        let call = s.api.next(Route::Services).await;
+        assert_watch(&call, SERVICES, Some(LB_SERVICES), "510");
+        let services = call.watch();
+        let call = s.api.next(Route::EndpointSlices).await;
+        let slices = watch_slices(call, web_only, "610");
+
+        services.bookmark("Service", "v1", "700");
+        services.close();
+        let call = s.api.next(Route::Services).await;
+        assert_watch(&call, SERVICES, Some(LB_SERVICES), "700");
+        let _services = call.watch();
+
+        slices.bookmark("EndpointSlice", "discovery.k8s.io/v1", "710");
+        slices.close();
+        let call = s.api.next(Route::EndpointSlices).await;
+        let _slices = watch_slices(call, web_only, "710");
+        s.no_slice_request().await;
+        s.no_update();
+    })
+    .await;
+}
