@@ -172,6 +172,13 @@ pub struct RunArgs {
     #[arg(long = "lb-class", value_name = "CLASS")]
     pub lb_classes: Vec<String>,
 
+    /// The EndpointSlices followed for LoadBalancer facts: `load-balancers`, those of
+    /// the Services this speaker could announce; `all`, every slice of the cluster (what
+    /// each speaker watched before; kept so benches/ can measure one against the other
+    /// in the real daemon). Hidden: nobody should run `all`. Kubernetes source only.
+    #[arg(long, value_enum, default_value_t = SliceWatchArg::LoadBalancers, hide = true)]
+    pub lb_slice_watch: SliceWatchArg,
+
     /// The local address of sessions whose peer sets no source-address (and the next
     /// hop of their routes), instead of the kernel's choice; e.g. the host IP from the
     /// downward API.
@@ -277,6 +284,12 @@ pub enum AnnounceArg {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SliceWatchArg {
+    LoadBalancers,
+    All,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
     Text,
     Json,
@@ -318,6 +331,7 @@ impl RunArgs {
             },
             announce_lb_ips: self.announce_lb_ips,
             lb_classes: self.lb_classes.clone(),
+            lb_slices_all: self.lb_slice_watch == SliceWatchArg::All,
             source_address: self.source_address,
             router_id: self.router_id,
             metrics_addr: self.metrics_addr,

@@ -4,11 +4,13 @@
 //! kube-rs's mocked API service answering like an API server would: SERVICES Services
 //! of which LOADBALANCERS are `type: LoadBalancer` (spread evenly), one EndpointSlice
 //! each, ENDPOINTS endpoints in all, 100 Nodes; lists paginated by `limit`/`continue`
-//! and filtered by their `labelSelector` (`kubernetes.io/service-name in (...)`), each
-//! watch event sent only to the watches whose selector matches the slice.
+//! and filtered by their `labelSelector` (`kubernetes.io/service-name in (...)`) and
+//! `fieldSelector` (`metadata.name`, the Services' `spec.type`), each watch event sent
+//! only to the watches whose selector matches the slice.
 //!
-//! For each of `SliceScope::All` (every EndpointSlice, what every speaker paid before)
-//! and `SliceScope::LoadBalancers` (the default): requests, watches and response octets
+//! For each of `SliceScope::All` (every Service and EndpointSlice, what every speaker
+//! paid before) and `SliceScope::LoadBalancers` (the default: the LoadBalancer Services
+//! and their slices): requests, watches and response octets
 //! until `Synced`; the octets the watches receive and the updates the source hands on
 //! for CHANGES endpoint changes of other Services (one MODIFIED each), then for CHANGES
 //! of LoadBalancer Services, each sent alone and timed from the event written to the
@@ -39,17 +41,17 @@ use crate::lbkube;
 type Watch = mpsc::UnboundedSender<Result<Bytes, std::io::Error>>;
 
 /// The Service names a slice watch selects; `None`: every slice.
-type Selected = Option<BTreeSet<String>>;
+pub(crate) type Selected = Option<BTreeSet<String>>;
 
 /// The cluster: which Services are LoadBalancers and each one's object and slice.
-struct Cluster {
-    services: Vec<Value>,
-    slices: Vec<Value>,
-    per: usize,
+pub(crate) struct Cluster {
+    pub(crate) services: Vec<Value>,
+    pub(crate) slices: Vec<Value>,
+    pub(crate) per: usize,
 }
 
 impl Cluster {
-    fn new(services: usize, load_balancers: usize, endpoints: usize) -> Self {
+    pub(crate) fn new(services: usize, load_balancers: usize, endpoints: usize) -> Self {
         let every = services / load_balancers;
         let per = endpoints / services;
         let services_json = (0..services)
@@ -84,10 +86,12 @@ impl Cluster {
 
 /// The names of a `kubernetes.io/service-name in (a,b,...)` selector.
 fn selected(req: &Request<KubeBody>) -> Selected {
-    let raw = req
-        .uri()
-        .query()
-        .unwrap_or_default()
+    selected_in(req.uri().query().unwrap_or_default())
+}
+
+/// [`selected`] of a request's query string.
+pub(crate) fn selected_in(query: &str) -> Selected {
+    let raw = query
         .split('&')
         .find_map(|kv| kv.strip_prefix("labelSelector="))?;
     let text = decoded(raw);
@@ -99,7 +103,7 @@ fn selected(req: &Request<KubeBody>) -> Selected {
 }
 
 /// A form-urlencoded query value, decoded.
-fn decoded(value: &str) -> String {
+pub(crate) fn decoded(value: &str) -> String {
     let bytes = value.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -123,7 +127,21 @@ fn decoded(value: &str) -> String {
     String::from_utf8(out).expect("utf-8")
 }
 
-fn matches(selected: &Selected, slice: &Value) -> bool {
+/// Whether an object passes a `fieldSelector` of one `field=value` as the API server
+/// registers them: `metadata.name` (every kind), `spec.type` (Services).
+pub(crate) fn fields_match(selector: Option<&str>, object: &Value) -> bool {
+    let Some((field, value)) = selector.and_then(|s| s.split_once('=')) else {
+        return true;
+    };
+    let at = match field {
+        "metadata.name" => &object["metadata"]["name"],
+        "spec.type" => &object["spec"]["type"],
+        other => panic!("field selector {other} is not served here"),
+    };
+    at == value
+}
+
+pub(crate) fn matches(selected: &Selected, slice: &Value) -> bool {
     let name = slice["metadata"]["labels"]["kubernetes.io/service-name"]
         .as_str()
         .unwrap_or_default();
@@ -142,9 +160,15 @@ struct Served {
     slice_watches: Vec<(Selected, Watch)>,
 }
 
-/// One page of a List, as `kube::list_page` but filtered by `selected`.
+/// One page of a List, as `kube::list_page` but filtered by `selected` and the field
+/// selector ([`fields_match`]).
 fn list_page(req: &Request<KubeBody>, kind: &str, all: &[Value], selected: &Selected) -> String {
-    let matching: Vec<&Value> = all.iter().filter(|o| matches(selected, o)).collect();
+    let fields = param(req, "fieldSelector");
+    let matching: Vec<&Value> = all
+        .iter()
+        .filter(|o| matches(selected, o))
+        .filter(|o| fields_match(fields.as_deref(), o))
+        .collect();
     let limit: usize = param(req, "limit")
         .and_then(|l| l.parse().ok())
         .unwrap_or(usize::MAX);

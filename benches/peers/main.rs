@@ -14,6 +14,7 @@
 //! peers --bench lbplan SERVICES[,S...] ENDPOINTS EVENTS  item 7b (no namespace needed)
 //! peers --bench lbkube SERVICES[,S...] ENDPOINTS CHANGES item 7c (no namespace needed)
 //! peers --bench lbscope SERVICES LBS ENDPOINTS CHANGES item 7d (no namespace needed)
+//! peers --bench lbscope-daemon SERVICES LBS ENDPOINTS CHANGES  item 7d, the daemon
 //! peers --bench report RESULTS.jsonl OUT_DIR            tables (stdout) and chart data
 //! ```
 //!
@@ -43,6 +44,7 @@ mod event;
 mod footprint;
 mod kube;
 mod lb;
+mod lbdaemon;
 mod lbkube;
 mod lbplan;
 mod lbscope;
@@ -84,6 +86,9 @@ fn main() {
         ),
         ["lbscope", services, lbs, endpoints, changes] => {
             lbscope::run(num(services), num(lbs), num(endpoints), num(changes))
+        }
+        ["lbscope-daemon", services, lbs, endpoints, changes] => {
+            lbdaemon::run(num(services), num(lbs), num(endpoints), num(changes))
         }
         ["kube", sizes] => kube::run(&sizes.split(',').map(num).collect::<Vec<_>>()),
         ["report", results, out] => report::run(results.as_ref(), out.as_ref()),

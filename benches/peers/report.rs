@@ -55,6 +55,7 @@ pub fn run(results: &Path, out: &Path) {
     lbplan(&rows, &mut md);
     lbkube(&rows, &mut md);
     lbscope(&rows, &mut md);
+    lbscope_daemon(&rows, &mut md);
     print!("{md}");
 }
 
@@ -475,6 +476,58 @@ fn lbscope(rows: &[Value], md: &mut String) {
             r["lb_p99_us"],
             f("octets") * 1000.0 / 1073741824.0,
             f("octets") * 5000.0 / 1073741824.0,
+        );
+    }
+    md.push('\n');
+}
+
+fn lbscope_daemon(rows: &[Value], md: &mut String) {
+    let runs: Vec<&Value> = rows
+        .iter()
+        .filter(|r| r["item"] == "lbscope_daemon")
+        .collect();
+    let Some(first) = runs.first() else {
+        return;
+    };
+    let _ = writeln!(
+        md,
+        "### 7d (daemon). The speaker with each watch: memory, CPU, event to wire ({} Services, {} LoadBalancer, {} endpoints, {} changes of each kind, ExaBGP receiving)\n",
+        first["services"], first["load_balancers"], first["endpoints"], first["changes"]
+    );
+    md.push_str("`podcidr-speaker run` against an API server in the bench process (HTTP on 127.0.0.1), side by side in one run. End to end: the watch event written to the socket -> ExaBGP's stamp; the speaker's part: its `event_to_update_seconds` (update in -> UPDATE written).\n\n");
+    md.push_str("| watch | requests | MiB at start | RSS synced / after other changes / after LoadBalancer changes (peak) | other Services' changes: KiB, CPU | LoadBalancer changes: KiB, CPU | end to end median / p99 | speaker's part p50 / p99 | start to every route |\n|---|---|---|---|---|---|---|---|---|\n");
+    for r in &runs {
+        let e = &r["end_to_end"];
+        let f = |k: &str| r[k].as_f64().unwrap_or(f64::NAN);
+        let _ = writeln!(
+            md,
+            "| {} | {} | {:.1} | {:.1} / {:.1} / {:.1} MiB ({:.1}) | {:.1}, {:.2} s | {:.1}, {:.2} s | {} / {} | {} / {} | {:.1} s |",
+            r["watch"].as_str().unwrap_or("?"),
+            r["requests"],
+            f("octets") / 1048576.0,
+            f("rss_mib_synced"),
+            f("rss_mib_after_other"),
+            f("rss_mib_after"),
+            f("hwm_mib"),
+            f("other_octets") / 1024.0,
+            f("other_cpu_s"),
+            f("lb_octets") / 1024.0,
+            f("lb_cpu_s"),
+            ms(e, "median_ms"),
+            ms(e, "p99_ms"),
+            bucket_bound(r, 0.5),
+            bucket_bound(r, 0.99),
+            f("synced_s"),
+        );
+    }
+    if let Some(b) = rows.iter().find(|r| r["item"] == "lbscope_daemon_baseline") {
+        let _ = writeln!(
+            md,
+            "| none (`--announce-lb-ips off`) | {} | {:.3} | {:.1} MiB synced ({:.1}) | - | - | - | - | - |",
+            b["requests"],
+            b["octets"].as_f64().unwrap_or(f64::NAN) / 1048576.0,
+            b["rss_mib_synced"].as_f64().unwrap_or(f64::NAN),
+            b["hwm_mib"].as_f64().unwrap_or(f64::NAN),
         );
     }
     md.push('\n');

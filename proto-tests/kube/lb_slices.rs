@@ -3,7 +3,10 @@
 //! selectors they send, their re-establishment (make-before-break) when the set of
 //! Services changes, a 410 relist, a Service that becomes or stops being a
 //! LoadBalancer, equal Service names in two namespaces, a slice that moves between
-//! Services of two watches; the `SourceUpdate::Lb` deltas after each.
+//! Services of two watches; the `SourceUpdate::Lb` deltas after each. The Services are
+//! listed and watched with the `spec.type=LoadBalancer` field selector, answered as the
+//! API server does (only LoadBalancers listed; a type change into or out of it comes as
+//! ADDED or DELETED), or refused by an API server that does not know that field.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -13,6 +16,7 @@ use crate::harness::{endpoint_slice, service, Call, Route, WatchStream};
 use crate::services::{lb, list_services, started_with, SERVICES, SLICES};
 use crate::{assert_watch, Running};
 use podcidr_speaker::sources::kube::lb_slices::SELECTOR_BYTES;
+use podcidr_speaker::sources::kube::services::LB_SERVICES;
 use podcidr_speaker::sources::kube::SliceScope;
 use podcidr_speaker::sources::Resource;
 use serde_json::{json, Value};
@@ -33,6 +37,24 @@ fn assert_slice_list(call: &Call, selector: &str) {
         "{}",
         call.uri()
     );
+}
+
+/// Answers a list request of the scoped Services' watch as the API server does: the
+/// `spec.type=LoadBalancer` field selector asked, only the LoadBalancers of `items`.
+fn list_lb_services(call: Call, items: Vec<Value>, resource_version: &str) {
+    assert_eq!(call.request.uri().path(), SERVICES, "{}", call.uri());
+    assert!(!call.is_watch(), "expected a list, got {}", call.uri());
+    assert_eq!(
+        call.param("fieldSelector").as_deref(),
+        Some(LB_SERVICES),
+        "{}",
+        call.uri()
+    );
+    let items = items
+        .into_iter()
+        .filter(|s| s["spec"]["type"] == "LoadBalancer")
+        .collect();
+    call.list("Service", "v1", items, resource_version);
 }
 
 /// Answers a list request of a scoped slice watch with `selector`.
@@ -86,7 +108,7 @@ async fn only_the_slices_of_announceable_services_are_watched_across_a_410() {
         let mut classy = lb("shop", "classy", "503", "Cluster", &["198.51.100.12"]);
         classy["spec"]["loadBalancerClass"] = json!("example.com/other");
         let call = s.api.next(Route::Services).await;
-        list_services(
+        list_lb_services(
             call,
             vec![
                 lb("shop", "web", "500", "Local", &["198.51.100.10"]),
@@ -98,12 +120,8 @@ async fn only_the_slices_of_announceable_services_are_watched_across_a_410() {
             "510",
         );
         assert_eq!(
-            s.lb(3).await,
-            [
-                "service default/kubernetes lb=false cluster []",
-                "service shop/classy lb=true cluster [198.51.100.12]",
-                "service shop/internal lb=false cluster []",
-            ]
+            s.lb(1).await,
+            ["service shop/classy lb=true cluster [198.51.100.12]"]
         );
         s.no_update();
         assert!(!s.rx.status.borrow().ready(), "slices not listed yet");
@@ -138,7 +156,7 @@ async fn only_the_slices_of_announceable_services_are_watched_across_a_410() {
         s.status(Resource::EndpointSlices, |st| st.synced).await;
         assert!(s.rx.status.borrow().ready());
         let call = s.api.next(Route::Services).await;
-        assert_watch(&call, SERVICES, None, "510");
+        assert_watch(&call, SERVICES, Some(LB_SERVICES), "510");
         let services = call.watch();
         let call = s.api.next(Route::EndpointSlices).await;
         let slices = watch_slices(call, selector, "610");
@@ -186,7 +204,7 @@ async fn only_the_slices_of_announceable_services_are_watched_across_a_410() {
         let call = s.api.next(Route::Services).await;
         let mut classy = lb("shop", "classy", "503", "Cluster", &["198.51.100.12"]);
         classy["spec"]["loadBalancerClass"] = json!("example.com/other");
-        list_services(
+        list_lb_services(
             call,
             vec![
                 lb("shop", "web", "500", "Local", &["198.51.100.10"]),
@@ -198,7 +216,7 @@ async fn only_the_slices_of_announceable_services_are_watched_across_a_410() {
             "920",
         );
         let call = s.api.next(Route::Services).await;
-        assert_watch(&call, SERVICES, None, "920");
+        assert_watch(&call, SERVICES, Some(LB_SERVICES), "920");
         let _services = call.watch();
         s.no_slice_request().await;
         s.no_update();
@@ -216,7 +234,7 @@ async fn a_service_that_becomes_or_stops_being_a_load_balancer_re_scopes_make_be
     bounded(async {
         let (mut s, _watches) = started_with(true, scoped()).await;
         let call = s.api.next(Route::Services).await;
-        list_services(
+        list_lb_services(
             call,
             vec![
                 lb("shop", "web", "500", "Local", &["198.51.100.10"]),
@@ -224,7 +242,7 @@ async fn a_service_that_becomes_or_stops_being_a_load_balancer_re_scopes_make_be
             ],
             "510",
         );
-        assert_eq!(s.lb(1).await, ["service shop/internal lb=false cluster []"]);
+        s.no_update();
         let web_only = "kubernetes.io/service-name in (web)";
         let call = s.api.next(Route::EndpointSlices).await;
         list_slices(
@@ -248,12 +266,14 @@ async fn a_service_that_becomes_or_stops_being_a_load_balancer_re_scopes_make_be
             ]
         );
         let call = s.api.next(Route::Services).await;
+        assert_watch(&call, SERVICES, Some(LB_SERVICES), "510");
         let services = call.watch();
         let call = s.api.next(Route::EndpointSlices).await;
         let old = watch_slices(call, web_only, "610");
 
-        // internal becomes a LoadBalancer: held back, a second watch lists.
-        services.modified(lb("shop", "internal", "520", "Cluster", &["198.51.100.20"]));
+        // internal becomes a LoadBalancer, which the field selector's watch sends as
+        // ADDED: held back, a second watch lists.
+        services.added(lb("shop", "internal", "520", "Cluster", &["198.51.100.20"]));
         let both = "kubernetes.io/service-name in (internal,web)";
         let call = s.api.next(Route::EndpointSlices).await;
         assert_slice_list(&call, both);
@@ -305,9 +325,10 @@ async fn a_service_that_becomes_or_stops_being_a_load_balancer_re_scopes_make_be
         let call = s.api.next(Route::EndpointSlices).await;
         let new = watch_slices(call, both, "630");
 
-        // internal stops being a LoadBalancer: sent at once, then its slice's deletion;
+        // internal stops being a LoadBalancer, which the field selector's watch sends
+        // as DELETED (the object as it is now): sent at once, then its slice's deletion;
         // the watch narrows (make-before-break again) and sends nothing new.
-        services.modified(service(
+        services.deleted(service(
             "shop",
             "internal",
             "640",
@@ -318,7 +339,7 @@ async fn a_service_that_becomes_or_stops_being_a_load_balancer_re_scopes_make_be
         assert_eq!(
             s.lb(2).await,
             [
-                "service shop/internal lb=false cluster []",
+                "service shop/internal deleted",
                 "slice shop/internal-4hq7w deleted",
             ]
         );
@@ -369,7 +390,7 @@ async fn equal_names_in_two_namespaces_and_a_slice_moving_between_two_watches() 
         };
         let (mut s, _watches) = started_with(true, scope).await;
         let call = s.api.next(Route::Services).await;
-        list_services(
+        list_lb_services(
             call,
             vec![
                 lb("a", "web", "500", "Cluster", &["198.51.100.10"]),
@@ -378,7 +399,7 @@ async fn equal_names_in_two_namespaces_and_a_slice_moving_between_two_watches() 
             ],
             "510",
         );
-        assert_eq!(s.lb(1).await, ["service b/web lb=false cluster []"]);
+        s.no_update();
         let (api, web) = (
             "kubernetes.io/service-name in (api)",
             "kubernetes.io/service-name in (web)",
@@ -445,7 +466,7 @@ async fn equal_names_in_two_namespaces_and_a_slice_moving_between_two_watches() 
 
         // b/web becomes a LoadBalancer: its name is already watched, so its slice and
         // then the Service go out at once, and no watch is re-established.
-        services.modified(lb("b", "web", "630", "Cluster", &["198.51.100.30"]));
+        services.added(lb("b", "web", "630", "Cluster", &["198.51.100.30"]));
         assert_eq!(
             s.lb(2).await,
             [
@@ -516,7 +537,7 @@ async fn no_load_balancer_service_means_no_slice_watch_and_ready() {
     bounded(async {
         let (mut s, _watches) = started_with(true, scoped()).await;
         let call = s.api.next(Route::Services).await;
-        list_services(
+        list_lb_services(
             call,
             vec![service(
                 "default",
@@ -528,16 +549,145 @@ async fn no_load_balancer_service_means_no_slice_watch_and_ready() {
             )],
             "20",
         );
-        assert_eq!(
-            s.lb(2).await,
-            ["service default/kubernetes lb=false cluster []", "synced"]
-        );
+        assert_eq!(s.lb(1).await, ["synced"]);
         let st = s.status(Resource::EndpointSlices, |st| st.synced).await;
         assert!(st.up, "nothing to watch is not down: {st:?}");
         assert!(s.rx.status.borrow().ready());
         let call = s.api.next(Route::Services).await;
         let _services = call.watch();
         s.no_slice_request().await;
+    })
+    .await;
+}
+
+/// An API server that does not know `spec.type` as a Service field label (before
+/// Kubernetes 1.31) refuses the filtered list (400): the refusal is not an outage
+/// (Services stay up), every Service is listed and watched without a field selector
+/// from then on, and the source gives what the filter would: the other Services are
+/// skipped (not sent, not kept), a type change away from LoadBalancer, now a MODIFIED,
+/// is the Service's deletion.
+#[tokio::test]
+async fn a_refused_service_field_selector_falls_back_to_every_service() {
+    bounded(async {
+        let (mut s, _watches) = started_with(true, scoped()).await;
+        let call = s.api.next(Route::Services).await;
+        assert_eq!(
+            call.param("fieldSelector").as_deref(),
+            Some(LB_SERVICES),
+            "{}",
+            call.uri()
+        );
+        call.status_error(400, "BadRequest");
+        let call = s.api.next(Route::Services).await;
+        list_services(
+            call,
+            vec![
+                lb("shop", "web", "500", "Local", &["198.51.100.10"]),
+                service("shop", "internal", "502", "ClusterIP", "Cluster", &[]),
+            ],
+            "510",
+        );
+        s.no_update();
+        let services_status = s.status_now(Resource::Services);
+        assert!(
+            services_status.up && services_status.errors == 0,
+            "the refused selector is no outage: {services_status:?}"
+        );
+        let web_only = "kubernetes.io/service-name in (web)";
+        let call = s.api.next(Route::EndpointSlices).await;
+        list_slices(
+            call,
+            web_only,
+            vec![endpoint_slice(
+                "shop",
+                "web-7xk2p",
+                "600",
+                "web",
+                &[("n1", true, false)],
+            )],
+            "610",
+        );
+        assert_eq!(
+            s.lb(3).await,
+            [
+                "slice shop/web-7xk2p of shop/web [n1:1]",
+                "service shop/web lb=true local [198.51.100.10]",
+                "synced",
+            ]
+        );
+        let call = s.api.next(Route::Services).await;
+        assert_watch(&call, SERVICES, None, "510");
+        let services = call.watch();
+        let call = s.api.next(Route::EndpointSlices).await;
+        let slices = watch_slices(call, web_only, "610");
+
+        // An edit of a ClusterIP Service: nothing. web stops being a LoadBalancer:
+        // unfiltered, a MODIFIED; deleted at once, its slice deleted, its watch stopped.
+        services.modified(service(
+            "shop",
+            "internal",
+            "615",
+            "ClusterIP",
+            "Cluster",
+            &[],
+        ));
+        services.modified(service("shop", "web", "620", "ClusterIP", "Local", &[]));
+        assert_eq!(
+            s.lb(2).await,
+            ["service shop/web deleted", "slice shop/web-7xk2p deleted"]
+        );
+        assert!(slices.dropped().await, "nothing left to watch");
+    })
+    .await;
+}
+
+/// The scoped watches take the API server's bookmarks: when it ends a watch (its
+/// timeout, every 290 s), the Services' and the slices' watches resume from the last
+/// bookmark with the same selectors, no list is made and nothing is sent. Without
+/// bookmarks a resume point older than the API server's window would cost a relist.
+#[tokio::test]
+async fn ended_watches_resume_from_their_bookmarks_without_a_relist() {
+    bounded(async {
+        let (mut s, _watches) = started_with(true, scoped()).await;
+        let call = s.api.next(Route::Services).await;
+        list_lb_services(
+            call,
+            vec![lb("shop", "web", "500", "Local", &["198.51.100.10"])],
+            "510",
+        );
+        let web_only = "kubernetes.io/service-name in (web)";
+        let call = s.api.next(Route::EndpointSlices).await;
+        list_slices(
+            call,
+            web_only,
+            vec![endpoint_slice(
+                "shop",
+                "web-7xk2p",
+                "600",
+                "web",
+                &[("n1", true, false)],
+            )],
+            "610",
+        );
+        assert_eq!(s.lb(3).await.last().map(String::as_str), Some("synced"));
+        let call = s.api.next(Route::Services).await;
+        assert_watch(&call, SERVICES, Some(LB_SERVICES), "510");
+        let services = call.watch();
+        let call = s.api.next(Route::EndpointSlices).await;
+        let slices = watch_slices(call, web_only, "610");
+
+        services.bookmark("Service", "v1", "700");
+        services.close();
+        let call = s.api.next(Route::Services).await;
+        assert_watch(&call, SERVICES, Some(LB_SERVICES), "700");
+        let _services = call.watch();
+
+        slices.bookmark("EndpointSlice", "discovery.k8s.io/v1", "710");
+        slices.close();
+        let call = s.api.next(Route::EndpointSlices).await;
+        let _slices = watch_slices(call, web_only, "710");
+        s.no_slice_request().await;
+        s.no_update();
     })
     .await;
 }

@@ -350,7 +350,11 @@ async fn start_sources(
                 ipam: settings.ipam,
                 retry: Retry::KubeDefault,
                 load_balancers: settings.follows_load_balancers(),
-                slices: kube_source::SliceScope::load_balancers(&settings.lb_classes),
+                slices: if settings.lb_slices_all {
+                    kube_source::SliceScope::All
+                } else {
+                    kube_source::SliceScope::load_balancers(&settings.lb_classes)
+                },
             };
             let stop_client = client.clone();
             tasks.spawn(async move {

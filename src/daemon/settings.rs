@@ -62,6 +62,9 @@ pub struct Settings {
     /// `--lb-class`: the `spec.loadBalancerClass` values handled; empty: only Services
     /// without a class.
     pub lb_classes: Vec<String>,
+    /// `--lb-slice-watch all` (hidden, benches/): every EndpointSlice of the cluster is
+    /// watched, not only those of the Services this speaker could announce.
+    pub lb_slices_all: bool,
     /// `--source-address`: the local address of sessions of its family whose peer sets no
     /// `source-address` (`routes::source_address`).
     pub source_address: Option<IpAddr>,
@@ -138,6 +141,14 @@ impl Settings {
                     .into(),
             );
         }
+        if self.lb_slices_all && !self.follows_kube_slices() {
+            return bad(
+                "--lb-slice-watch",
+                "all needs the Kubernetes source following LoadBalancer Services \
+                 (no --cluster-state, --announce local, --announce-lb-ips not off)"
+                    .into(),
+            );
+        }
         if let Some(c) = self.lb_classes.iter().find(|c| c.trim().is_empty()) {
             return bad("--lb-class", format!("{c:?} is not a class name"));
         }
@@ -150,6 +161,12 @@ impl Settings {
             }
         }
         Ok(())
+    }
+
+    /// Whether EndpointSlices are watched in the API server (which
+    /// `--lb-slice-watch` scopes).
+    fn follows_kube_slices(&self) -> bool {
+        self.cluster == ClusterSource::Kubernetes && self.follows_load_balancers()
     }
 
     /// Whether the Services and EndpointSlices are followed at all: not when
@@ -402,6 +419,7 @@ mod tests {
             announce: AnnounceMode::Local,
             announce_lb_ips: LbSwitch::Auto,
             lb_classes: Vec::new(),
+            lb_slices_all: false,
             source_address: None,
             router_id: None,
             metrics_addr: "0.0.0.0:9477".parse().unwrap(),
@@ -482,6 +500,18 @@ mod tests {
         assert!(!s.follows_load_balancers());
         s.lb_classes = vec![" ".into()];
         assert_eq!(flag_of(s.validate()), "--lb-class");
+    }
+
+    #[test]
+    fn the_full_slice_watch_needs_the_kube_source_following_load_balancers() {
+        let mut s = settings();
+        s.lb_slices_all = true;
+        assert!(s.validate().is_ok());
+        s.announce_lb_ips = LbSwitch::Off;
+        assert_eq!(flag_of(s.validate()), "--lb-slice-watch");
+        s.announce_lb_ips = LbSwitch::On;
+        s.cluster = ClusterSource::File("/cluster".into());
+        assert_eq!(flag_of(s.validate()), "--lb-slice-watch");
     }
 
     #[test]

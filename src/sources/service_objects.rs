@@ -26,10 +26,15 @@ pub const LABEL_SERVICE_NAME: &str = "kubernetes.io/service-name";
 /// with the default context. The API server always sets it.
 pub const DEFAULT_NAMESPACE: &str = "default";
 
+/// `spec.type` is `LoadBalancer`, exactly as the API server spells it (and as its
+/// `spec.type=LoadBalancer` field selector matches); any other type or none is not.
+pub fn is_load_balancer(service: &Service) -> bool {
+    service.spec.as_ref().and_then(|s| s.type_.as_deref()) == Some("LoadBalancer")
+}
+
 /// A Service's key and the facts the LoadBalancer planner needs.
 ///
-/// - `spec.type` `LoadBalancer` (exactly, as the API server spells it) sets
-///   `load_balancer`; any other type or none is not a LoadBalancer.
+/// - [`is_load_balancer`] sets `load_balancer`.
 /// - `spec.loadBalancerClass`: an empty string counts as unset.
 /// - `spec.externalTrafficPolicy`: `Cluster` or absent, or `Local`. Any other value
 ///   (the API server accepts no other) fails the object: guessing `Cluster` would
@@ -60,7 +65,7 @@ pub fn service_facts(service: &Service) -> Result<(ObjectKey, ServiceFacts), Sou
         }
     };
     let mut facts = ServiceFacts {
-        load_balancer: spec.and_then(|s| s.type_.as_deref()) == Some("LoadBalancer"),
+        load_balancer: is_load_balancer(service),
         class: spec
             .and_then(|s| s.load_balancer_class.as_deref())
             .filter(|c| !c.is_empty())
