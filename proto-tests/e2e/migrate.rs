@@ -506,3 +506,146 @@ fn metallb_with_localpref_keeps_ecmp_while_nodes_are_mixed() {
         "FRR's ECMP set while mixed"
     );
 }
+
+/// cilium-config as Cilium 1.10-1.13 has it with its embedded speaker on (`true`) or
+/// with the two keys removed (`false`), cluster-pool IPAM.
+fn cilium_config(embedded_bgp: bool) -> String {
+    let keys = if embedded_bgp {
+        "  bgp-announce-pod-cidr: \"true\"\n  bgp-announce-lb-ip: \"true\"\n"
+    } else {
+        ""
+    };
+    format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cilium-config\n  namespace: kube-system\ndata:\n  ipam: cluster-pool\n  cluster-pool-ipv4-cidr: 10.244.0.0/16\n{keys}"
+    )
+}
+
+/// What Cilium's embedded speaker on node `n` announced: its pod CIDR (CiliumNode
+/// `spec.ipam.podCIDRs`) and, from the same MetalLB code, the LoadBalancer IPs.
+fn cilium_routes(n: u8) -> Vec<Advertisement> {
+    let mut v = metallb_routes(n, None);
+    v.push(Advertisement::new(net(&format!("10.244.{n}.0/24"))));
+    v
+}
+
+/// docs/migrate-from-cilium-bgp.md: Cilium's embedded speaker on n1 and n2 announcing
+/// each node's pod CIDR and the LoadBalancer IPs; cilium-config's two keys removed
+/// (Cilium's speakers run on until their agent restarts); then, node by node, the agent
+/// restarted (its speaker gone) and ours started. A node's pod CIDR, which only that
+/// node announces, is missing for the time the guide quotes, within [`GAP_BOUND`]; a
+/// `Cluster` Service never leaves a switch. Rolling n2 back is Cilium's speaker back on
+/// n2 replacing ours.
+#[test]
+fn cilium_embedded_speaker_replaced_node_by_node() {
+    let (n1, n2) = (node_ip(1), node_ip(2));
+    let Some(ns) = isolated!(&[v4(2), v4(3), n1, n2], Duration::from_secs(300)) else {
+        return;
+    };
+    let guide = "cilium";
+    let (bird, frr) = start_tors(ns.dir(), &[n1, n2]);
+    frr_maximum_paths(&frr);
+    let inputs = Inputs::new(ns.dir(), "cluster-pool", "10.244.0.0/16");
+    inputs.write_cluster_file("cilium-config.yaml", &cilium_config(true));
+    // Cilium's convention (kube-system/bgp-config, key config.yaml): the same MetalLB
+    // format, read unchanged.
+    inputs.write_config(&metallb_config(None));
+    for n in [1, 2] {
+        let pod = format!("10.244.{n}.0/24");
+        inputs.write_node(&NodeSpec::new(&format!("n{n}"), node_ip(n)).cilium_cidrs(&[&pod]));
+    }
+    metallb_services(&inputs);
+    let watch = |t0: Instant, paths: &[(&str, &[u8])]| {
+        Timeline::watch(&bird, &frr, &[1, 2], t0, &want(paths))
+    };
+    let all: [(&str, &[u8]); 4] = [
+        (CLUSTER_IP, &[1, 2]),
+        (LOCAL_IP, &[1]),
+        (POD_N1, &[1]),
+        (POD_N2, &[2]),
+    ];
+
+    // Before: Cilium's embedded speakers on both nodes.
+    let mut old = [1, 2].map(|n| {
+        Some(Legacy::start(
+            ns.dir(),
+            &format!("n{n}"),
+            node_ip(n),
+            &legacy_peers(),
+            &cilium_routes(n),
+        ))
+    });
+    let tl = watch(Instant::now(), &all);
+    assert_eq!(tl.last(), &want(&all), "before: Cilium's routes");
+
+    // Step: the keys removed from cilium-config. Cilium's agents read it at their start
+    // only, so their speakers run on (the stand-ins read no file: nothing to measure
+    // here); our speakers, started from now on, find Cilium's BGP off.
+    inputs.write_cluster_file("cilium-config.yaml", &cilium_config(false));
+
+    // Step: n1's agent restarted and n1 labelled: Cilium's speaker exits with the old
+    // agent, ours starts.
+    let t0 = Instant::now();
+    if let Some(mut o) = old[0].take() {
+        o.stop();
+    }
+    let ours1 = our_speaker(&ns, &inputs, 1, "ours");
+    let tl = watch(t0, &all);
+    report(guide, "n1 moved", &tl, &all);
+    assert_eq!(tl.last(), &want(&all), "n1 moved\n{}", ours1.log_tail(30));
+    for tor in ["bird", "frr"] {
+        assert_eq!(
+            tl.prefix_gap(tor, net(CLUSTER_IP)),
+            Gap::default(),
+            "{tor}: the Cluster Service stays reachable through n2"
+        );
+        for prefix in [POD_N1, LOCAL_IP] {
+            let gap = tl.prefix_gap(tor, net(prefix)).at_most;
+            assert!(gap < GAP_BOUND, "{tor}: {prefix} missing {gap:?}");
+        }
+        assert_eq!(
+            tl.prefix_gap(tor, net(POD_N2)),
+            Gap::default(),
+            "{tor}: n2's pod CIDR is not touched"
+        );
+    }
+    let shown = status(1);
+    println!("migration step: {guide} n1 moved: podcidr-speaker status\n{shown}");
+    assert!(shown.contains("Established"), "{shown}");
+
+    // Step: n2.
+    let t0 = Instant::now();
+    if let Some(mut o) = old[1].take() {
+        o.stop();
+    }
+    let mut ours2 = our_speaker(&ns, &inputs, 2, "ours");
+    let tl = watch(t0, &all);
+    report(guide, "n2 moved", &tl, &all);
+    assert_eq!(tl.last(), &want(&all), "n2 moved\n{}", ours2.log_tail(30));
+    for tor in ["bird", "frr"] {
+        assert_eq!(tl.prefix_gap(tor, net(CLUSTER_IP)), Gap::default(), "{tor}");
+        assert_eq!(tl.prefix_gap(tor, net(POD_N1)), Gap::default(), "{tor}");
+        let gap = tl.prefix_gap(tor, net(POD_N2)).at_most;
+        assert!(gap < GAP_BOUND, "{tor}: n2's pod CIDR missing {gap:?}");
+    }
+
+    // Rollback of n2: our pod leaves (SIGTERM, graceful restart: n2's paths stay as
+    // stale), Cilium's speaker is back with the agent restarted under the keys.
+    let t0 = Instant::now();
+    ours2.send_sigterm();
+    old[1] = Some(Legacy::start(
+        ns.dir(),
+        "n2-back",
+        n2,
+        &legacy_peers(),
+        &cilium_routes(2),
+    ));
+    let tl = watch(t0, &all);
+    report(guide, "n2 rolled back", &tl, &all);
+    assert!(ours2.terminate().success(), "{}", ours2.log_tail(30));
+    assert_eq!(tl.last(), &want(&all), "rollback");
+    for tor in ["bird", "frr"] {
+        let gap = tl.prefix_gap(tor, net(POD_N2)).at_most;
+        assert!(gap < GAP_BOUND, "{tor}: n2's pod CIDR missing {gap:?}");
+    }
+    drop(ours1);
+}
