@@ -252,6 +252,15 @@ fn status(node: u8) -> String {
     .unwrap_or_else(|e| panic!("podcidr-speaker status of n{node}: {e}"))
 }
 
+/// `podcidr-speaker status` whatever its exit status (1 while a session is down).
+fn status_any(node: u8) -> String {
+    let out = Command::new(BINARY)
+        .args(["status", "--addr", &format!("{}:9477", node_ip(node))])
+        .output()
+        .unwrap_or_else(|e| panic!("podcidr-speaker status of n{node}: {e}"));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 fn metallb_services(inputs: &Inputs) {
     let web = ServiceSpec::new("web", "Cluster", &["198.51.100.10"]).endpoints(&["n1", "n2"], true);
     let db = ServiceSpec::new("db", "Local", &["198.51.100.20"]).endpoints(&["n1"], true);
@@ -648,4 +657,76 @@ fn cilium_embedded_speaker_replaced_node_by_node() {
         assert!(gap < GAP_BOUND, "{tor}: n2's pod CIDR missing {gap:?}");
     }
     drop(ours1);
+}
+
+/// What the guides warn about: our speaker started on a node while the old one there
+/// still runs (its pod not yet gone, or its agent not yet restarted). Its sessions are
+/// refused (BIRD closes the connection, FRR sends Cease 6/7) while the old one's stay
+/// Established and keep every route, and it retries after about 1, 2, 4 ... s (up to
+/// `connect-retry-time`, 120 s by default). The old speaker exits just after a refusal
+/// that scheduled a wait of 3 s or more: the node's routes are missing until that retry.
+#[test]
+fn ours_started_before_the_old_speaker_exits_gets_in_at_its_next_retry() {
+    const MIN_WAIT: u64 = 3;
+    let (n1, n2) = (node_ip(1), node_ip(2));
+    let Some(ns) = isolated!(&[v4(2), v4(3), n1, n2], Duration::from_secs(180)) else {
+        return;
+    };
+    let guide = "metallb";
+    let mut lab = MetallbLab::start(ns, None);
+    let t0 = Instant::now();
+    let ours1 = our_speaker(&lab.ns, &lab.inputs, 1, "early");
+    // Both speakers on n1: the switches keep the old one's session and routes, until
+    // both of ours wait at least MIN_WAIT for their next attempt.
+    let refused = loop {
+        let v = view(&lab.bird, &lab.frr, &[1, 2]);
+        assert_eq!(
+            v,
+            want(&METALLB_PATHS),
+            "the old speaker's routes while ours is refused\n{}",
+            ours1.log_tail(30)
+        );
+        let shown = status_any(1);
+        let waits: Vec<u64> = shown
+            .lines()
+            .filter_map(|l| l.split_once("retry in ")?.1.split('s').next()?.parse().ok())
+            .collect();
+        if waits.len() == 2 && waits.iter().all(|w| *w >= MIN_WAIT) {
+            break shown;
+        }
+        assert!(
+            t0.elapsed() < STEP_DEADLINE,
+            "ours never waited {MIN_WAIT}s:\n{shown}\n{}",
+            ours1.log_tail(30)
+        );
+    };
+    println!(
+        "migration step: {guide} ours refused on n1 for {}: podcidr-speaker status\n{refused}",
+        secs(t0.elapsed())
+    );
+    assert!(
+        refused.contains("6/7"),
+        "FRR's collision Cease is shown: {refused}"
+    );
+    let t0 = Instant::now();
+    if let Some(mut old) = lab.old[0].take() {
+        old.stop();
+    }
+    let n1_moved: [(&str, &[u8]); 3] = [(CLUSTER_IP, &[1, 2]), (LOCAL_IP, &[1]), (POD_N1, &[1])];
+    let tl = lab.watch(t0, &n1_moved);
+    report(
+        guide,
+        "n1's old speaker gone after ours was refused",
+        &tl,
+        &METALLB_PATHS,
+    );
+    assert_eq!(tl.last(), &want(&n1_moved), "{}", ours1.log_tail(30));
+    for tor in ["bird", "frr"] {
+        let gap = tl.prefix_gap(tor, net(LOCAL_IP));
+        // The wait shown was at least MIN_WAIT whole seconds, less the time to stop.
+        assert!(
+            gap.at_most >= Duration::from_secs(MIN_WAIT - 1) && gap.at_most < GAP_BOUND,
+            "{tor}: {LOCAL_IP} missing {gap:?}"
+        );
+    }
 }
