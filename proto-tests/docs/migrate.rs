@@ -11,6 +11,9 @@
 //! - `kubectl ...`: every flag it passes is in `kubectl <verb> [<kind>] --help`, and
 //!   every `-p` patch is JSON (a JSON patch: a list of operations with `op` and `path`).
 //! - A bgp-config fragment in a guide parses with the speaker's own parser.
+//! - A kustomization in a guide builds (`kubectl kustomize`, against this checkout) into
+//!   a DaemonSet with the nodeSelector and the LoadBalancer switch of the guide's Helm
+//!   values: both ways to install say the same.
 //!
 //! A command this test does not know fails it: adding one to a guide means saying here
 //! how to check it.
@@ -22,6 +25,7 @@ use std::process::Command;
 
 use clap::Parser;
 use podcidr_speaker::cli::Cli;
+use serde::Deserialize;
 use serde_json::Value;
 
 const GUIDES: [&str; 2] = [
@@ -340,4 +344,67 @@ fn the_checker_fails_on_a_bad_value_and_a_bad_flag() {
     })
     .is_err());
     assert!(Cli::try_parse_from(["podcidr-speaker", "status", "--adr", "x"]).is_err());
+}
+
+/// The DaemonSet `kubectl kustomize DIR` renders.
+fn kustomized_daemonset(dir: &std::path::Path) -> Value {
+    let out = Command::new("kubectl")
+        .arg("kustomize")
+        .arg(dir)
+        .output()
+        .expect("kubectl kustomize (kubectl is needed)");
+    assert!(
+        out.status.success(),
+        "kubectl kustomize: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let objects: Vec<Value> = serde_yaml::Deserializer::from_str(&text)
+        .map(|d| serde_json::to_value(serde_yaml::Value::deserialize(d).unwrap()).unwrap())
+        .collect();
+    objects
+        .into_iter()
+        .find(|o| o["kind"] == "DaemonSet")
+        .expect("a DaemonSet")
+}
+
+#[test]
+fn every_guide_kustomization_renders_what_its_helm_values_do() {
+    let tmp = std::env::temp_dir().join(format!("docs-migrate-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(tmp.join("mine")).unwrap();
+    // The guides' kustomizations sit next to a checkout called podcidr-speaker.
+    std::os::unix::fs::symlink(repo(), tmp.join("podcidr-speaker")).unwrap();
+    let mut rendered = 0;
+    for guide in GUIDES {
+        let text = std::fs::read_to_string(repo().join(guide)).expect(guide);
+        let values = values_file(&text, guide);
+        for block in blocks(&text, "yaml")
+            .into_iter()
+            .filter(|b| b.contains("kind: Kustomization"))
+        {
+            std::fs::write(tmp.join("mine/kustomization.yaml"), &block).unwrap();
+            let ds = kustomized_daemonset(&tmp.join("mine"));
+            let spec = &ds["spec"]["template"]["spec"];
+            assert_eq!(
+                spec["nodeSelector"], values["nodeSelector"],
+                "{guide}: the kustomization's nodeSelector is the Helm values'"
+            );
+            let args: Vec<&str> = spec["containers"][0]["args"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(Value::as_str)
+                .collect();
+            let lb_on = values["announceLbIps"] == "on";
+            assert_eq!(
+                args.contains(&"--announce-lb-ips=on"),
+                lb_on,
+                "{guide}: {args:?}"
+            );
+            rendered += 1;
+        }
+    }
+    let _ = std::fs::remove_dir_all(&tmp);
+    assert_eq!(rendered, GUIDES.len(), "one kustomization per guide");
 }
