@@ -156,9 +156,9 @@ pub struct RunArgs {
     pub announce: AnnounceArg,
 
     /// Whether LoadBalancer Service IPs of the bgp address-pools are announced: `auto`
-    /// follows cilium-config's `bgp-announce-lb-ip` when cilium-config exists (absent
-    /// key: false, Cilium's default) and announces them without cilium-config (as
-    /// MetalLB's speaker did); `on`/`off` force it. `--announce local` only.
+    /// follows the bgp-config's `speaker.announce-lb-ips` (absent: announced);
+    /// `on`/`off` force it, whatever the bgp-config says. Cilium's `bgp-announce-lb-ip`
+    /// is not followed (it starts Cilium's own speaker). `--announce local` only.
     #[arg(
         long,
         env = "PODCIDR_ANNOUNCE_LB_IPS",

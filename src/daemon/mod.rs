@@ -635,13 +635,13 @@ impl Daemon {
         true
     }
 
-    /// The on/off rule of LoadBalancer IPs for the cilium-config in `snapshot` (logged
-    /// when the decision changes).
-    fn lb_enabled(&mut self, snapshot: &ClusterSnapshot) -> LbEnabled {
-        let decided = self.settings.announce_lb_ips.decide_for(
-            self.settings.announce,
-            snapshot.state.cilium_config.as_ref(),
-        );
+    /// The on/off rule of LoadBalancer IPs for the bgp-config in force (logged when the
+    /// decision changes).
+    fn lb_enabled(&mut self, config: &Config) -> LbEnabled {
+        let decided = self
+            .settings
+            .announce_lb_ips
+            .decide_for(self.settings.announce, config);
         if self.lb_enabled != Some(decided) {
             info!(announced = decided.on, why = decided.why, switch = %self.settings.announce_lb_ips,
                 "loadbalancer ips");
@@ -712,7 +712,7 @@ impl Daemon {
             }
         };
         self.blocked = None;
-        let enabled = self.lb_enabled(&snapshot);
+        let enabled = self.lb_enabled(&config);
         let name = self.settings.node_name();
         let local = LocalNode::new(name);
         let overrides = Overrides {
@@ -767,6 +767,8 @@ impl Daemon {
             graceful_shutdown: self.settings.graceful_shutdown,
         };
         self.metrics.record_planned();
+        self.metrics
+            .set_pod_cidrs_announced(plan.announce_pod_cidrs);
         if !self.gate_open {
             debug!("startup gate closed: no session yet");
             self.planned = Some((config, labels));

@@ -237,11 +237,29 @@ impl fmt::Display for DryRun {
                 f,
                 "lb ips:         not announced (--announce cluster: each node's speaker announces its own)"
             )?,
-            (_, LbSwitch::Auto) => writeln!(
-                f,
-                "lb ips:         auto (cilium-config bgp-announce-lb-ip; without cilium-config: announced)"
-            )?,
+            (_, LbSwitch::Auto) => match &self.config {
+                Some(config) => {
+                    let decided = s.announce_lb_ips.decide_for(s.announce, config);
+                    let word = if decided.on { "announced" } else { "not announced" };
+                    writeln!(f, "lb ips:         {word} ({})", decided.why)?
+                }
+                None => writeln!(
+                    f,
+                    "lb ips:         auto (the bgp-config's speaker.announce-lb-ips; absent: announced)"
+                )?,
+            },
             (_, switch) => writeln!(f, "lb ips:         {switch} (--announce-lb-ips)")?,
+        }
+        match &self.config {
+            Some(c) if c.speaker.announce_pod_cidrs => writeln!(f, "pod cidrs:      announced")?,
+            Some(_) => writeln!(
+                f,
+                "pod cidrs:      not announced (the bgp-config's speaker.announce-pod-cidrs: false)"
+            )?,
+            None => writeln!(
+                f,
+                "pod cidrs:      the bgp-config's speaker.announce-pod-cidrs (absent: announced)"
+            )?,
         }
         if !s.lb_classes.is_empty() {
             writeln!(f, "lb classes:     {}", s.lb_classes.join(", "))?;
@@ -316,14 +334,9 @@ impl fmt::Display for DryRun {
         if let Some(view) = &self.view {
             writeln!(
                 f,
-                "cluster:        {} nodes, ipam {}{}",
+                "cluster:        {} nodes, ipam {}",
                 view.nodes.len(),
                 view.ipam,
-                if view.announce_pod_cidr {
-                    ""
-                } else {
-                    ", bgp-announce-pod-cidr false"
-                }
             )?;
             for w in &view.warnings {
                 writeln!(f, "warning:        {w}")?;

@@ -124,6 +124,7 @@ pub struct ViewReport {
     pub ipam: Option<String>,
     /// Why the mode cannot be decided (nothing is announced meanwhile).
     pub ipam_error: Option<String>,
+    /// The bgp-config's `speaker.announce-pod-cidrs`: false announces none of them.
     pub announce_pod_cidr: bool,
     /// Nodes in the view.
     pub nodes: usize,

@@ -86,7 +86,6 @@ pub struct Diagnosis {
     /// The IPAM mode in force, or why it cannot be decided.
     pub ipam: Result<IpamMode, IpamError>,
     pub origin: ModeOrigin,
-    pub announce_pod_cidr: bool,
     pub pool_v4: Vec<IpNet>,
     pub pool_v6: Vec<IpNet>,
     /// The CiliumPodIPPools' ranges (multi-pool IPAM); `None` when they were not read.
@@ -257,18 +256,13 @@ pub fn diagnose(state: &ClusterState, ipam: IpamOverride) -> Diagnosis {
         }
     }
 
-    let (announce_pod_cidr, pool_v4, pool_v6) = match &state.cilium_config {
-        Some(c) => (
-            c.announce_pod_cidr,
-            c.cluster_pool_v4.clone(),
-            c.cluster_pool_v6.clone(),
-        ),
-        None => (true, Vec::new(), Vec::new()),
+    let (pool_v4, pool_v6) = match &state.cilium_config {
+        Some(c) => (c.cluster_pool_v4.clone(), c.cluster_pool_v6.clone()),
+        None => (Vec::new(), Vec::new()),
     };
     Diagnosis {
         ipam: decided.as_ref().map(|v| v.ipam).map_err(Clone::clone),
         origin,
-        announce_pod_cidr,
         pool_v4,
         pool_v6,
         pod_ip_pools: state.pod_ip_pools.clone(),

@@ -96,7 +96,10 @@ impl fmt::Display for Summary<'_> {
                     v.nodes, v.prefixes
                 )?;
                 if !v.announce_pod_cidr {
-                    write!(f, " (bgp-announce-pod-cidr is false)")?;
+                    write!(
+                        f,
+                        " (none: the bgp-config's speaker.announce-pod-cidrs is false)"
+                    )?;
                 }
                 writeln!(f)?;
             }

@@ -80,6 +80,9 @@ struct Inner {
     stopping: Option<StopReport>,
     /// The LoadBalancer counts, once recorded.
     lb: Option<LbReport>,
+    /// The bgp-config's `speaker.announce-pod-cidrs` was false in the last plan (shown
+    /// with the view in `/status`; off only once a plan says so).
+    pod_cidrs_off: bool,
 }
 
 struct PeerEntry {
@@ -201,6 +204,15 @@ impl Metrics {
     /// them): the peers it declares are the sessions this node should have.
     pub fn record_planned(&self) {
         self.lock().planned = true;
+    }
+
+    /// Whether the plan announces pod CIDRs at all (`speaker.announce-pod-cidrs`).
+    pub fn set_pod_cidrs_announced(&self, on: bool) {
+        let mut inner = self.lock();
+        inner.pod_cidrs_off = !on;
+        if let Some(view) = inner.view.as_mut() {
+            view.announce_pod_cidr = on;
+        }
     }
 
     /// The stop decision (`routes::stop::decide`): `/readyz` fails from now on, and the
