@@ -369,10 +369,9 @@ impl MetallbLab {
 }
 
 fn our_speaker(ns: &crate::harness::netns::Netns, inputs: &Inputs, n: u8, tag: &str) -> Speaker {
-    let mut args = Speaker::standalone_args(inputs, &format!("n{n}"), node_ip(n));
-    // The guide's Helm value `announceLbIps: "on"`: announce the bgp pools whatever
-    // cilium-config says (a MetalLB cluster may run Cilium as its CNI).
-    args.push("--announce-lb-ips=on".into());
+    // The chart's defaults: both route classes announced (the bgp-config's `speaker`
+    // block decides, and it has none), whatever cilium-config's BGP keys say.
+    let args = Speaker::standalone_args(inputs, &format!("n{n}"), node_ip(n));
     Speaker::start(ns.dir(), &format!("n{n}-{tag}"), &args)
 }
 
@@ -516,14 +515,12 @@ fn metallb_with_localpref_keeps_ecmp_while_nodes_are_mixed() {
     );
 }
 
-/// cilium-config as Cilium 1.10-1.13 has it with its embedded speaker on (`true`) or
-/// with the two keys removed (`false`), cluster-pool IPAM.
+/// cilium-config as Cilium 1.10-1.13 has it with its embedded speaker on or off (the two
+/// keys `"true"` or `"false"`, as Cilium's Helm chart writes them), cluster-pool IPAM.
 fn cilium_config(embedded_bgp: bool) -> String {
-    let keys = if embedded_bgp {
-        "  bgp-announce-pod-cidr: \"true\"\n  bgp-announce-lb-ip: \"true\"\n"
-    } else {
-        ""
-    };
+    let keys = format!(
+        "  bgp-announce-pod-cidr: \"{embedded_bgp}\"\n  bgp-announce-lb-ip: \"{embedded_bgp}\"\n"
+    );
     format!(
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cilium-config\n  namespace: kube-system\ndata:\n  ipam: cluster-pool\n  cluster-pool-ipv4-cidr: 10.244.0.0/16\n{keys}"
     )
@@ -538,8 +535,9 @@ fn cilium_routes(n: u8) -> Vec<Advertisement> {
 }
 
 /// docs/migrate-from-cilium-bgp.md: Cilium's embedded speaker on n1 and n2 announcing
-/// each node's pod CIDR and the LoadBalancer IPs; cilium-config's two keys removed
-/// (Cilium's speakers run on until their agent restarts); then, node by node, the agent
+/// each node's pod CIDR and the LoadBalancer IPs; cilium-config's two keys set to
+/// "false" (Cilium's speakers run on until their agent restarts; ours announce both
+/// classes all the same); then, node by node, the agent
 /// restarted (its speaker gone) and ours started. A node's pod CIDR, which only that
 /// node announces, is missing for the time the guide quotes, within [`GAP_BOUND`]; a
 /// `Cluster` Service never leaves a switch. Rolling n2 back is Cilium's speaker back on
@@ -586,7 +584,7 @@ fn cilium_embedded_speaker_replaced_node_by_node() {
     let tl = watch(Instant::now(), &all);
     assert_eq!(tl.last(), &want(&all), "before: Cilium's routes");
 
-    // Step: the keys removed from cilium-config. Cilium's agents read it at their start
+    // Step: the keys set to "false" in cilium-config. Cilium's agents read it at their start
     // only, so their speakers run on (the stand-ins read no file: nothing to measure
     // here); our speakers, started from now on, find Cilium's BGP off.
     inputs.write_cluster_file("cilium-config.yaml", &cilium_config(false));
