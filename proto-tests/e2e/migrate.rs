@@ -25,6 +25,7 @@ use crate::harness::{v4, Afi, BgpDaemon};
 use crate::isolated;
 use crate::lb::{frr_multipath, ServiceSpec};
 use crate::legacy::{Advertisement, Legacy, LegacyPeer};
+use crate::scrape::value;
 use crate::speaker::{net, node_ip, Inputs, NodeSpec, Speaker, BINARY};
 
 /// The Service with `externalTrafficPolicy: Cluster` (endpoints on both nodes): every
@@ -252,6 +253,26 @@ fn status(node: u8) -> String {
     .unwrap_or_else(|e| panic!("podcidr-speaker status of n{node}: {e}"))
 }
 
+/// What the guides tell a user to check on a moved node's `/metrics`: both sessions up,
+/// `routes` prefixes written to each switch, `services` LoadBalancer Services announced.
+fn assert_metrics(node: u8, routes: f64, services: f64) {
+    crate::scrape::wait_metrics(
+        std::net::SocketAddr::new(node_ip(node), 9477),
+        "the moved node's sessions and routes",
+        |m| {
+            [v4(2), v4(3)].iter().all(|p| {
+                let peer = format!("{p}:179");
+                value(m, "podcidr_speaker_session_up", &[("peer", &peer)]) == Some(1.0)
+                    && value(
+                        m,
+                        "podcidr_speaker_announced_prefixes",
+                        &[("peer", &peer), ("afi", "ipv4")],
+                    ) == Some(routes)
+            }) && value(m, "podcidr_speaker_lb_services_announced", &[]) == Some(services)
+        },
+    );
+}
+
 /// `podcidr-speaker status` whatever its exit status (1 while a session is down).
 fn status_any(node: u8) -> String {
     let out = Command::new(BINARY)
@@ -430,6 +451,8 @@ fn metallb_speaker_replaced_node_by_node() {
     let shown = status(1);
     println!("migration step: {guide} n1 moved: podcidr-speaker status\n{shown}");
     assert!(shown.contains("Established"), "{shown}");
+    // Two LoadBalancer IPs and the pod CIDR to each switch, from two Services.
+    assert_metrics(1, 3.0, 2.0);
 
     // Step: n2 labelled.
     let (t0, mut ours2) = lab.move_node(2);
@@ -618,6 +641,7 @@ fn cilium_embedded_speaker_replaced_node_by_node() {
     let shown = status(1);
     println!("migration step: {guide} n1 moved: podcidr-speaker status\n{shown}");
     assert!(shown.contains("Established"), "{shown}");
+    assert_metrics(1, 3.0, 2.0);
 
     // Step: n2.
     let t0 = Instant::now();
