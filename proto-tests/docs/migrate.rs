@@ -118,7 +118,8 @@ fn kubectl_globals() -> String {
 }
 
 fn check_kubectl(w: &[String], guide: &str) {
-    // The verb and, for `create`, the kind (`create configmap` has its own flags).
+    // The verb and, for `create` and `rollout`, the next word (`create configmap`,
+    // `rollout restart` have their own flags).
     let mut rest: Vec<&str> = Vec::new();
     let mut flags: Vec<(String, Option<String>)> = Vec::new();
     let mut i = 1;
@@ -150,7 +151,7 @@ fn check_kubectl(w: &[String], guide: &str) {
         .copied()
         .unwrap_or_else(|| panic!("{guide}: {w:?}"));
     let scope: Vec<&str> = match verb {
-        "create" => rest[..2].to_vec(),
+        "create" | "rollout" => rest[..2].to_vec(),
         "patch" | "label" | "delete" | "get" => vec![verb],
         other => panic!("{guide}: kubectl {other} is not a verb this test knows: {w:?}"),
     };
