@@ -10,6 +10,8 @@
 //! - [`multipool`]: multi-pool IPAM, a node gaining and releasing pool CIDRs.
 //! - [`lb`]: LoadBalancer Service IPs from three speakers, ECMP path sets at the switches.
 //! - [`secrets`]: TCP MD5 keys from `--secrets-dir`, rotated under FRR and BIRD.
+//! - [`conflict`]: cilium-config turning Cilium's embedded BGP speaker on: new sessions
+//!   held, Established ones kept.
 //! - [`bfd`]: BFD with BIRD and FRR's bfdd over a veth that is cut: detection times.
 //!
 //! The tests with real peers run each in a network namespace of its own through the
@@ -30,6 +32,7 @@ mod bfd;
 mod bfd_rig;
 mod cli;
 mod cluster;
+mod conflict;
 mod fixture;
 mod lb;
 mod lifecycle;
