@@ -52,6 +52,7 @@ use crate::config::state::ConfigState;
 use crate::config::{Config, ConfigErrors, PeerKey};
 use crate::metrics::{server as metrics_server, Metrics};
 use crate::peer::{Listener, PeerError, RunOverrides};
+use crate::routes::cilium::{self, ConflictDecision};
 use crate::routes::drain::ExclusionDrain;
 use crate::routes::layers::LbOverPod;
 use crate::routes::lb::{LbContext, LbDelta, LbEnabled, LbPlanner};
@@ -246,7 +247,7 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
             _ = tick.tick() => {
                 daemon.peers.report();
                 daemon.peers.reap_stopped();
-                if daemon.peers.reap_dead() {
+                if daemon.peers.reap_dead() || daemon.admitted_lost() {
                     daemon.replan(Instant::now()).await;
                 }
             }
@@ -442,6 +443,11 @@ struct Daemon {
     pod_prefixes: Vec<ipnet::IpNet>,
     /// What was last logged of that finding: (shadowed, how many inside).
     lb_overlap: (Vec<ipnet::IpNet>, usize),
+    /// The decision about Cilium's embedded speaker in force (`routes::cilium`).
+    cilium_bgp: ConflictDecision,
+    /// While it holds new sessions back: the Established sessions it let run. One of
+    /// them going down is a new plan (it is not opened again until the conflict clears).
+    admitted: BTreeSet<PeerKey>,
 }
 
 impl Daemon {
@@ -483,6 +489,8 @@ impl Daemon {
             lb_enabled: None,
             pod_prefixes: Vec::new(),
             lb_overlap: (Vec::new(), 0),
+            cilium_bgp: ConflictDecision::default(),
+            admitted: BTreeSet::new(),
         }
     }
 
@@ -713,6 +721,7 @@ impl Daemon {
         };
         self.blocked = None;
         let enabled = self.lb_enabled(&config);
+        self.cilium_bgp_changed(&snapshot);
         let name = self.settings.node_name();
         let local = LocalNode::new(name);
         let overrides = Overrides {
@@ -775,9 +784,10 @@ impl Daemon {
             self.plan = Some(plan);
             return;
         }
+        let held = self.hold_back(&plan);
         self.peers
             .reconcile(
-                &plan,
+                held.as_ref().unwrap_or(&plan),
                 &run,
                 self.secrets.as_deref(),
                 self.lb.routes(),
@@ -791,6 +801,65 @@ impl Daemon {
         );
         self.planned = Some((config, labels));
         self.plan = Some(plan);
+    }
+
+    /// The conflict with Cilium's embedded speaker for the cilium-config in `snapshot`
+    /// (`routes::cilium::decide`), logged when it changes.
+    fn cilium_bgp_changed(&mut self, snapshot: &ClusterSnapshot) {
+        let decision = cilium::decide(
+            self.settings.cilium_bgp_conflict,
+            snapshot.state.cilium_config.as_ref(),
+        );
+        if decision == self.cilium_bgp {
+            return;
+        }
+        match &decision.conflict {
+            Some(c) if decision.holding() => {
+                warn!(keys = ?c.keys, conflict = %c, advice = cilium::ADVICE,
+                "cilium's embedded bgp speaker is on: no new session until it is off (Established sessions stay; --cilium-bgp-conflict ignore to run anyway)")
+            }
+            Some(c) => warn!(keys = ?c.keys, conflict = %c, advice = cilium::ADVICE,
+                "cilium's embedded bgp speaker is on: sessions run anyway (--cilium-bgp-conflict ignore)"),
+            None if self.cilium_bgp.conflict.is_some() => {
+                info!("cilium's embedded bgp speaker is off in cilium-config: every session may start")
+            }
+            None => {}
+        }
+        self.cilium_bgp = decision;
+    }
+
+    /// While the Cilium conflict holds new sessions back: the plan with only the
+    /// sessions it admits (those Established now), remembered for the tick; `None`:
+    /// nothing is held, the plan runs as made.
+    fn hold_back(&mut self, plan: &Plan) -> Option<Plan> {
+        if !self.cilium_bgp.holding() {
+            self.admitted.clear();
+            return None;
+        }
+        let established = self.peers.established();
+        let mut held = plan.clone();
+        held.peers
+            .retain(|key, _| self.cilium_bgp.admits(established.contains(key)));
+        let waiting = plan.peers.len() - held.peers.len();
+        if waiting > 0 {
+            info!(
+                held = waiting,
+                kept = held.peers.len(),
+                "sessions held back while cilium's embedded bgp speaker is on"
+            );
+        }
+        self.admitted = held.peers.keys().copied().collect();
+        Some(held)
+    }
+
+    /// A session the hold let run is no longer Established: it must not be opened
+    /// again while the hold stands, so the plan is made again without it.
+    fn admitted_lost(&self) -> bool {
+        if self.admitted.is_empty() {
+            return false;
+        }
+        let established = self.peers.established();
+        self.admitted.iter().any(|k| !established.contains(k))
     }
 
     /// Conflicts between nodes and unannounceable prefixes, once per change.

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use crate::config::duration::Compact;
 use crate::config::{self, Config};
+use crate::routes::cilium::ConflictPolicy;
 use crate::routes::lb::LbSwitch;
 use crate::routes::stop::StopPolicy;
 use crate::routes::{self, AnnounceMode, LocalNode, Overrides, Plan};
@@ -82,6 +83,9 @@ pub struct Settings {
     /// `--cilium-health-addr`: announce nothing until the Cilium agent's `/healthz` there
     /// answers 200 (the startup gate); `None`: no gate.
     pub cilium_health_addr: Option<SocketAddr>,
+    /// `--cilium-bgp-conflict`: what a conflict with Cilium's embedded speaker does to
+    /// new sessions (`routes::cilium::decide`).
+    pub cilium_bgp_conflict: ConflictPolicy,
 }
 
 /// The default of `--graceful-shutdown-time`.
@@ -324,6 +328,13 @@ impl fmt::Display for DryRun {
         };
         writeln!(f, "on-stop:        {on_stop}")?;
         writeln!(f, "ready-timeout:  {}", Compact(s.ready_timeout))?;
+        let conflict = match s.cilium_bgp_conflict {
+            ConflictPolicy::Hold => {
+                "hold (no new session while cilium-config turns Cilium's embedded BGP on)"
+            }
+            ConflictPolicy::Ignore => "ignore (Cilium's embedded BGP is only reported)",
+        };
+        writeln!(f, "cilium-bgp-conflict: {conflict}")?;
         match s.cilium_health_addr {
             Some(a) => writeln!(
                 f,
@@ -426,6 +437,7 @@ mod tests {
             on_stop: StopPolicy::Auto,
             ready_timeout: DEFAULT_READY_TIMEOUT,
             cilium_health_addr: None,
+            cilium_bgp_conflict: ConflictPolicy::Hold,
         }
     }
 
