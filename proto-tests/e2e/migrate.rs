@@ -27,6 +27,7 @@ use crate::lb::{frr_multipath, ServiceSpec};
 use crate::legacy::{Advertisement, Legacy, LegacyPeer};
 use crate::scrape::value;
 use crate::speaker::{net, node_ip, Inputs, NodeSpec, Speaker, BINARY};
+use crate::tor::{bird_route_times, frr_route_times};
 
 /// The Service with `externalTrafficPolicy: Cluster` (endpoints on both nodes): every
 /// node announces it.
@@ -750,5 +751,114 @@ fn ours_started_before_the_old_speaker_exits_gets_in_at_its_next_retry() {
             gap.at_most >= Duration::from_secs(MIN_WAIT - 1) && gap.at_most < GAP_BOUND,
             "{tor}: {LOCAL_IP} missing {gap:?}"
         );
+    }
+}
+
+/// The safety net of docs/migrate-from-cilium-bgp.md: our speaker running on a node
+/// while cilium-config still turns Cilium's embedded speaker on (installed everywhere
+/// before step 3, or a label set too early). Under the default `--cilium-bgp-conflict
+/// hold` it opens no session: the switches keep Cilium's session and routes, untouched.
+/// With the keys `"false"` it dials at once and is refused while Cilium's speaker still
+/// runs (the agent not yet restarted), Cilium's routes still untouched; the agent
+/// restarted, ours gets in at its next attempt.
+#[test]
+fn cilium_keys_on_hold_ours_back_until_they_are_off_and_the_agent_restarts() {
+    const HELD: Duration = Duration::from_secs(5);
+    let (n1, n2) = (node_ip(1), node_ip(2));
+    let Some(ns) = isolated!(&[v4(2), v4(3), n1, n2], Duration::from_secs(180)) else {
+        return;
+    };
+    let guide = "cilium";
+    let (bird, frr) = start_tors(ns.dir(), &[n1, n2]);
+    frr_maximum_paths(&frr);
+    let inputs = Inputs::new(ns.dir(), "cluster-pool", "10.244.0.0/16");
+    inputs.write_cluster_file("cilium-config.yaml", &cilium_config(true));
+    inputs.write_config(&metallb_config(None));
+    for n in [1, 2] {
+        let pod = format!("10.244.{n}.0/24");
+        inputs.write_node(&NodeSpec::new(&format!("n{n}"), node_ip(n)).cilium_cidrs(&[&pod]));
+    }
+    metallb_services(&inputs);
+    let all: [(&str, &[u8]); 4] = [
+        (CLUSTER_IP, &[1, 2]),
+        (LOCAL_IP, &[1]),
+        (POD_N1, &[1]),
+        (POD_N2, &[2]),
+    ];
+    let mut old = [1, 2].map(|n| {
+        Some(Legacy::start(
+            ns.dir(),
+            &format!("n{n}"),
+            node_ip(n),
+            &legacy_peers(),
+            &cilium_routes(n),
+        ))
+    });
+    let tl = Timeline::watch(&bird, &frr, &[1, 2], Instant::now(), &want(&all));
+    assert_eq!(tl.last(), &want(&all), "before: Cilium's routes");
+    let bird_seen = bird_route_times(&bird, n1);
+    let frr_seen = frr_route_times(&frr, n1);
+
+    // Ours on n1 with the keys "true": held, nothing reaches the switches.
+    let ours1 = our_speaker(&ns, &inputs, 1, "early");
+    let t0 = Instant::now();
+    while t0.elapsed() < HELD {
+        assert_eq!(view(&bird, &frr, &[1, 2]), want(&all), "while held");
+    }
+    assert!(
+        ours1
+            .log_tail(200)
+            .contains("cilium's embedded bgp speaker is on: no new session"),
+        "{}",
+        ours1.log_tail(30)
+    );
+    let held = status_any(1);
+    println!("migration step: {guide} ours held on n1: podcidr-speaker status\n{held}");
+    assert!(!held.contains("Established"), "{held}");
+    assert!(!held.contains("6/7"), "held: no connection at all: {held}");
+
+    // The keys "false": ours dials at once and is refused while Cilium's speaker runs.
+    inputs.write_cluster_file("cilium-config.yaml", &cilium_config(false));
+    let t0 = Instant::now();
+    let refused = loop {
+        assert_eq!(view(&bird, &frr, &[1, 2]), want(&all), "while refused");
+        let shown = status_any(1);
+        if shown.contains("6/7") {
+            break shown;
+        }
+        assert!(t0.elapsed() < STEP_DEADLINE, "never refused:\n{shown}");
+    };
+    println!(
+        "migration step: {guide} keys false, ours refused on n1 after {}: podcidr-speaker status\n{refused}",
+        secs(t0.elapsed())
+    );
+    // Cilium's session and routes were never touched: not even re-learned.
+    assert_eq!(
+        bird_route_times(&bird, n1),
+        bird_seen,
+        "BIRD re-learned n1's routes"
+    );
+    assert_eq!(
+        frr_route_times(&frr, n1),
+        frr_seen,
+        "FRR re-learned n1's routes"
+    );
+
+    // n1's agent restarted: Cilium's speaker gone, ours in at its next attempt.
+    let t0 = Instant::now();
+    if let Some(mut o) = old[0].take() {
+        o.stop();
+    }
+    let tl = Timeline::watch(&bird, &frr, &[1, 2], t0, &want(&all));
+    report(
+        guide,
+        "n1's agent restarted after ours was held and refused",
+        &tl,
+        &all,
+    );
+    assert_eq!(tl.last(), &want(&all), "{}", ours1.log_tail(30));
+    for tor in ["bird", "frr"] {
+        let gap = tl.prefix_gap(tor, net(POD_N1)).at_most;
+        assert!(gap < GAP_BOUND, "{tor}: n1's pod CIDR missing {gap:?}");
     }
 }
