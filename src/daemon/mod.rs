@@ -382,6 +382,41 @@ async fn sleep_until_std(deadline: Option<Instant>) {
     }
 }
 
+/// What a change of the Cilium conflict decision (`before` -> `now`) tells an operator
+/// about `node` (its Node's `uid`), as the Event it becomes: the conflict with what the
+/// speaker does and what to do, or that it is resolved; `None` when there is nothing
+/// new to say.
+pub fn cilium_bgp_report(
+    before: &ConflictDecision,
+    now: &ConflictDecision,
+    node: &str,
+    uid: Option<String>,
+) -> Option<sources::Report> {
+    if before == now {
+        return None;
+    }
+    match &now.conflict {
+        Some(c) => {
+            let what = if now.holding() {
+                "this speaker opens no new session meanwhile (--cilium-bgp-conflict hold; \
+                 Established ones stay)"
+            } else {
+                "sessions run anyway (--cilium-bgp-conflict ignore)"
+            };
+            Some(sources::Report::CiliumBgpConflict {
+                node: node.into(),
+                uid,
+                note: format!("{c}; {what}. To fix: {}", cilium::ADVICE),
+            })
+        }
+        None if before.conflict.is_some() => Some(sources::Report::CiliumBgpConflictResolved {
+            node: node.into(),
+            uid,
+        }),
+        None => None,
+    }
+}
+
 /// The startup gate as the main loop follows it.
 struct Gate {
     addr: SocketAddr,
@@ -412,7 +447,8 @@ struct Daemon {
     /// This node's Node object was in a cluster snapshot: its absence later means it
     /// was deleted (before, it means nothing is known).
     node_seen: bool,
-    /// Where the stop decision is published as a Kubernetes Event (in-cluster only).
+    /// Where the daemon's own findings (the stop decision, the conflict with Cilium's
+    /// embedded speaker) are published as Kubernetes Events (in-cluster only).
     stop_events: Option<Arc<dyn sources::EventSink>>,
     config: ConfigState,
     findings: FindingTracker,
@@ -813,6 +849,8 @@ impl Daemon {
         if decision == self.cilium_bgp {
             return;
         }
+        self.metrics.record_cilium_bgp(&decision, 0);
+        self.publish_cilium_bgp(&decision, snapshot);
         match &decision.conflict {
             Some(c) if decision.holding() => {
                 warn!(keys = ?c.keys, conflict = %c, advice = cilium::ADVICE,
@@ -828,12 +866,24 @@ impl Daemon {
         self.cilium_bgp = decision;
     }
 
+    /// The conflict's Event on this node's Node (in-cluster only), once per change.
+    fn publish_cilium_bgp(&self, decision: &ConflictDecision, snapshot: &ClusterSnapshot) {
+        let (Some(events), Some(node)) = (&self.stop_events, self.settings.node.as_deref()) else {
+            return;
+        };
+        let uid = snapshot.state.nodes.get(node).and_then(|f| f.uid.clone());
+        if let Some(report) = cilium_bgp_report(&self.cilium_bgp, decision, node, uid) {
+            events.publish(&report);
+        }
+    }
+
     /// While the Cilium conflict holds new sessions back: the plan with only the
     /// sessions it admits (those Established now), remembered for the tick; `None`:
     /// nothing is held, the plan runs as made.
     fn hold_back(&mut self, plan: &Plan) -> Option<Plan> {
         if !self.cilium_bgp.holding() {
             self.admitted.clear();
+            self.metrics.record_cilium_bgp(&self.cilium_bgp, 0);
             return None;
         }
         let established = self.peers.established();
@@ -841,6 +891,7 @@ impl Daemon {
         held.peers
             .retain(|key, _| self.cilium_bgp.admits(established.contains(key)));
         let waiting = plan.peers.len() - held.peers.len();
+        self.metrics.record_cilium_bgp(&self.cilium_bgp, waiting);
         if waiting > 0 {
             info!(
                 held = waiting,

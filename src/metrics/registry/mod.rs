@@ -24,7 +24,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use prometheus::{Encoder, Registry, TextEncoder};
 
 use super::board::{
-    ConfigReport, GateReport, LbReport, StopReport, UnannounceableReport, ViewReport,
+    CiliumBgpReport, ConfigReport, GateReport, LbReport, StopReport, UnannounceableReport,
+    ViewReport,
 };
 use super::families::Families;
 use super::readiness::{Readiness, ReadinessFacts, ReadinessRule, SessionFact};
@@ -32,6 +33,7 @@ use crate::bfd::{Diag, State as BfdState};
 use crate::bgp::session::State;
 use crate::config::PeerKey;
 use crate::peer::{Beat, RoutesQuery};
+use crate::routes::cilium::ConflictDecision;
 use crate::routes::stop::StopKind;
 use crate::sources::kube::events::EventLoss;
 use crate::sources::{Resource, SourceStatus};
@@ -83,6 +85,8 @@ struct Inner {
     /// The bgp-config's `speaker.announce-pod-cidrs` was false in the last plan (shown
     /// with the view in `/status`; off only once a plan says so).
     pod_cidrs_off: bool,
+    /// The conflict with Cilium's embedded speaker, while it stands.
+    cilium_bgp: Option<CiliumBgpReport>,
 }
 
 struct PeerEntry {
@@ -206,6 +210,22 @@ impl Metrics {
         self.lock().planned = true;
     }
 
+    /// The decision about Cilium's embedded speaker (`routes::cilium::decide`) and how
+    /// many planned sessions it keeps from running: the gauges, `/status` and `/readyz`.
+    pub fn record_cilium_bgp(&self, decision: &ConflictDecision, held: usize) {
+        let mut inner = self.lock();
+        let f = &self.families;
+        f.cilium_bgp_conflict
+            .set(i64::from(decision.conflict.is_some()));
+        f.sessions_held.set(saturating_i64(held as u64));
+        inner.cilium_bgp = decision.conflict.as_ref().map(|c| CiliumBgpReport {
+            conflict: c.to_string(),
+            policy: decision.policy.as_str().to_owned(),
+            holding: decision.holding(),
+            held_sessions: held,
+        });
+    }
+
     /// Whether the plan announces pod CIDRs at all (`speaker.announce-pod-cidrs`).
     pub fn set_pod_cidrs_announced(&self, on: bool) {
         let mut inner = self.lock();
@@ -253,6 +273,7 @@ impl Metrics {
             planned: inner.planned,
             gate: inner.gate.as_ref(),
             sessions: &sessions,
+            cilium_bgp: inner.cilium_bgp.as_ref(),
         };
         inner.readiness.judge(now, &facts)
     }
