@@ -283,6 +283,27 @@ fn status_any(node: u8) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// `podcidr-speaker doctor` on the lab's cluster state and bgp-config: exit code and
+/// output.
+fn doctor(inputs: &Inputs) -> (i32, String) {
+    let out = Command::new(BINARY)
+        .arg("doctor")
+        .arg("--cluster-state")
+        .arg(inputs.cluster_path())
+        .arg("--bgp-config")
+        .arg(inputs.config_path())
+        .output()
+        .expect("podcidr-speaker doctor");
+    (
+        out.status.code().unwrap_or(-1),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
 fn metallb_services(inputs: &Inputs) {
     let web = ServiceSpec::new("web", "Cluster", &["198.51.100.10"]).endpoints(&["n1", "n2"], true);
     let db = ServiceSpec::new("db", "Local", &["198.51.100.20"]).endpoints(&["n1"], true);
@@ -611,7 +632,11 @@ fn cilium_embedded_speaker_replaced_node_by_node() {
     // Step: the keys set to "false" in cilium-config. Cilium's agents read it at their start
     // only, so their speakers run on (the stand-ins read no file: nothing to measure
     // here); our speakers, started from now on, find Cilium's BGP off.
+    let (code, shown) = doctor(&inputs);
+    assert_eq!(code, 1, "doctor flags Cilium's embedded BGP: {shown}");
     inputs.write_cluster_file("cilium-config.yaml", &cilium_config(false));
+    let (code, shown) = doctor(&inputs);
+    assert_eq!(code, 0, "step 3 done, doctor finds nothing wrong: {shown}");
 
     // Step: n1's agent restarted and n1 labelled: Cilium's speaker exits with the old
     // agent, ours starts.
@@ -814,8 +839,22 @@ fn cilium_keys_on_hold_ours_back_until_they_are_off_and_the_agent_restarts() {
     );
     let held = status_any(1);
     println!("migration step: {guide} ours held on n1: podcidr-speaker status\n{held}");
+    let (code, shown) = doctor(&inputs);
+    println!("migration step: {guide} keys true: podcidr-speaker doctor (exit {code})\n{shown}");
     assert!(!held.contains("Established"), "{held}");
     assert!(!held.contains("6/7"), "held: no connection at all: {held}");
+    assert!(
+        held.contains("NOT READY") && held.contains("CILIUM BGP CONFLICT"),
+        "status says why: {held}"
+    );
+    let m = crate::scrape::get(std::net::SocketAddr::new(n1, 9477), "/metrics").1;
+    assert_eq!(
+        value(&m, "podcidr_speaker_cilium_bgp_conflict", &[]),
+        Some(1.0)
+    );
+    assert_eq!(value(&m, "podcidr_speaker_sessions_held", &[]), Some(2.0));
+    assert_eq!(code, 1, "doctor flags the conflict: {shown}");
+    assert!(shown.contains("bgp-announce-pod-cidr: true"), "{shown}");
 
     // The keys "false": ours dials at once and is refused while Cilium's speaker runs.
     inputs.write_cluster_file("cilium-config.yaml", &cilium_config(false));
@@ -832,6 +871,15 @@ fn cilium_keys_on_hold_ours_back_until_they_are_off_and_the_agent_restarts() {
         "migration step: {guide} keys false, ours refused on n1 after {}: podcidr-speaker status\n{refused}",
         secs(t0.elapsed())
     );
+    let (code, shown) = doctor(&inputs);
+    println!("migration step: {guide} keys false: podcidr-speaker doctor (exit {code})\n{shown}");
+    assert_eq!(code, 0, "doctor: nothing wrong any more: {shown}");
+    let m = crate::scrape::get(std::net::SocketAddr::new(n1, 9477), "/metrics").1;
+    assert_eq!(
+        value(&m, "podcidr_speaker_cilium_bgp_conflict", &[]),
+        Some(0.0)
+    );
+    assert_eq!(value(&m, "podcidr_speaker_sessions_held", &[]), Some(0.0));
     // Cilium's session and routes were never touched: not even re-learned.
     assert_eq!(
         bird_route_times(&bird, n1),
