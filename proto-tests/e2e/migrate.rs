@@ -35,7 +35,8 @@ const CLUSTER_IP: &str = "198.51.100.10/32";
 /// The Service with `externalTrafficPolicy: Local` and its one endpoint on n1: only n1
 /// announces it, so moving n1 is a gap for it.
 const LOCAL_IP: &str = "198.51.100.20/32";
-/// The nodes' pod CIDRs (Node `spec.podCIDRs`, `ipam: kubernetes`).
+/// The nodes' pod CIDRs: Node `spec.podCIDRs` in the MetalLB tests (`ipam: kubernetes`),
+/// the CiliumNode's in the Cilium ones (`cluster-pool`).
 const POD_N1: &str = "10.244.1.0/24";
 const POD_N2: &str = "10.244.2.0/24";
 
