@@ -52,7 +52,7 @@ fn view() -> NodeView {
             (name, entry)
         })
         .collect();
-    NodeView::new(IpamMode::Kubernetes, true, nodes, Vec::new())
+    NodeView::new(IpamMode::Kubernetes, nodes, Vec::new())
 }
 
 /// 16 peers; with `distinct`, each carries its own community so no two share routes.

@@ -15,6 +15,7 @@ use crate::commands::plan::{Format, PlanRequest};
 use crate::commands::status::StatusRequest;
 use crate::daemon::{ClusterSource, ConfigSource, SecretsSource, Settings};
 use crate::decode;
+use crate::routes::cilium::ConflictPolicy;
 use crate::routes::lb::LbSwitch;
 use crate::routes::stop::StopPolicy;
 use crate::routes::AnnounceMode;
@@ -156,9 +157,9 @@ pub struct RunArgs {
     pub announce: AnnounceArg,
 
     /// Whether LoadBalancer Service IPs of the bgp address-pools are announced: `auto`
-    /// follows cilium-config's `bgp-announce-lb-ip` when cilium-config exists (absent
-    /// key: false, Cilium's default) and announces them without cilium-config (as
-    /// MetalLB's speaker did); `on`/`off` force it. `--announce local` only.
+    /// follows the bgp-config's `speaker.announce-lb-ips` (absent: announced);
+    /// `on`/`off` force it, whatever the bgp-config says. Cilium's `bgp-announce-lb-ip`
+    /// is not followed (it starts Cilium's own speaker). `--announce local` only.
     #[arg(
         long,
         env = "PODCIDR_ANNOUNCE_LB_IPS",
@@ -259,6 +260,18 @@ pub struct RunArgs {
     #[arg(long, env = "PODCIDR_CILIUM_HEALTH_ADDR", value_name = "ADDR:PORT")]
     pub cilium_health_addr: Option<SocketAddr>,
 
+    /// While cilium-config turns Cilium's embedded BGP speaker on (`bgp-announce-lb-ip`
+    /// or `bgp-announce-pod-cidr` true, Cilium 1.10-1.13): `hold` opens and accepts no
+    /// new session (Established ones stay) until it is off; `ignore` only reports it,
+    /// for clusters known not to run that speaker.
+    #[arg(
+        long,
+        env = "PODCIDR_CILIUM_BGP_CONFLICT",
+        value_name = "hold|ignore",
+        default_value = "hold"
+    )]
+    pub cilium_bgp_conflict: ConflictPolicy,
+
     /// Log lines as text or as one JSON object each. The filter is RUST_LOG's
     /// (default `info`).
     #[arg(long, env = "PODCIDR_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
@@ -347,6 +360,7 @@ impl RunArgs {
             on_stop: self.on_stop,
             ready_timeout: self.ready_timeout,
             cilium_health_addr: self.cilium_health_addr,
+            cilium_bgp_conflict: self.cilium_bgp_conflict,
         }
     }
 }
@@ -613,12 +627,14 @@ mod tests {
             crate::daemon::settings::DEFAULT_READY_TIMEOUT
         );
         assert_eq!(s.cilium_health_addr, None);
+        assert_eq!(s.cilium_bgp_conflict, ConflictPolicy::Hold);
         let cli = Cli::try_parse_from([
             "podcidr-speaker",
             "run",
             "--graceful-shutdown-time=1m30s",
             "--ready-timeout=0",
             "--cilium-health-addr=127.0.0.1:9879",
+            "--cilium-bgp-conflict=ignore",
         ])
         .unwrap();
         let Command::Run(args) = cli.command else {
@@ -631,7 +647,12 @@ mod tests {
             s.cilium_health_addr,
             Some("127.0.0.1:9879".parse().unwrap())
         );
-        for bad in ["--ready-timeout=-1s", "--graceful-shutdown-time=15"] {
+        assert_eq!(s.cilium_bgp_conflict, ConflictPolicy::Ignore);
+        for bad in [
+            "--ready-timeout=-1s",
+            "--graceful-shutdown-time=15",
+            "--cilium-bgp-conflict=off",
+        ] {
             assert!(
                 Cli::try_parse_from(["podcidr-speaker", "run", bad]).is_err(),
                 "{bad} accepted"

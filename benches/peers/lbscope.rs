@@ -195,7 +195,7 @@ async fn serve(
         "kube-system",
         "cilium-config",
         "1",
-        json!({"ipam": "cluster-pool", "cluster-pool-ipv4-cidr": "16.0.0.0/4", "bgp-announce-lb-ip": "true"}),
+        json!({"ipam": "cluster-pool", "cluster-pool-ipv4-cidr": "16.0.0.0/4"}),
     )];
     // Watches the bench does not feed: held open, never written to.
     let mut idle: Vec<Watch> = Vec::new();

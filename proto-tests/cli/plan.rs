@@ -77,14 +77,13 @@ fn outage(node: &str, extra: &[&str]) -> String {
 }
 
 const OUTAGE_DRIFT: &str = "\
-loadbalancer ips: not announced (cilium-config has no bgp-announce-lb-ip (Cilium's default: false))
+loadbalancer ips: announced (the bgp-config's speaker.announce-lb-ips, true by default)
   (no LoadBalancer Services)
 warnings:
   drift on node master1 (Node [10.5.112.0/24] vs CiliumNode [10.5.113.0/24]): ipam cluster-pool announces the CiliumNode CIDRs
   drift on node master2 (Node [10.5.113.0/24] vs CiliumNode [10.5.114.0/24]): ipam cluster-pool announces the CiliumNode CIDRs
   drift on node master3 (Node [10.5.114.0/24] vs CiliumNode [10.5.115.0/24]): ipam cluster-pool announces the CiliumNode CIDRs
   drift on node worker1 (Node [10.5.115.0/24] vs CiliumNode [10.5.112.0/24]): ipam cluster-pool announces the CiliumNode CIDRs
-  address pool \"default\" (10.5.112.0/21) is not announced: cilium-config has no bgp-announce-lb-ip (Cilium's default: false)
   address pool \"default\" (10.5.112.0/21) overlaps the pod CIDR 10.5.113.0/24 of node master1: a LoadBalancer IP there is announced as its own, more specific route
   address pool \"default\" (10.5.112.0/21) overlaps the pod CIDR 10.5.114.0/24 of node master2: a LoadBalancer IP there is announced as its own, more specific route
   address pool \"default\" (10.5.112.0/21) overlaps the pod CIDR 10.5.115.0/24 of node master3: a LoadBalancer IP there is announced as its own, more specific route
@@ -531,7 +530,8 @@ fn ipv4_routes_on_an_ipv6_session_without_an_ipv4_address_are_marked_rfc8950() {
 
 /// The LoadBalancer sample: each Service's decision in the table and the JSON, the
 /// routes each peer gets (aggregation and communities of the pool's advertisements),
-/// the on/off rule from cilium-config and `--announce-lb-ips`, and `--lb-class`.
+/// the on/off rule from the bgp-config's `speaker` block and `--announce-lb-ips` (not
+/// cilium-config's `bgp-announce-lb-ip` since issue 29), and `--lb-class`.
 #[test]
 fn load_balancer_services_show_their_decision_and_their_routes() {
     let dir = scratch("load-balancers");
@@ -562,9 +562,38 @@ address-pools:
     ];
     let out = ok(&args);
     assert!(
-        out.contains("loadbalancer ips: announced (cilium-config bgp-announce-lb-ip)"),
+        out.contains(
+            "loadbalancer ips: announced (the bgp-config's speaker.announce-lb-ips, true by default)"
+        ),
         "{out}"
     );
+    // The bgp-config's switch, whatever cilium-config says; the flag wins over it.
+    let quiet = dir.join("bgp-config-no-lb.yaml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &quiet,
+        format!("{text}speaker: {{announce-lb-ips: false}}\n"),
+    )
+    .unwrap();
+    let quiet = quiet.display().to_string();
+    let quiet_args = [
+        "--bgp-config",
+        &quiet,
+        "--cluster-state",
+        &state,
+        "--node",
+        "n1",
+    ];
+    let no_lb = ok(&quiet_args);
+    assert!(
+        no_lb.contains(
+            "loadbalancer ips: not announced (the bgp-config's speaker.announce-lb-ips is false)"
+        ),
+        "{no_lb}"
+    );
+    assert!(!no_lb.contains("loadbalancer routes"), "{no_lb}");
+    let forced = ok(&[&quiet_args[..], &["--announce-lb-ips", "on"]].concat());
+    assert!(forced.contains("loadbalancer routes: 3"), "{forced}");
     // shop/web is Local with a ready endpoint on n1; shop/api is Cluster.
     for line in [
         // IPv6 ones need a next hop n1 (IPv4 only, IPv4 session) does not have.

@@ -603,15 +603,41 @@ fn speaker_defaults_fold_into_peers() {
     assert_eq!(
         errors("speaker:\n  peer-asn: 1\n"),
         vec![
-            r#"speaker: unknown key "peer-asn" (expected one of: graceful-restart, graceful-restart-time, connect-retry-time, origin, pod-cidr-communities, pod-cidr-local-pref, max-prefix, passive, ttl-security, pod-cidr-pools)"#
+            r#"speaker: unknown key "peer-asn" (expected one of: graceful-restart, graceful-restart-time, connect-retry-time, origin, pod-cidr-communities, pod-cidr-local-pref, max-prefix, passive, ttl-security, pod-cidr-pools, announce-pod-cidrs, announce-lb-ips)"#
         ]
     );
     // A next hop is per peer: one address cannot be every node's default.
     assert_eq!(
         errors("speaker:\n  next-hop-v6: 2001:db8::1\n"),
         vec![
-            r#"speaker: unknown key "next-hop-v6" (expected one of: graceful-restart, graceful-restart-time, connect-retry-time, origin, pod-cidr-communities, pod-cidr-local-pref, max-prefix, passive, ttl-security, pod-cidr-pools)"#
+            r#"speaker: unknown key "next-hop-v6" (expected one of: graceful-restart, graceful-restart-time, connect-retry-time, origin, pod-cidr-communities, pod-cidr-local-pref, max-prefix, passive, ttl-security, pod-cidr-pools, announce-pod-cidrs, announce-lb-ips)"#
         ]
+    );
+}
+
+/// Issue 29: the route classes are switched by the bgp-config, speaker-wide only; both
+/// default to announced.
+#[test]
+fn speaker_switches_the_route_classes() {
+    let c = ok("peers: [{peer-address: 10.0.0.1, peer-asn: 65000, my-asn: 65001}]\n");
+    assert!(c.speaker.announce_pod_cidrs && c.speaker.announce_lb_ips);
+    let c = ok("speaker:\n  announce-pod-cidrs: false\n  announce-lb-ips: false\n");
+    assert!(!c.speaker.announce_pod_cidrs && !c.speaker.announce_lb_ips);
+    let c = ok("speaker: {announce-pod-cidrs: true, announce-lb-ips: null}\n");
+    assert!(c.speaker.announce_pod_cidrs && c.speaker.announce_lb_ips);
+    let errs = errors("speaker:\n  announce-lb-ips: \"no\"\n");
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert!(
+        errs[0].starts_with("speaker.announce-lb-ips") && errs[0].contains("true or false"),
+        "{errs:?}"
+    );
+    // A peer cannot switch a route class for its session alone.
+    let errs = errors(
+        "peers: [{peer-address: 10.0.0.1, peer-asn: 65000, my-asn: 65001, announce-pod-cidrs: false}]\n",
+    );
+    assert!(
+        errs[0].contains("unknown key \"announce-pod-cidrs\""),
+        "{errs:?}"
     );
 }
 

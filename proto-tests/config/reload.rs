@@ -45,7 +45,6 @@ fn plan(config: &Config, labels: &BTreeMap<String, String>) -> Plan {
     };
     let view = NodeView::new(
         IpamMode::Kubernetes,
-        true,
         BTreeMap::from([(name, entry)]),
         Vec::new(),
     );

@@ -314,7 +314,7 @@ fn bird_paths(b: &Bird, prefix: &str) -> BTreeSet<IpAddr> {
 
 /// The next hops FRR selected for `prefix`: the best path and every path flagged
 /// `multipath` (what it would install as ECMP).
-fn frr_multipath(f: &Frr, prefix: &str) -> BTreeSet<IpAddr> {
+pub(crate) fn frr_multipath(f: &Frr, prefix: &str) -> BTreeSet<IpAddr> {
     let text = f
         .vtysh(&[&format!("show bgp ipv4 unicast {prefix} json")])
         .unwrap_or_else(|e| panic!("frr show bgp {prefix}: {e}"));

@@ -78,7 +78,7 @@ pub(crate) fn bird_route(prefix: &str, node: u8) -> Route {
 }
 
 /// The same route as FRR shows it over iBGP: empty AS_PATH, the speaker's LOCAL_PREF.
-fn frr_route(prefix: &str, node: u8) -> Route {
+pub(crate) fn frr_route(prefix: &str, node: u8) -> Route {
     Route {
         as_path: vec![],
         local_pref: Some(100),

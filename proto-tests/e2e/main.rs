@@ -10,6 +10,10 @@
 //! - [`multipool`]: multi-pool IPAM, a node gaining and releasing pool CIDRs.
 //! - [`lb`]: LoadBalancer Service IPs from three speakers, ECMP path sets at the switches.
 //! - [`secrets`]: TCP MD5 keys from `--secrets-dir`, rotated under FRR and BIRD.
+//! - [`migrate`]: the migration guides' steps, from MetalLB's and Cilium's old speakers
+//!   (stood in for by [`legacy`]), with the gap at each switch measured.
+//! - [`conflict`]: cilium-config turning Cilium's embedded BGP speaker on: new sessions
+//!   held, Established ones kept.
 //! - [`bfd`]: BFD with BIRD and FRR's bfdd over a veth that is cut: detection times.
 //!
 //! The tests with real peers run each in a network namespace of its own through the
@@ -30,11 +34,14 @@ mod bfd;
 mod bfd_rig;
 mod cli;
 mod cluster;
+mod conflict;
 mod fixture;
 mod lb;
+mod legacy;
 mod lifecycle;
 mod listen;
 mod local;
+mod migrate;
 mod multipool;
 mod observe;
 mod reload;

@@ -208,12 +208,6 @@ pub fn cluster_state(data: &[u8]) {
                     entry.name
                 );
             }
-            if !view.announce_pod_cidr {
-                assert!(
-                    entry.prefixes.is_empty(),
-                    "announced with announce-pod-cidr off"
-                );
-            }
         }
     }
 }

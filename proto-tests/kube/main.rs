@@ -1515,3 +1515,110 @@ async fn unreadable_pod_ip_pools_announce_unchecked_with_a_warning() {
     })
     .await;
 }
+
+/// Issue 29: a cilium-config MODIFIED event turning Cilium's embedded BGP speaker on
+/// reaches the conflict rule (`routes::cilium`) through the watch, and from it the
+/// metric, the `/readyz` reason and the Warning Event on the Node; turned off again,
+/// the gauge is 0, the reason gone and a Normal Event says so.
+#[tokio::test]
+async fn cilium_config_turning_embedded_bgp_on_gives_the_metric_readyz_and_event() {
+    use podcidr_speaker::daemon::cilium_bgp_report;
+    use podcidr_speaker::routes::cilium::{decide, ConflictPolicy};
+    use podcidr_speaker::sources::kube::events::{KubeEvents, Unobserved};
+    let gauge = |metrics: &podcidr_speaker::metrics::Metrics, name: &str| -> f64 {
+        let series = format!("podcidr_speaker_{name} ");
+        let text = metrics.encode();
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(&series))
+            .unwrap_or_else(|| panic!("no {series} in\n{text}"));
+        line[series.len()..].trim().parse().expect("a number")
+    };
+    let cilium_bgp = |rv: &str, lb: &str| {
+        config_map(
+            "kube-system",
+            "cilium-config",
+            rv,
+            json!({"ipam": "cluster-pool", "cluster-pool-ipv4-cidr": "10.5.0.0/16",
+                   "bgp-announce-lb-ip": lb}),
+        )
+    };
+    bounded(async {
+        let mut s = start(WatchScope::Cluster, false, IpamOverride::Auto);
+        let (nodes, cilium) = outage_objects();
+        let [_n, _c, ccfg] = sync_cluster(&mut s, nodes, cilium, "cluster-pool").await;
+        let snapshot = s.cluster().await;
+        let metrics = podcidr_speaker::metrics::Metrics::new();
+        let (client, mut api) = MockApi::start();
+        let (events, task) =
+            KubeEvents::spawn(client, Some("master1".into()), Arc::new(Unobserved));
+        let before = decide(ConflictPolicy::Hold, snapshot.state.cilium_config.as_ref());
+        assert_eq!(before.conflict, None);
+        metrics.record_cilium_bgp(&before, 0);
+        assert_eq!(gauge(&metrics, "cilium_bgp_conflict"), 0.0);
+
+        // On: the watch event carries the key, the rule holds, each report says so.
+        ccfg.modified(cilium_bgp("301", "true"));
+        let snapshot = s.cluster().await;
+        let on = decide(ConflictPolicy::Hold, snapshot.state.cilium_config.as_ref());
+        assert!(on.holding(), "{on:?}");
+        metrics.record_cilium_bgp(&on, 2);
+        assert_eq!(gauge(&metrics, "cilium_bgp_conflict"), 1.0);
+        assert_eq!(gauge(&metrics, "sessions_held"), 2.0);
+        let ready = metrics.readiness_at(std::time::Instant::now());
+        assert!(!ready.ready);
+        assert!(
+            ready
+                .reasons
+                .iter()
+                .any(|r| r.contains("bgp-announce-lb-ip: true")
+                    && r.contains("no new session (--cilium-bgp-conflict hold), 2 held back")),
+            "{ready:?}"
+        );
+        let uid = snapshot.state.nodes["master1"].uid.clone();
+        events.publish(&cilium_bgp_report(&before, &on, "master1", uid.clone()).unwrap());
+        let mut call = api.next(Route::Events).await;
+        assert_eq!(call.request.method(), http::Method::POST);
+        let body = call.body_json().await;
+        assert_eq!(body["type"], "Warning");
+        assert_eq!(body["reason"], "CiliumBGPConflict");
+        assert_eq!(body["regarding"]["kind"], "Node");
+        assert_eq!(body["regarding"]["name"], "master1");
+        let note = body["note"].as_str().unwrap();
+        assert!(
+            note.starts_with("cilium-config has bgp-announce-lb-ip: true")
+                && note.contains("opens no new session")
+                && note.contains("To fix: set bgp-announce-pod-cidr and bgp-announce-lb-ip"),
+            "{note}"
+        );
+        call.json(http::StatusCode::CREATED, &body);
+        assert_eq!(
+            cilium_bgp_report(&on, &on, "master1", None),
+            None,
+            "once per change"
+        );
+
+        // Off again: resolved everywhere.
+        ccfg.modified(cilium_bgp("302", "false"));
+        let snapshot = s.cluster().await;
+        let off = decide(ConflictPolicy::Hold, snapshot.state.cilium_config.as_ref());
+        assert_eq!(off.conflict, None);
+        metrics.record_cilium_bgp(&off, 0);
+        assert_eq!(gauge(&metrics, "cilium_bgp_conflict"), 0.0);
+        assert_eq!(gauge(&metrics, "sessions_held"), 0.0);
+        let ready = metrics.readiness_at(std::time::Instant::now());
+        assert!(
+            !ready.reasons.iter().any(|r| r.contains("bgp-announce")),
+            "{ready:?}"
+        );
+        events.publish(&cilium_bgp_report(&on, &off, "master1", uid).unwrap());
+        let mut call = api.next(Route::Events).await;
+        let body = call.body_json().await;
+        assert_eq!(body["type"], "Normal");
+        assert_eq!(body["reason"], "CiliumBGPConflictResolved");
+        call.json(http::StatusCode::CREATED, &body);
+        drop(events);
+        tokio::time::timeout(WAIT, task).await.unwrap().unwrap();
+    })
+    .await;
+}

@@ -530,3 +530,49 @@ async fn in_cluster_lists_loadbalancer_services_against_the_bgp_config() {
     assert!(!out.contains("shop/web"), "{out}");
     assert!(!out.contains("shop/internal"), "{out}");
 }
+
+/// Issue 29: cilium-config turning Cilium's embedded BGP speaker on is a problem doctor
+/// names, with the keys, what the speaker does and what to do; exit 1. Set to false,
+/// it is gone.
+#[tokio::test]
+async fn in_cluster_flags_cilium_embedded_bgp_on() {
+    for (value, flagged) in [("true", true), ("false", false)] {
+        let (client, mut api) = MockApi::start();
+        let run = tokio::spawn(in_cluster(client, IpamOverride::Auto));
+        api.next(Route::Nodes).await.list(
+            "Node",
+            "v1",
+            vec![node("a", "1", &["10.0.1.0/24"], json!({}))],
+            "1",
+        );
+        api.next(Route::CiliumNodes)
+            .await
+            .list("CiliumNode", "cilium.io/v2", vec![], "1");
+        api.next(Route::CiliumConfig).await.list(
+            "ConfigMap",
+            "v1",
+            vec![config_map(
+                "kube-system",
+                "cilium-config",
+                "3",
+                json!({"ipam": "kubernetes", "bgp-announce-pod-cidr": value,
+                       "bgp-announce-lb-ip": value}),
+            )],
+            "3",
+        );
+        api.next(Route::Services)
+            .await
+            .list("Service", "v1", vec![], "4");
+        let (code, out, err) = tokio::time::timeout(harness::WAIT, run)
+            .await
+            .unwrap()
+            .unwrap();
+        let line = "cilium-config has bgp-announce-pod-cidr: true and bgp-announce-lb-ip: true: \
+                    Cilium's embedded BGP speaker (Cilium 1.10-1.13) peers from this node too: \
+                    the speaker opens no new session while it is on (--cilium-bgp-conflict hold, \
+                    the default). To fix: set bgp-announce-pod-cidr and bgp-announce-lb-ip to \
+                    \"false\"";
+        assert_eq!(out.contains(line), flagged, "{value}: {out}{err}");
+        assert_eq!(code, u8::from(flagged), "{value}: {out}{err}");
+    }
+}

@@ -59,7 +59,6 @@ fn cidr(n: u32) -> Ipv4Net {
 fn initial_view() -> NodeView {
     NodeView::new(
         IpamMode::Kubernetes,
-        true,
         (0..NODES)
             .map(|i| {
                 let name = format!("node-{i:05}");

@@ -602,7 +602,7 @@ fn load_balancer_sample_gives_every_services_and_slices_facts() {
     assert_eq!(files.state.nodes.len(), 3);
     assert_eq!(
         files.state.cilium_config.as_ref().unwrap().announce_lb_ip,
-        Some(true)
+        Some(false)
     );
     let lb = &files.lb;
     assert_eq!(

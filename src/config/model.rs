@@ -529,6 +529,13 @@ pub struct SpeakerOptions {
     /// Applied to peers without `ebgp-multihop` only.
     pub ttl_security: bool,
     pub pod_cidr_pools: Option<PodCidrPools>,
+    /// `announce-pod-cidrs`: whether this node's pod CIDRs are announced at all. The
+    /// speaker's own switch: Cilium's `bgp-announce-pod-cidr` starts Cilium's embedded
+    /// speaker and no longer switches this one (issue 29).
+    pub announce_pod_cidrs: bool,
+    /// `announce-lb-ips`: whether LoadBalancer IPs of the bgp pools are announced, under
+    /// `--announce-lb-ips auto` (`on` and `off` decide alone).
+    pub announce_lb_ips: bool,
 }
 
 impl Default for SpeakerOptions {
@@ -546,6 +553,10 @@ impl Default for SpeakerOptions {
             passive: false,
             ttl_security: false,
             pod_cidr_pools: None,
+            // What a user who has just turned Cilium's embedded BGP off wants: both
+            // route classes announced, by this speaker instead.
+            announce_pod_cidrs: true,
+            announce_lb_ips: true,
         }
     }
 }

@@ -57,6 +57,23 @@ pub(crate) const EXTENSION_KEYS: &[&str] = &[
     "pod-cidr-pools",
 ];
 
+/// The keys of the top-level `speaker` block: every extension as a default, and the
+/// switches of the route classes, which are the speaker's and not a session's.
+pub(crate) const SPEAKER_KEYS: &[&str] = &[
+    "graceful-restart",
+    "graceful-restart-time",
+    "connect-retry-time",
+    "origin",
+    "pod-cidr-communities",
+    "pod-cidr-local-pref",
+    "max-prefix",
+    "passive",
+    "ttl-security",
+    "pod-cidr-pools",
+    "announce-pod-cidrs",
+    "announce-lb-ips",
+];
+
 /// Speaker extensions of a peer only (no speaker-wide default): a fixed next hop is right
 /// for one node or one router, never as a default for every peer.
 const PEER_ONLY_KEYS: &[&str] = &["password-secret", "next-hop-v4", "next-hop-v6"];
@@ -114,6 +131,10 @@ pub(crate) struct RawConfig {
     pub pools: Vec<RawPool>,
     pub bfd_profiles: Vec<RawBfdProfile>,
     pub speaker: RawExtensions,
+    /// `speaker.announce-pod-cidrs`.
+    pub announce_pod_cidrs: Option<Bool>,
+    /// `speaker.announce-lb-ips`.
+    pub announce_lb_ips: Option<Bool>,
 }
 
 #[derive(Debug)]
@@ -573,8 +594,10 @@ impl Walker<'_> {
             }
         }
         if let (Some(node), path) = f.get("speaker") {
-            if let Some(sf) = self.mapping(node, &path, EXTENSION_KEYS) {
+            if let Some(sf) = self.mapping(node, &path, SPEAKER_KEYS) {
                 raw.speaker = self.extensions(&sf);
+                raw.announce_pod_cidrs = self.boolean(sf.get("announce-pod-cidrs"));
+                raw.announce_lb_ips = self.boolean(sf.get("announce-lb-ips"));
             }
         }
         raw

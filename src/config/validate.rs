@@ -258,6 +258,8 @@ impl Validator {
             passive: defaults.passive.unwrap_or(false),
             ttl_security: defaults.ttl_security.as_ref().is_some_and(|t| t.0),
             pod_cidr_pools: defaults.pod_cidr_pools.clone(),
+            announce_pod_cidrs: raw.announce_pod_cidrs.as_ref().is_none_or(|b| b.value),
+            announce_lb_ips: raw.announce_lb_ips.as_ref().is_none_or(|b| b.value),
         };
         let mut peers = Vec::new();
         let mut routers = Vec::new();

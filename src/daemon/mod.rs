@@ -52,6 +52,7 @@ use crate::config::state::ConfigState;
 use crate::config::{Config, ConfigErrors, PeerKey};
 use crate::metrics::{server as metrics_server, Metrics};
 use crate::peer::{Listener, PeerError, RunOverrides};
+use crate::routes::cilium::{self, ConflictDecision};
 use crate::routes::drain::ExclusionDrain;
 use crate::routes::layers::LbOverPod;
 use crate::routes::lb::{LbContext, LbDelta, LbEnabled, LbPlanner};
@@ -246,7 +247,7 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
             _ = tick.tick() => {
                 daemon.peers.report();
                 daemon.peers.reap_stopped();
-                if daemon.peers.reap_dead() {
+                if daemon.peers.reap_dead() || daemon.admitted_lost() {
                     daemon.replan(Instant::now()).await;
                 }
             }
@@ -385,6 +386,41 @@ async fn sleep_until_std(deadline: Option<Instant>) {
     }
 }
 
+/// What a change of the Cilium conflict decision (`before` -> `now`) tells an operator
+/// about `node` (its Node's `uid`), as the Event it becomes: the conflict with what the
+/// speaker does and what to do, or that it is resolved; `None` when there is nothing
+/// new to say.
+pub fn cilium_bgp_report(
+    before: &ConflictDecision,
+    now: &ConflictDecision,
+    node: &str,
+    uid: Option<String>,
+) -> Option<sources::Report> {
+    if before == now {
+        return None;
+    }
+    match &now.conflict {
+        Some(c) => {
+            let what = if now.holding() {
+                "this speaker opens no new session meanwhile (--cilium-bgp-conflict hold; \
+                 Established ones stay)"
+            } else {
+                "sessions run anyway (--cilium-bgp-conflict ignore)"
+            };
+            Some(sources::Report::CiliumBgpConflict {
+                node: node.into(),
+                uid,
+                note: format!("{c}; {what}. To fix: {}", cilium::ADVICE),
+            })
+        }
+        None if before.conflict.is_some() => Some(sources::Report::CiliumBgpConflictResolved {
+            node: node.into(),
+            uid,
+        }),
+        None => None,
+    }
+}
+
 /// The startup gate as the main loop follows it.
 struct Gate {
     addr: SocketAddr,
@@ -415,7 +451,8 @@ struct Daemon {
     /// This node's Node object was in a cluster snapshot: its absence later means it
     /// was deleted (before, it means nothing is known).
     node_seen: bool,
-    /// Where the stop decision is published as a Kubernetes Event (in-cluster only).
+    /// Where the daemon's own findings (the stop decision, the conflict with Cilium's
+    /// embedded speaker) are published as Kubernetes Events (in-cluster only).
     stop_events: Option<Arc<dyn sources::EventSink>>,
     config: ConfigState,
     findings: FindingTracker,
@@ -446,6 +483,11 @@ struct Daemon {
     pod_prefixes: Vec<ipnet::IpNet>,
     /// What was last logged of that finding: (shadowed, how many inside).
     lb_overlap: (Vec<ipnet::IpNet>, usize),
+    /// The decision about Cilium's embedded speaker in force (`routes::cilium`).
+    cilium_bgp: ConflictDecision,
+    /// While it holds new sessions back: the Established sessions it let run. One of
+    /// them going down is a new plan (it is not opened again until the conflict clears).
+    admitted: BTreeSet<PeerKey>,
 }
 
 impl Daemon {
@@ -487,6 +529,8 @@ impl Daemon {
             lb_enabled: None,
             pod_prefixes: Vec::new(),
             lb_overlap: (Vec::new(), 0),
+            cilium_bgp: ConflictDecision::default(),
+            admitted: BTreeSet::new(),
         }
     }
 
@@ -639,13 +683,13 @@ impl Daemon {
         true
     }
 
-    /// The on/off rule of LoadBalancer IPs for the cilium-config in `snapshot` (logged
-    /// when the decision changes).
-    fn lb_enabled(&mut self, snapshot: &ClusterSnapshot) -> LbEnabled {
-        let decided = self.settings.announce_lb_ips.decide_for(
-            self.settings.announce,
-            snapshot.state.cilium_config.as_ref(),
-        );
+    /// The on/off rule of LoadBalancer IPs for the bgp-config in force (logged when the
+    /// decision changes).
+    fn lb_enabled(&mut self, config: &Config) -> LbEnabled {
+        let decided = self
+            .settings
+            .announce_lb_ips
+            .decide_for(self.settings.announce, config);
         if self.lb_enabled != Some(decided) {
             info!(announced = decided.on, why = decided.why, switch = %self.settings.announce_lb_ips,
                 "loadbalancer ips");
@@ -716,7 +760,8 @@ impl Daemon {
             }
         };
         self.blocked = None;
-        let enabled = self.lb_enabled(&snapshot);
+        let enabled = self.lb_enabled(&config);
+        self.cilium_bgp_changed(&snapshot);
         let name = self.settings.node_name();
         let local = LocalNode::new(name);
         let overrides = Overrides {
@@ -771,15 +816,18 @@ impl Daemon {
             graceful_shutdown: self.settings.graceful_shutdown,
         };
         self.metrics.record_planned();
+        self.metrics
+            .set_pod_cidrs_announced(plan.announce_pod_cidrs);
         if !self.gate_open {
             debug!("startup gate closed: no session yet");
             self.planned = Some((config, labels));
             self.plan = Some(plan);
             return;
         }
+        let held = self.hold_back(&plan);
         self.peers
             .reconcile(
-                &plan,
+                held.as_ref().unwrap_or(&plan),
                 &run,
                 self.secrets.as_deref(),
                 self.lb.routes(),
@@ -793,6 +841,80 @@ impl Daemon {
         );
         self.planned = Some((config, labels));
         self.plan = Some(plan);
+    }
+
+    /// The conflict with Cilium's embedded speaker for the cilium-config in `snapshot`
+    /// (`routes::cilium::decide`), logged when it changes.
+    fn cilium_bgp_changed(&mut self, snapshot: &ClusterSnapshot) {
+        let decision = cilium::decide(
+            self.settings.cilium_bgp_conflict,
+            snapshot.state.cilium_config.as_ref(),
+        );
+        if decision == self.cilium_bgp {
+            return;
+        }
+        self.metrics.record_cilium_bgp(&decision, 0);
+        self.publish_cilium_bgp(&decision, snapshot);
+        match &decision.conflict {
+            Some(c) if decision.holding() => {
+                warn!(keys = ?c.keys, conflict = %c, advice = cilium::ADVICE,
+                "cilium's embedded bgp speaker is on: no new session until it is off (Established sessions stay; --cilium-bgp-conflict ignore to run anyway)")
+            }
+            Some(c) => warn!(keys = ?c.keys, conflict = %c, advice = cilium::ADVICE,
+                "cilium's embedded bgp speaker is on: sessions run anyway (--cilium-bgp-conflict ignore)"),
+            None if self.cilium_bgp.conflict.is_some() => {
+                info!("cilium's embedded bgp speaker is off in cilium-config: every session may start")
+            }
+            None => {}
+        }
+        self.cilium_bgp = decision;
+    }
+
+    /// The conflict's Event on this node's Node (in-cluster only), once per change.
+    fn publish_cilium_bgp(&self, decision: &ConflictDecision, snapshot: &ClusterSnapshot) {
+        let (Some(events), Some(node)) = (&self.stop_events, self.settings.node.as_deref()) else {
+            return;
+        };
+        let uid = snapshot.state.nodes.get(node).and_then(|f| f.uid.clone());
+        if let Some(report) = cilium_bgp_report(&self.cilium_bgp, decision, node, uid) {
+            events.publish(&report);
+        }
+    }
+
+    /// While the Cilium conflict holds new sessions back: the plan with only the
+    /// sessions it admits (those Established now), remembered for the tick; `None`:
+    /// nothing is held, the plan runs as made.
+    fn hold_back(&mut self, plan: &Plan) -> Option<Plan> {
+        if !self.cilium_bgp.holding() {
+            self.admitted.clear();
+            self.metrics.record_cilium_bgp(&self.cilium_bgp, 0);
+            return None;
+        }
+        let established = self.peers.established();
+        let mut held = plan.clone();
+        held.peers
+            .retain(|key, _| self.cilium_bgp.admits(established.contains(key)));
+        let waiting = plan.peers.len() - held.peers.len();
+        self.metrics.record_cilium_bgp(&self.cilium_bgp, waiting);
+        if waiting > 0 {
+            info!(
+                held = waiting,
+                kept = held.peers.len(),
+                "sessions held back while cilium's embedded bgp speaker is on"
+            );
+        }
+        self.admitted = held.peers.keys().copied().collect();
+        Some(held)
+    }
+
+    /// A session the hold let run is no longer Established: it must not be opened
+    /// again while the hold stands, so the plan is made again without it.
+    fn admitted_lost(&self) -> bool {
+        if self.admitted.is_empty() {
+            return false;
+        }
+        let established = self.peers.established();
+        self.admitted.iter().any(|k| !established.contains(k))
     }
 
     /// Conflicts between nodes and unannounceable prefixes, once per change.

@@ -19,7 +19,7 @@
 //! its NOTIFICATION out within `peer::CLOSE_TIMEOUT` twice after its grace period, and
 //! is aborted if it is still running after [`STOP_TIMEOUT`] plus that period.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -27,6 +27,7 @@ use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
 use tracing::{error, info, warn};
 
+use crate::bgp::session::State;
 use crate::config::PeerKey;
 use crate::metrics::{Latency, Metrics, PeerMetrics};
 use crate::peer::LbFeed;
@@ -318,6 +319,16 @@ impl Peers {
             self.metrics
                 .record_peer_status(&r.handle.status.borrow(), now);
         }
+    }
+
+    /// The peers whose session is Established now (what a hold on new sessions keeps,
+    /// `routes::cilium`).
+    pub fn established(&self) -> BTreeSet<PeerKey> {
+        self.running
+            .iter()
+            .filter(|(_, r)| r.handle.status.borrow().state == State::Established)
+            .map(|(key, _)| *key)
+            .collect()
     }
 
     /// Running tasks whose loop has not turned for `limit` (a live one turns at least

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use crate::config::duration::Compact;
 use crate::config::{self, Config};
+use crate::routes::cilium::ConflictPolicy;
 use crate::routes::lb::LbSwitch;
 use crate::routes::stop::StopPolicy;
 use crate::routes::{self, AnnounceMode, LocalNode, Overrides, Plan};
@@ -85,6 +86,9 @@ pub struct Settings {
     /// `--cilium-health-addr`: announce nothing until the Cilium agent's `/healthz` there
     /// answers 200 (the startup gate); `None`: no gate.
     pub cilium_health_addr: Option<SocketAddr>,
+    /// `--cilium-bgp-conflict`: what a conflict with Cilium's embedded speaker does to
+    /// new sessions (`routes::cilium::decide`).
+    pub cilium_bgp_conflict: ConflictPolicy,
 }
 
 /// The default of `--graceful-shutdown-time`.
@@ -254,11 +258,29 @@ impl fmt::Display for DryRun {
                 f,
                 "lb ips:         not announced (--announce cluster: each node's speaker announces its own)"
             )?,
-            (_, LbSwitch::Auto) => writeln!(
-                f,
-                "lb ips:         auto (cilium-config bgp-announce-lb-ip; without cilium-config: announced)"
-            )?,
+            (_, LbSwitch::Auto) => match &self.config {
+                Some(config) => {
+                    let decided = s.announce_lb_ips.decide_for(s.announce, config);
+                    let word = if decided.on { "announced" } else { "not announced" };
+                    writeln!(f, "lb ips:         {word} ({})", decided.why)?
+                }
+                None => writeln!(
+                    f,
+                    "lb ips:         auto (the bgp-config's speaker.announce-lb-ips; absent: announced)"
+                )?,
+            },
             (_, switch) => writeln!(f, "lb ips:         {switch} (--announce-lb-ips)")?,
+        }
+        match &self.config {
+            Some(c) if c.speaker.announce_pod_cidrs => writeln!(f, "pod cidrs:      announced")?,
+            Some(_) => writeln!(
+                f,
+                "pod cidrs:      not announced (the bgp-config's speaker.announce-pod-cidrs: false)"
+            )?,
+            None => writeln!(
+                f,
+                "pod cidrs:      the bgp-config's speaker.announce-pod-cidrs (absent: announced)"
+            )?,
         }
         if !s.lb_classes.is_empty() {
             writeln!(f, "lb classes:     {}", s.lb_classes.join(", "))?;
@@ -323,6 +345,13 @@ impl fmt::Display for DryRun {
         };
         writeln!(f, "on-stop:        {on_stop}")?;
         writeln!(f, "ready-timeout:  {}", Compact(s.ready_timeout))?;
+        let conflict = match s.cilium_bgp_conflict {
+            ConflictPolicy::Hold => {
+                "hold (no new session while cilium-config turns Cilium's embedded BGP on)"
+            }
+            ConflictPolicy::Ignore => "ignore (Cilium's embedded BGP is only reported)",
+        };
+        writeln!(f, "cilium-bgp-conflict: {conflict}")?;
         match s.cilium_health_addr {
             Some(a) => writeln!(
                 f,
@@ -333,14 +362,9 @@ impl fmt::Display for DryRun {
         if let Some(view) = &self.view {
             writeln!(
                 f,
-                "cluster:        {} nodes, ipam {}{}",
+                "cluster:        {} nodes, ipam {}",
                 view.nodes.len(),
                 view.ipam,
-                if view.announce_pod_cidr {
-                    ""
-                } else {
-                    ", bgp-announce-pod-cidr false"
-                }
             )?;
             for w in &view.warnings {
                 writeln!(f, "warning:        {w}")?;
@@ -431,6 +455,7 @@ mod tests {
             on_stop: StopPolicy::Auto,
             ready_timeout: DEFAULT_READY_TIMEOUT,
             cilium_health_addr: None,
+            cilium_bgp_conflict: ConflictPolicy::Hold,
         }
     }
 

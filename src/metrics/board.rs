@@ -50,6 +50,22 @@ pub struct Status {
     /// The stop decision, once the speaker is stopping (`routes::stop`).
     #[serde(default)]
     pub stopping: Option<StopReport>,
+    /// cilium-config turns Cilium's embedded BGP speaker on (`routes::cilium`).
+    #[serde(default)]
+    pub cilium_bgp: Option<CiliumBgpReport>,
+}
+
+/// The conflict with Cilium's embedded speaker as `/status` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct CiliumBgpReport {
+    /// The finding, naming the keys.
+    pub conflict: String,
+    /// `--cilium-bgp-conflict`: `hold` or `ignore`.
+    pub policy: String,
+    /// New sessions are held back.
+    pub holding: bool,
+    /// Planned sessions not running meanwhile.
+    pub held_sessions: usize,
 }
 
 /// The stop decision as `/status` shows it: restart or leaving and why, and what each
@@ -124,6 +140,7 @@ pub struct ViewReport {
     pub ipam: Option<String>,
     /// Why the mode cannot be decided (nothing is announced meanwhile).
     pub ipam_error: Option<String>,
+    /// The bgp-config's `speaker.announce-pod-cidrs`: false announces none of them.
     pub announce_pod_cidr: bool,
     /// Nodes in the view.
     pub nodes: usize,

@@ -90,6 +90,8 @@ pub(super) struct Families {
     pub(super) cilium_healthy: IntGauge,
     pub(super) cilium_flaps: prometheus::IntCounter,
     pub(super) gate_open: IntGauge,
+    pub(super) cilium_bgp_conflict: IntGauge,
+    pub(super) sessions_held: IntGauge,
     pub(super) stop_decision: IntGaugeVec,
     pub(super) bfd_up: IntGaugeVec,
     pub(super) bfd_state: IntGaugeVec,
@@ -324,6 +326,16 @@ impl Families {
                  restart keeps the routes), cordoned (LoadBalancer routes drained), or \
                  why the node is leaving (every route drained).",
                 &["decision"],
+            ),
+            cilium_bgp_conflict: r.gauge(
+                "cilium_bgp_conflict",
+                "1 while cilium-config turns Cilium's embedded BGP speaker on \
+                 (bgp-announce-pod-cidr or bgp-announce-lb-ip true, Cilium 1.10-1.13).",
+            ),
+            sessions_held: r.gauge(
+                "sessions_held",
+                "Planned sessions not running because of that conflict \
+                 (--cilium-bgp-conflict hold: no new session while it stands).",
             ),
             gate_open: r.gauge(
                 "announce_gate_open",

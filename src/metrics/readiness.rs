@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::board::GateReport;
+use super::board::{CiliumBgpReport, GateReport};
 use crate::sources::SourceStatus;
 
 /// Why `/readyz` answers as it does: `ready`, and the reasons (why not, or what it no
@@ -34,6 +34,8 @@ pub struct ReadinessFacts<'a> {
     pub gate: Option<&'a GateReport>,
     /// Each declared session, in peer order.
     pub sessions: &'a [SessionFact<'a>],
+    /// cilium-config turns Cilium's embedded BGP speaker on, while it does.
+    pub cilium_bgp: Option<&'a CiliumBgpReport>,
 }
 
 /// One declared session as the rule sees it.
@@ -59,9 +61,11 @@ pub struct ReadinessRule {
 impl ReadinessRule {
     /// The rule, at `now`:
     ///
-    /// 1. Not ready while shutting down, without a bgp-config in force, or before every
+    /// 1. Not ready while shutting down, without a bgp-config in force, before every
     ///    followed resource completed its first sync (no bound: nothing can be announced
-    ///    without them).
+    ///    without them), or while Cilium's embedded BGP speaker is on and new sessions
+    ///    are held back (no bound either: the node is set up wrong until someone acts;
+    ///    under `--cilium-bgp-conflict ignore` the conflict is only a reason).
     /// 2. Then, with a `--ready-timeout` (the daemon sets one), not ready until a plan
     ///    is made, the startup gate (if any) opened, and every session the plan has
     ///    is Established, so that a rolling update does not move on while this node's
@@ -91,12 +95,27 @@ impl ReadinessRule {
         if !unsynced.is_empty() {
             reasons.push(format!("not synced yet: {}", unsynced.join(", ")));
         }
+        let mut noted = Vec::new();
+        if let Some(c) = facts.cilium_bgp {
+            if c.holding {
+                reasons.push(format!(
+                    "{}: no new session (--cilium-bgp-conflict hold), {} held back",
+                    c.conflict, c.held_sessions
+                ));
+            } else {
+                noted.push(format!(
+                    "{}: sessions run anyway (--cilium-bgp-conflict {})",
+                    c.conflict, c.policy
+                ));
+            }
+        }
         if !reasons.is_empty() {
             return Readiness {
                 ready: false,
                 reasons,
             };
         }
+        reasons.extend(noted);
         let timeout = self.timeout;
         if timeout.is_zero() {
             return Readiness {
@@ -151,7 +170,7 @@ impl ReadinessRule {
         } else {
             Readiness {
                 ready: false,
-                reasons: waiting,
+                reasons: waiting.into_iter().chain(reasons).collect(),
             }
         }
     }
@@ -190,6 +209,7 @@ mod tests {
             planned: true,
             gate,
             sessions,
+            cilium_bgp: None,
         }
     }
 
@@ -382,5 +402,63 @@ mod tests {
         assert!(!rule.judge(secs(t0, 100), &unplanned(&synced)).ready);
         assert!(!rule.judge(secs(t0, 159), &unplanned(&synced)).ready);
         assert!(rule.judge(secs(t0, 160), &unplanned(&synced)).ready);
+    }
+
+    /// Issue 29: Cilium's embedded speaker on with new sessions held back is not ready,
+    /// without bound, naming the keys; under `ignore` it is a reason only.
+    #[test]
+    fn cilium_bgp_on_and_holding_is_not_ready_and_ignored_is_a_reason() {
+        let t0 = Instant::now();
+        let mut rule = ReadinessRule {
+            timeout: TIMEOUT,
+            ..ReadinessRule::default()
+        };
+        let synced = sources(&[(Resource::ClusterStateFile, true)]);
+        let held = CiliumBgpReport {
+            conflict: "cilium-config has bgp-announce-lb-ip: true".into(),
+            policy: "hold".into(),
+            holding: true,
+            held_sessions: 2,
+        };
+        let holding = ReadinessFacts {
+            cilium_bgp: Some(&held),
+            ..facts(&synced, None, &[])
+        };
+        for at in [0, 3600] {
+            let r = rule.judge(secs(t0, at), &holding);
+            assert_eq!(
+                r,
+                Readiness {
+                    ready: false,
+                    reasons: vec![
+                        "cilium-config has bgp-announce-lb-ip: true: no new session \
+                         (--cilium-bgp-conflict hold), 2 held back"
+                            .into()
+                    ],
+                },
+                "at {at}s"
+            );
+        }
+        let ignored = CiliumBgpReport {
+            policy: "ignore".into(),
+            holding: false,
+            held_sessions: 0,
+            ..held
+        };
+        let r = rule.judge(
+            secs(t0, 10),
+            &ReadinessFacts {
+                cilium_bgp: Some(&ignored),
+                ..facts(&synced, None, &[])
+            },
+        );
+        assert!(r.ready);
+        assert_eq!(
+            r.reasons,
+            vec![
+                "cilium-config has bgp-announce-lb-ip: true: sessions run anyway \
+                 (--cilium-bgp-conflict ignore)"
+            ]
+        );
     }
 }

@@ -11,4 +11,7 @@ pub enum RoutesError {
     /// `--announce-lb-ips` is not one of the known values.
     #[error("--announce-lb-ips: {value:?} must be auto, on or off")]
     UnknownLbSwitch { value: String },
+    /// `--cilium-bgp-conflict` is not one of the known values.
+    #[error("--cilium-bgp-conflict: {value:?} must be hold or ignore")]
+    UnknownConflictPolicy { value: String },
 }

@@ -49,7 +49,7 @@ use super::mode::AnnounceMode;
 use super::{Family, NextHop, RouteAttrs};
 use crate::bgp::wire::LargeCommunity;
 use crate::config::{Config, Peer, Protocol};
-use crate::sources::model::{CiliumConfig, Labels};
+use crate::sources::model::Labels;
 use crate::sources::services::{
     self, LbUpdate, ObjectKey, ServiceFacts, SliceFacts, TrafficPolicy,
 };
@@ -59,11 +59,13 @@ use crate::sources::services::{
 pub const EXCLUDE_LABEL: &str = "node.kubernetes.io/exclude-from-external-load-balancers";
 
 /// `--announce-lb-ips`: whether LoadBalancer IPs are announced at all.
+///
+/// Cilium's `bgp-announce-lb-ip` is not read here: on Cilium 1.10-1.13 it starts
+/// Cilium's embedded speaker, so a user turning it off to stop that speaker must not
+/// switch this one off too (issue 29). It is a conflict fact (`routes::cilium`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum LbSwitch {
-    /// Follow cilium-config's `bgp-announce-lb-ip` when cilium-config exists (absent key:
-    /// Cilium's default, false); without cilium-config announce the bgp pools, as
-    /// MetalLB's speaker did.
+    /// As the bgp-config's `speaker.announce-lb-ips` says (absent: announced).
     #[default]
     Auto,
     On,
@@ -79,33 +81,30 @@ impl LbSwitch {
         }
     }
 
-    /// [`LbSwitch::decide`] for a speaker in `mode` with this cilium-config (`None`: it
-    /// does not exist): never in cluster mode, where no speaker is a node's own.
-    pub fn decide_for(self, mode: AnnounceMode, cilium_config: Option<&CiliumConfig>) -> LbEnabled {
+    /// [`LbSwitch::decide`] for a speaker in `mode`: never in cluster mode, where no
+    /// speaker is a node's own.
+    pub fn decide_for(self, mode: AnnounceMode, config: &Config) -> LbEnabled {
         match mode {
             AnnounceMode::Cluster => LbEnabled {
                 on: false,
                 why: "--announce cluster: each node's speaker announces its own LoadBalancer IPs",
             },
-            AnnounceMode::Local => self.decide(cilium_config.map(|c| c.announce_lb_ip)),
+            AnnounceMode::Local => self.decide(config.speaker.announce_lb_ips),
         }
     }
 
-    /// Whether LoadBalancer IPs are announced, and why. `cilium_config`: `None` when
-    /// there is no cilium-config, else its `bgp-announce-lb-ip` (`None`: key absent).
-    pub fn decide(self, cilium_config: Option<Option<bool>>) -> LbEnabled {
-        let (on, why) = match (self, cilium_config) {
+    /// Whether LoadBalancer IPs are announced, and why. `config_says`: the bgp-config's
+    /// `speaker.announce-lb-ips` (true when absent). The flag, when not `auto`, wins:
+    /// it is the operator's word for this one DaemonSet.
+    pub fn decide(self, config_says: bool) -> LbEnabled {
+        let (on, why) = match (self, config_says) {
             (LbSwitch::On, _) => (true, "--announce-lb-ips on"),
             (LbSwitch::Off, _) => (false, "--announce-lb-ips off"),
-            (LbSwitch::Auto, Some(Some(v))) => (v, "cilium-config bgp-announce-lb-ip"),
-            (LbSwitch::Auto, Some(None)) => (
-                false,
-                "cilium-config has no bgp-announce-lb-ip (Cilium's default: false)",
-            ),
-            (LbSwitch::Auto, None) => (
+            (LbSwitch::Auto, true) => (
                 true,
-                "no cilium-config: the bgp pools are announced, as MetalLB's speaker did",
+                "the bgp-config's speaker.announce-lb-ips, true by default",
             ),
+            (LbSwitch::Auto, false) => (false, "the bgp-config's speaker.announce-lb-ips is false"),
         };
         LbEnabled { on, why }
     }
@@ -1089,12 +1088,23 @@ mod tests {
 
     #[test]
     fn the_on_off_rule() {
-        assert!(LbSwitch::Auto.decide(None).on);
-        assert!(!LbSwitch::Auto.decide(Some(None)).on);
-        assert!(LbSwitch::Auto.decide(Some(Some(true))).on);
-        assert!(!LbSwitch::Auto.decide(Some(Some(false))).on);
-        assert!(LbSwitch::On.decide(Some(Some(false))).on);
-        assert!(!LbSwitch::Off.decide(None).on);
+        // Issue 29: auto follows the bgp-config, no longer cilium-config.
+        assert!(LbSwitch::Auto.decide(true).on);
+        assert!(!LbSwitch::Auto.decide(false).on);
+        assert!(LbSwitch::On.decide(false).on);
+        assert!(!LbSwitch::Off.decide(true).on);
+        let off = crate::config::parse("speaker: {announce-lb-ips: false}").unwrap();
+        assert!(!LbSwitch::Auto.decide_for(AnnounceMode::Local, &off).on);
+        assert!(
+            LbSwitch::Auto
+                .decide_for(AnnounceMode::Local, &Config::default())
+                .on
+        );
+        assert!(
+            !LbSwitch::On
+                .decide_for(AnnounceMode::Cluster, &Config::default())
+                .on
+        );
         assert_eq!("off".parse::<LbSwitch>().unwrap(), LbSwitch::Off);
         assert!("yes".parse::<LbSwitch>().is_err());
     }

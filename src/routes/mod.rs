@@ -26,6 +26,7 @@
 //! - this file: the types the planner hands the peer driver, and [`diff`].
 
 pub mod attrs;
+pub mod cilium;
 pub mod drain;
 mod error;
 pub mod layers;

@@ -96,6 +96,9 @@ pub struct Plan {
     pub unannounceable: Vec<Unannounceable>,
     /// What `pod-cidr-pools` left out, or that it does not apply (`routes::pools`).
     pub pools: Vec<PoolFinding>,
+    /// The bgp-config's `speaker.announce-pod-cidrs`: false plans the sessions with no
+    /// pod CIDR route (the view's CIDRs and conflicts are still reported).
+    pub announce_pod_cidrs: bool,
 }
 
 impl Plan {
@@ -262,6 +265,7 @@ pub fn plan(
         conflicts: owned.conflicts,
         unannounceable: Vec::new(),
         pools: Vec::new(),
+        announce_pod_cidrs: config.speaker.announce_pod_cidrs,
     };
     let routable = match mode {
         AnnounceMode::Local => {
@@ -301,6 +305,13 @@ pub fn plan(
             }
             Routable::Cluster { next_hops, routes }
         }
+    };
+    let routable = if plan.announce_pod_cidrs {
+        routable
+    } else {
+        // Nothing is announced, so nothing is unannounceable either.
+        plan.unannounceable.clear();
+        Routable::Local(Vec::new())
     };
     let Some(entry) = local_entry else {
         return plan;
@@ -727,7 +738,6 @@ mod tests {
     fn view(nodes: &[N]) -> NodeView {
         NodeView::new(
             IpamMode::Kubernetes,
-            true,
             nodes
                 .iter()
                 .map(|n| {
@@ -1277,13 +1287,22 @@ peers:
     }
 
     #[test]
-    fn announce_disabled_keeps_the_sessions_with_no_routes() {
-        let c = config("peers: [{peer-address: 10.0.0.1, peer-asn: 65000, my-asn: 65083}]");
-        let mut v = view(&[node("a", &[])]);
-        v.announce_pod_cidr = false;
-        let p = local(&v, &c, "a", AnnounceMode::Local, None);
-        assert!(p.peers[&key("10.0.0.1")].routes.is_empty());
-        assert_eq!(p.route_count(), 0);
+    fn announce_pod_cidrs_false_keeps_the_sessions_with_no_routes() {
+        let c = config(
+            "peers: [{peer-address: 10.0.0.1, peer-asn: 65000, my-asn: 65083}]\n\
+             speaker: {announce-pod-cidrs: false}",
+        );
+        let v = view(&[node("a", &["10.0.1.0/24"]), node("b", &["10.0.2.0/24"])]);
+        for mode in [AnnounceMode::Local, AnnounceMode::Cluster] {
+            let p = local(&v, &c, "a", mode, None);
+            assert!(!p.announce_pod_cidrs);
+            assert!(p.peers[&key("10.0.0.1")].routes.is_empty(), "{mode:?}");
+            assert_eq!(p.route_count(), 0);
+        }
+        let on = config("peers: [{peer-address: 10.0.0.1, peer-asn: 65000, my-asn: 65083}]");
+        let p = local(&v, &on, "a", AnnounceMode::Local, None);
+        assert!(p.announce_pod_cidrs, "announced by default");
+        assert_eq!(p.route_count(), 1);
     }
 
     #[test]

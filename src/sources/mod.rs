@@ -298,6 +298,12 @@ pub fn log_report(report: &Report) {
             note,
             ..
         } => info!(node = %node, decision, note = %note, "speaker stopping"),
+        Report::CiliumBgpConflict { node, note, .. } => {
+            warn!(node = %node, note = %note, "cilium's embedded bgp speaker is on")
+        }
+        Report::CiliumBgpConflictResolved { node, .. } => {
+            info!(node = %node, "cilium's embedded bgp speaker is off")
+        }
     }
 }
 

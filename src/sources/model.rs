@@ -37,7 +37,10 @@
 //!   last plan in force.
 //!   A cilium-config that was seen and then disappears stays in force
 //!   ([`CiliumConfigMemory`]): its deletion must not switch the mode.
-//! - `bgp-announce-pod-cidr: "false"` in cilium-config announces nothing, in every mode.
+//! - Cilium's `bgp-announce-pod-cidr` and `bgp-announce-lb-ip` are read as facts (they
+//!   start Cilium's own embedded speaker, see `routes::cilium`), never as this speaker's
+//!   switches: what is announced at all is the bgp-config's `speaker` block's say
+//!   (`routes::plan`, `routes::lb`).
 //! - 0.0.0.0/0 and ::/0 are never announced.
 //! - A node exists in the view while its Node exists. Without the object its IPAM mode
 //!   reads (no CiliumNode in cluster-pool), it is in the view with no prefixes.
@@ -158,33 +161,22 @@ impl PoolRanges {
     }
 }
 
-/// The keys of Cilium's `cilium-config` ConfigMap that decide what is announced.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// The keys of Cilium's `cilium-config` ConfigMap this speaker reads.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CiliumConfig {
     /// The `ipam` key as written, `None` when the key is absent.
     pub ipam: Option<String>,
-    /// `bgp-announce-pod-cidr`; absent means true.
-    pub announce_pod_cidr: bool,
-    /// `bgp-announce-lb-ip` (Cilium's switch for its speaker's LoadBalancer IPs);
-    /// `None` when the key is absent or empty. The sources only read it; the planner
-    /// decides what an absent key means.
+    /// `bgp-announce-pod-cidr` (Cilium's switch for its embedded speaker's pod CIDRs);
+    /// `None` when the key is absent or empty. The sources only read it;
+    /// `routes::cilium` decides what it means.
+    pub announce_pod_cidr: Option<bool>,
+    /// `bgp-announce-lb-ip` (the same for its LoadBalancer IPs); `None` when absent or
+    /// empty.
     pub announce_lb_ip: Option<bool>,
     /// `cluster-pool-ipv4-cidr` (one or more CIDRs, separated by spaces or commas).
     pub cluster_pool_v4: Vec<IpNet>,
     /// `cluster-pool-ipv6-cidr`.
     pub cluster_pool_v6: Vec<IpNet>,
-}
-
-impl Default for CiliumConfig {
-    fn default() -> Self {
-        Self {
-            ipam: None,
-            announce_pod_cidr: true,
-            announce_lb_ip: None,
-            cluster_pool_v4: Vec::new(),
-            cluster_pool_v6: Vec::new(),
-        }
-    }
 }
 
 /// A source's status (its last error) while a deleted cilium-config is kept in force.
@@ -344,9 +336,6 @@ pub enum IpamError {
 pub struct NodeView {
     /// The IPAM mode that decided which object is announced.
     pub ipam: IpamMode,
-    /// False when cilium-config says `bgp-announce-pod-cidr: "false"`: every node's
-    /// `prefixes` is then empty.
-    pub announce_pod_cidr: bool,
     /// One entry per Node object, by name.
     pub nodes: BTreeMap<Arc<str>, NodeEntry>,
     /// Facts about the whole view worth showing to an operator.
@@ -361,7 +350,6 @@ impl NodeView {
     /// [`node_view`] builds every view through here; tests and benches may too.
     pub fn new(
         ipam: IpamMode,
-        announce_pod_cidr: bool,
         nodes: BTreeMap<Arc<str>, NodeEntry>,
         warnings: Vec<ViewWarning>,
     ) -> NodeView {
@@ -379,7 +367,6 @@ impl NodeView {
         }));
         NodeView {
             ipam,
-            announce_pod_cidr,
             nodes,
             warnings,
             overlaps,
@@ -431,7 +418,8 @@ pub struct NodeEntry {
     /// Which object the prefixes were read from (the one in force); `None` when no
     /// object lists any.
     pub source: Option<CidrSource>,
-    /// The pod CIDRs to announce, in the object's order, without duplicates.
+    /// The pod CIDRs in force and not refused, in the object's order, without
+    /// duplicates: what is announced when the bgp-config announces pod CIDRs.
     pub prefixes: Vec<IpNet>,
     /// CIDRs the object in force lists but that must not be announced.
     pub refused: Vec<(IpNet, CidrRefusal)>,
@@ -691,10 +679,6 @@ pub fn node_view(state: &ClusterState, ipam: IpamOverride) -> Result<NodeView, I
             Some(config) => mode_from_config(config.ipam.as_deref())?,
         },
     };
-    let announce_pod_cidr = state
-        .cilium_config
-        .as_ref()
-        .is_none_or(|c| c.announce_pod_cidr);
     let (pool_v4, pool_v6) = match &state.cilium_config {
         Some(c) => (c.cluster_pool_v4.as_slice(), c.cluster_pool_v6.as_slice()),
         None => (&[][..], &[][..]),
@@ -805,9 +789,7 @@ pub fn node_view(state: &ClusterState, ipam: IpamOverride) -> Result<NodeView, I
                     }
                 }
             }
-            if announce_pod_cidr {
-                prefixes.push(net);
-            }
+            prefixes.push(net);
         }
 
         let name: Arc<str> = Arc::from(name.as_str());
@@ -850,7 +832,7 @@ pub fn node_view(state: &ClusterState, ipam: IpamOverride) -> Result<NodeView, I
                 pool: Some(pool.to_owned()),
             }),
     );
-    Ok(NodeView::new(mode, announce_pod_cidr, nodes, warnings))
+    Ok(NodeView::new(mode, nodes, warnings))
 }
 
 /// Cilium's `ipam` option: an absent or empty key means its default, cluster-pool.
@@ -895,7 +877,7 @@ mod tests {
     fn config(ipam: &str, pool_v4: &[&str]) -> CiliumConfig {
         CiliumConfig {
             ipam: Some(ipam.to_owned()),
-            announce_pod_cidr: true,
+            announce_pod_cidr: None,
             announce_lb_ip: None,
             cluster_pool_v4: nets(pool_v4),
             cluster_pool_v6: Vec::new(),
@@ -1024,16 +1006,20 @@ mod tests {
     }
 
     #[test]
-    fn announce_pod_cidr_false_announces_nothing_but_still_reports() {
-        let mut state = outage_state("cluster-pool");
-        if let Some(c) = state.cilium_config.as_mut() {
-            c.announce_pod_cidr = false;
+    fn cilium_bgp_keys_do_not_change_the_view() {
+        // Issue 29: `bgp-announce-pod-cidr: "false"` is how a user stops Cilium's own
+        // speaker; it used to empty this view too, and so switched this speaker off.
+        let plain = node_view(&outage_state("cluster-pool"), IpamOverride::Auto).unwrap();
+        for (pod, lb) in [(Some(false), Some(false)), (Some(true), Some(true))] {
+            let mut state = outage_state("cluster-pool");
+            if let Some(c) = state.cilium_config.as_mut() {
+                c.announce_pod_cidr = pod;
+                c.announce_lb_ip = lb;
+            }
+            let view = node_view(&state, IpamOverride::Auto).unwrap();
+            assert_eq!(view, plain, "{pod:?} {lb:?}");
         }
-        let view = node_view(&state, IpamOverride::Auto).unwrap();
-        assert!(!view.announce_pod_cidr);
-        assert!(view.nodes.values().all(|n| n.prefixes.is_empty()));
-        assert_eq!(view.nodes.len(), 4);
-        assert_eq!(view.drift_count(), 4);
+        assert!(plain.nodes.values().all(|n| !n.prefixes.is_empty()));
     }
 
     #[test]
@@ -1041,7 +1027,7 @@ mod tests {
         let mut state = ClusterState {
             cilium_config: Some(CiliumConfig {
                 ipam: Some("cluster-pool".into()),
-                announce_pod_cidr: true,
+                announce_pod_cidr: None,
                 announce_lb_ip: None,
                 cluster_pool_v4: nets(&["10.0.0.0/16", "10.1.0.0/16"]),
                 cluster_pool_v6: nets(&["fd00:10::/104"]),
@@ -1503,11 +1489,11 @@ mod tests {
         );
         let mut state = multi_pool_state(&[("default", &["10.10.0.0/27"])]);
         if let Some(c) = state.cilium_config.as_mut() {
-            c.announce_pod_cidr = false;
+            c.announce_pod_cidr = Some(false);
         }
         let view = node_view(&state, IpamOverride::Auto).unwrap();
-        assert!(view.nodes["a"].prefixes.is_empty());
-        assert_eq!(view.nodes["a"].pools.len(), 1, "still reported");
+        assert_eq!(view.nodes["a"].prefixes, nets(&["10.10.0.0/27"]));
+        assert_eq!(view.nodes["a"].pools.len(), 1);
     }
 
     #[test]

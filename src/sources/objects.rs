@@ -422,7 +422,7 @@ pub fn cilium_config(config_map: &ConfigMap) -> Result<CiliumConfig, SourceError
                 }),
         }
     };
-    let announce_pod_cidr = flag(KEY_ANNOUNCE_POD_CIDR)?.unwrap_or(true);
+    let announce_pod_cidr = flag(KEY_ANNOUNCE_POD_CIDR)?;
     let announce_lb_ip = flag(KEY_ANNOUNCE_LB_IP)?;
     let mut pools = [Vec::new(), Vec::new()];
     for (pool, key, want_v4) in [(0, KEY_POOL_V4, true), (1, KEY_POOL_V6, false)] {
@@ -741,7 +741,7 @@ mod tests {
             config,
             CiliumConfig {
                 ipam: Some("cluster-pool".into()),
-                announce_pod_cidr: false,
+                announce_pod_cidr: Some(false),
                 announce_lb_ip: Some(true),
                 cluster_pool_v4: vec![net("10.0.0.0/16"), net("10.1.0.0/16"), net("10.2.0.0/16")],
                 cluster_pool_v6: vec![net("fd00::/104")],
@@ -757,7 +757,7 @@ mod tests {
         );
         for (text, value) in [("True", true), ("0", false), ("F", false), ("1", true)] {
             let config = cilium_config(&config_map(json!({KEY_ANNOUNCE_POD_CIDR: text}))).unwrap();
-            assert_eq!(config.announce_pod_cidr, value, "{text}");
+            assert_eq!(config.announce_pod_cidr, Some(value), "{text}");
         }
         let err = cilium_config(&config_map(json!({KEY_ANNOUNCE_POD_CIDR: "no"}))).unwrap_err();
         assert!(

@@ -46,6 +46,16 @@ pub enum Report {
         decision: &'static str,
         note: String,
     },
+    /// cilium-config turns Cilium's embedded BGP speaker on beside the speaker on
+    /// `node` (`routes::cilium`): `note` names the keys, what the speaker does and what
+    /// to do.
+    CiliumBgpConflict {
+        node: Arc<str>,
+        uid: Option<String>,
+        note: String,
+    },
+    /// It is off again: every session may run.
+    CiliumBgpConflictResolved { node: Arc<str>, uid: Option<String> },
 }
 
 /// Remembers what was reported so each fact is reported once per change.

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use ipnet::IpNet;
 
 use crate::config::Config;
+use crate::routes::cilium::{self, CiliumBgpConflict};
 use crate::routes::lb_findings;
 use crate::routes::router_id::{router_id, shared, RouterIdOrigin};
 use crate::sources::model::{
@@ -86,7 +87,6 @@ pub struct Diagnosis {
     /// The IPAM mode in force, or why it cannot be decided.
     pub ipam: Result<IpamMode, IpamError>,
     pub origin: ModeOrigin,
-    pub announce_pod_cidr: bool,
     pub pool_v4: Vec<IpNet>,
     pub pool_v6: Vec<IpNet>,
     /// The CiliumPodIPPools' ranges (multi-pool IPAM); `None` when they were not read.
@@ -98,13 +98,18 @@ pub struct Diagnosis {
     pub unreadable: Vec<String>,
     /// View-wide warnings and reading notes (a CRD not installed...).
     pub warnings: Vec<String>,
+    /// cilium-config turns Cilium's embedded BGP speaker on (`routes::cilium`).
+    pub cilium_bgp: Option<CiliumBgpConflict>,
 }
 
 impl Diagnosis {
     /// Nothing is wrong: the mode is decided, no node drifts, overlaps or lists a CIDR
     /// it must not, and every object was read.
     pub fn ok(&self) -> bool {
-        self.ipam.is_ok() && self.unreadable.is_empty() && self.nodes.iter().all(|n| n.ok())
+        self.ipam.is_ok()
+            && self.unreadable.is_empty()
+            && self.cilium_bgp.is_none()
+            && self.nodes.iter().all(|n| n.ok())
     }
 
     /// The process exit status: 0 when [`Diagnosis::ok`], 1 otherwise.
@@ -117,6 +122,13 @@ impl Diagnosis {
         let mut out = Vec::new();
         if let Err(e) = &self.ipam {
             out.push(e.to_string());
+        }
+        if let Some(c) = &self.cilium_bgp {
+            out.push(format!(
+                "{c}: the speaker opens no new session while it is on \
+                 (--cilium-bgp-conflict hold, the default). To fix: {}",
+                cilium::ADVICE
+            ));
         }
         for u in &self.unreadable {
             out.push(format!("unreadable object: {u}"));
@@ -257,18 +269,14 @@ pub fn diagnose(state: &ClusterState, ipam: IpamOverride) -> Diagnosis {
         }
     }
 
-    let (announce_pod_cidr, pool_v4, pool_v6) = match &state.cilium_config {
-        Some(c) => (
-            c.announce_pod_cidr,
-            c.cluster_pool_v4.clone(),
-            c.cluster_pool_v6.clone(),
-        ),
-        None => (true, Vec::new(), Vec::new()),
+    let (pool_v4, pool_v6) = match &state.cilium_config {
+        Some(c) => (c.cluster_pool_v4.clone(), c.cluster_pool_v6.clone()),
+        None => (Vec::new(), Vec::new()),
     };
     Diagnosis {
         ipam: decided.as_ref().map(|v| v.ipam).map_err(Clone::clone),
         origin,
-        announce_pod_cidr,
+        cilium_bgp: CiliumBgpConflict::of(state.cilium_config.as_ref()),
         pool_v4,
         pool_v6,
         pod_ip_pools: state.pod_ip_pools.clone(),

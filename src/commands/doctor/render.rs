@@ -43,12 +43,6 @@ impl fmt::Display for Diagnosis {
                 }
             }
         }
-        if !self.announce_pod_cidr {
-            writeln!(
-                f,
-                "cilium-config bgp-announce-pod-cidr is false: nothing is announced"
-            )?;
-        }
         writeln!(f)?;
 
         let mut table = Table::new([

@@ -30,11 +30,11 @@ pub struct LbPlanned {
 }
 
 impl LbPlanned {
-    /// No Service at all, LoadBalancer IPs decided as for a cluster without
-    /// cilium-config (a plan made without the cluster's Services).
-    pub fn without_services(plan: &routes::Plan) -> LbPlanned {
+    /// No Service at all, LoadBalancer IPs decided by `--announce-lb-ips auto` and
+    /// `config` (a plan made without the cluster's Services).
+    pub fn without_services(plan: &routes::Plan, config: &crate::config::Config) -> LbPlanned {
         LbPlanned {
-            enabled: LbSwitch::Auto.decide_for(plan.mode, None),
+            enabled: LbSwitch::Auto.decide_for(plan.mode, config),
             planner: LbPlanner::new(plan.node.clone()),
         }
     }
@@ -44,14 +44,11 @@ impl LbPlanned {
     pub fn new(
         config: &crate::config::Config,
         view: &sources::NodeView,
-        state: &sources::ClusterState,
         request: &PlanRequest,
         facts: &LbFacts,
     ) -> LbPlanned {
         let node = request.node.as_str();
-        let enabled = request
-            .announce_lb_ips
-            .decide_for(request.announce, state.cilium_config.as_ref());
+        let enabled = request.announce_lb_ips.decide_for(request.announce, config);
         let mut planner = LbPlanner::new(node);
         planner.set_context(LbContext::new(
             config,
@@ -181,6 +178,6 @@ pub fn render(request: &PlanRequest) -> Result<String, PlanCommandError> {
             source_address: request.source_address,
         },
     );
-    let lb = LbPlanned::new(&config, &view, &state, request, &files.lb);
+    let lb = LbPlanned::new(&config, &view, request, &files.lb);
     Ok(render_plan(&plan, &view, &config, &lb, request.format))
 }

@@ -361,10 +361,10 @@ pub fn warnings(plan: &Plan, view: &NodeView, config: &Config, lb: &LbPlanned) -
         };
         out.push(Warning::new(kind, w.to_string(), json!({})));
     }
-    if !view.announce_pod_cidr {
+    if !plan.announce_pod_cidrs {
         out.push(Warning::new(
             "announce-disabled",
-            "cilium-config bgp-announce-pod-cidr is \"false\": no pod CIDR is announced".into(),
+            "the bgp-config's speaker.announce-pod-cidrs is false: no pod CIDR is announced".into(),
             json!({}),
         ));
     }
@@ -632,7 +632,7 @@ pub fn json_value(plan: &Plan, view: &NodeView, config: &Config, lb: &LbPlanned)
         },
         "ipam": view.ipam.as_str(),
         "announce": plan.mode.as_str(),
-        "announce_pod_cidr": view.announce_pod_cidr,
+        "announce_pod_cidr": plan.announce_pod_cidrs,
         "peers": peers,
         "unselected_peers": unselected,
         "lb": lb_json(lb),
@@ -900,8 +900,8 @@ peers:
         node_view(&state, IpamOverride::Auto).unwrap()
     }
 
-    fn lb_of(plan: &Plan) -> LbPlanned {
-        LbPlanned::without_services(plan)
+    fn lb_of(plan: &Plan, config: &Config) -> LbPlanned {
+        LbPlanned::without_services(plan, config)
     }
 
     fn planned(mode: AnnounceMode) -> (Plan, NodeView, Config) {
@@ -931,13 +931,13 @@ warnings:
   drift on node n1 (Node [10.5.112.0/24] vs CiliumNode [10.5.113.0/24]): ipam cluster-pool announces the CiliumNode CIDRs
   10.9.0.0/24 of node n2 is not announced: outside the cluster pool [10.5.112.0/20]
 ";
-        assert_eq!(table(&plan, &view, &config, &lb_of(&plan)), want);
+        assert_eq!(table(&plan, &view, &config, &lb_of(&plan, &config)), want);
     }
 
     #[test]
     fn cluster_table_names_each_routes_node_and_its_next_hop() {
         let (plan, view, config) = planned(AnnounceMode::Cluster);
-        let out = table(&plan, &view, &config, &lb_of(&plan));
+        let out = table(&plan, &view, &config, &lb_of(&plan, &config));
         assert!(
             out.contains(
                 "  10.5.113.0/24  node n1  next-hop 192.168.10.11  origin incomplete  \
@@ -950,7 +950,7 @@ warnings:
     #[test]
     fn json_carries_the_same_facts_as_the_table() {
         let (plan, view, config) = planned(AnnounceMode::Local);
-        let v = json_value(&plan, &view, &config, &lb_of(&plan));
+        let v = json_value(&plan, &view, &config, &lb_of(&plan, &config));
         assert_eq!(v["node"]["name"], "n1");
         assert_eq!(v["node"]["labels"]["rack"], "a");
         assert_eq!(v["ipam"], "cluster-pool");
@@ -998,7 +998,7 @@ warnings:
         for mode in [AnnounceMode::Local, AnnounceMode::Cluster] {
             let (plan, view, config) = planned(mode);
             for format in [Format::Table, Format::Json] {
-                let out = render_plan(&plan, &view, &config, &lb_of(&plan), format);
+                let out = render_plan(&plan, &view, &config, &lb_of(&plan, &config), format);
                 assert!(!out.contains("s3cret"), "{format:?}: {out}");
                 assert!(out.contains("md5"), "{format:?}: {out}");
             }
@@ -1021,14 +1021,14 @@ warnings:
             AnnounceMode::Local,
             &Overrides::default(),
         );
-        let out = table(&plan, &view, &config, &lb_of(&plan));
+        let out = table(&plan, &view, &config, &lb_of(&plan, &config));
         assert!(
             out.contains(
                 "keepalive 30s, md5 from secret bgp-peer-passwords key tor-a, graceful-restart 120s, 1 route"
             ),
             "{out}"
         );
-        let json = render_plan(&plan, &view, &config, &lb_of(&plan), Format::Json);
+        let json = render_plan(&plan, &view, &config, &lb_of(&plan, &config), Format::Json);
         let v: Value = serde_json::from_str(&json).unwrap();
         let peer = &v["peers"][0];
         assert_eq!(peer["md5"], true, "{json}");
@@ -1076,7 +1076,7 @@ address-pools: [{name: lb, protocol: bgp, addresses: [10.96.0.0/24]}]
             AnnounceMode::Cluster,
             &Overrides::default(),
         );
-        let got: Vec<(&str, String)> = warnings(&plan, &view, &config, &lb_of(&plan))
+        let got: Vec<(&str, String)> = warnings(&plan, &view, &config, &lb_of(&plan, &config))
             .into_iter()
             .map(|w| (w.kind, w.message))
             .collect();

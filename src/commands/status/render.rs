@@ -40,6 +40,14 @@ impl fmt::Display for Summary<'_> {
                 st.decision, st.pod_cidrs, st.load_balancer
             )?;
         }
+        if let Some(c) = &s.cilium_bgp {
+            let what = if c.holding {
+                format!("{} session(s) HELD BACK, no new session", c.held_sessions)
+            } else {
+                format!("sessions run anyway (--cilium-bgp-conflict {})", c.policy)
+            };
+            writeln!(f, "CILIUM BGP CONFLICT: {}: {what}", c.conflict)?;
+        }
         if let Some(g) = &s.gate {
             let agent = match g.healthy {
                 Some(true) => "healthy",
@@ -96,7 +104,10 @@ impl fmt::Display for Summary<'_> {
                     v.nodes, v.prefixes
                 )?;
                 if !v.announce_pod_cidr {
-                    write!(f, " (bgp-announce-pod-cidr is false)")?;
+                    write!(
+                        f,
+                        " (none: the bgp-config's speaker.announce-pod-cidrs is false)"
+                    )?;
                 }
                 writeln!(f)?;
             }
@@ -634,6 +645,7 @@ mod tests {
             view: None,
             peers,
             stopping: None,
+            cilium_bgp: None,
             lb: Some(crate::metrics::board::LbReport {
                 announced: 3,
                 not_announced: [("no_endpoints".to_owned(), 2)].into(),
@@ -667,6 +679,25 @@ mod tests {
         let text = Summary(&stopping).to_string();
         assert!(
             text.contains("STOPPING: cordoned (pod CIDRs: keep, LoadBalancer routes: drain)"),
+            "{text}"
+        );
+        assert!(!text.contains("CILIUM BGP CONFLICT"), "{text}");
+
+        // Cilium's embedded speaker on: said, with what the speaker does about it.
+        let conflict = Status {
+            cilium_bgp: Some(crate::metrics::board::CiliumBgpReport {
+                conflict: "cilium-config has bgp-announce-lb-ip: true".to_owned(),
+                policy: "hold".to_owned(),
+                holding: true,
+                held_sessions: 2,
+            }),
+            ..status(vec![])
+        };
+        let text = Summary(&conflict).to_string();
+        assert!(
+            text.contains(
+                "CILIUM BGP CONFLICT: cilium-config has bgp-announce-lb-ip: true: 2 session(s) HELD BACK, no new session"
+            ),
             "{text}"
         );
     }

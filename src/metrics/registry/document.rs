@@ -27,6 +27,7 @@ impl Metrics {
             gate: inner.gate.clone(),
             lb: inner.lb.clone(),
             stopping: inner.stopping.clone(),
+            cilium_bgp: inner.cilium_bgp.clone(),
             config: inner.config.clone(),
             sources: inner
                 .sources

@@ -185,7 +185,7 @@ impl Metrics {
         inner.view = Some(ViewReport {
             ipam: Some(view.ipam.as_str().to_owned()),
             ipam_error: None,
-            announce_pod_cidr: view.announce_pod_cidr,
+            announce_pod_cidr: !inner.pod_cidrs_off,
             nodes: view.nodes.len(),
             prefixes,
             drift: view

@@ -24,7 +24,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use prometheus::{Encoder, Registry, TextEncoder};
 
 use super::board::{
-    ConfigReport, GateReport, LbReport, StopReport, UnannounceableReport, ViewReport,
+    CiliumBgpReport, ConfigReport, GateReport, LbReport, StopReport, UnannounceableReport,
+    ViewReport,
 };
 use super::families::Families;
 use super::readiness::{Readiness, ReadinessFacts, ReadinessRule, SessionFact};
@@ -32,6 +33,7 @@ use crate::bfd::{Diag, State as BfdState};
 use crate::bgp::session::{Finding, State};
 use crate::config::PeerKey;
 use crate::peer::{Beat, RoutesQuery};
+use crate::routes::cilium::ConflictDecision;
 use crate::routes::stop::StopKind;
 use crate::sources::kube::events::EventLoss;
 use crate::sources::{Resource, SourceStatus};
@@ -80,6 +82,11 @@ struct Inner {
     stopping: Option<StopReport>,
     /// The LoadBalancer counts, once recorded.
     lb: Option<LbReport>,
+    /// The bgp-config's `speaker.announce-pod-cidrs` was false in the last plan (shown
+    /// with the view in `/status`; off only once a plan says so).
+    pod_cidrs_off: bool,
+    /// The conflict with Cilium's embedded speaker, while it stands.
+    cilium_bgp: Option<CiliumBgpReport>,
 }
 
 struct PeerEntry {
@@ -207,6 +214,31 @@ impl Metrics {
         self.lock().planned = true;
     }
 
+    /// The decision about Cilium's embedded speaker (`routes::cilium::decide`) and how
+    /// many planned sessions it keeps from running: the gauges, `/status` and `/readyz`.
+    pub fn record_cilium_bgp(&self, decision: &ConflictDecision, held: usize) {
+        let mut inner = self.lock();
+        let f = &self.families;
+        f.cilium_bgp_conflict
+            .set(i64::from(decision.conflict.is_some()));
+        f.sessions_held.set(saturating_i64(held as u64));
+        inner.cilium_bgp = decision.conflict.as_ref().map(|c| CiliumBgpReport {
+            conflict: c.to_string(),
+            policy: decision.policy.as_str().to_owned(),
+            holding: decision.holding(),
+            held_sessions: held,
+        });
+    }
+
+    /// Whether the plan announces pod CIDRs at all (`speaker.announce-pod-cidrs`).
+    pub fn set_pod_cidrs_announced(&self, on: bool) {
+        let mut inner = self.lock();
+        inner.pod_cidrs_off = !on;
+        if let Some(view) = inner.view.as_mut() {
+            view.announce_pod_cidr = on;
+        }
+    }
+
     /// The stop decision (`routes::stop::decide`): `/readyz` fails from now on, and the
     /// decision shows in `/status` and as `stop_decision{decision}` while the sessions
     /// end (a drain lasts the grace period, so a scrape sees it).
@@ -245,6 +277,7 @@ impl Metrics {
             planned: inner.planned,
             gate: inner.gate.as_ref(),
             sessions: &sessions,
+            cilium_bgp: inner.cilium_bgp.as_ref(),
         };
         inner.readiness.judge(now, &facts)
     }

@@ -218,6 +218,30 @@ pub fn event_for(report: &Report) -> Option<(Event, ObjectReference)> {
             },
             node_ref(node, uid.as_ref()),
         )),
+        Report::CiliumBgpConflict { node, uid, note } => Some((
+            Event {
+                type_: EventType::Warning,
+                reason: "CiliumBGPConflict".into(),
+                note: Some(truncate(note.clone())),
+                action: "CompareSpeakers".into(),
+                secondary: None,
+            },
+            node_ref(node, uid.as_ref()),
+        )),
+        Report::CiliumBgpConflictResolved { node, uid } => Some((
+            Event {
+                type_: EventType::Normal,
+                reason: "CiliumBGPConflictResolved".into(),
+                note: Some(
+                    "cilium-config no longer turns Cilium's embedded BGP speaker on: every \
+                     session may start"
+                        .into(),
+                ),
+                action: "CompareSpeakers".into(),
+                secondary: None,
+            },
+            node_ref(node, uid.as_ref()),
+        )),
         Report::Ipam(_) | Report::IpamResolved { .. } | Report::Warning(_) => None,
     }
 }
