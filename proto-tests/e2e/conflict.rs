@@ -123,3 +123,43 @@ fn cilium_embedded_bgp_on_holds_new_sessions_and_never_an_established_one() {
 
     assert!(speaker.terminate().success(), "{}", speaker.log_tail(30));
 }
+
+/// `--cilium-bgp-conflict ignore`: the conflict is still reported, and the sessions
+/// open anyway (a cluster whose operator knows Cilium's speaker is not running).
+#[test]
+fn cilium_bgp_conflict_ignore_reports_and_opens_the_sessions() {
+    let addrs = vec![v4(2), v4(3), node_ip(1)];
+    let Some(ns) = isolated!(&addrs, Duration::from_secs(120)) else {
+        return;
+    };
+    let (bird, _frr) = start_tors(ns.dir(), &[node_ip(1)]);
+    let inputs = Inputs::new(ns.dir(), "cluster-pool", "10.244.0.0/16");
+    inputs.write_cluster_file("cilium-config.yaml", &cilium_config("true", "false"));
+    inputs.write_config(
+        &BgpConfig::new([Peer::bird()])
+            .stop_for_good()
+            .pod_cidr_community("65001:100")
+            .yaml(),
+    );
+    inputs.write_node(&NodeSpec::new("n1", node_ip(1)).cilium_cidrs(&["10.244.1.0/24"]));
+    let mut args = Speaker::standalone_args(&inputs, "n1", node_ip(1));
+    args.push("--cilium-bgp-conflict=ignore".into());
+    let mut speaker = Speaker::start(ns.dir(), "n1", &args);
+    wait_log(
+        &speaker,
+        "sessions run anyway (--cilium-bgp-conflict ignore)",
+    );
+    bird.wait_established(node_ip(1), WAIT)
+        .unwrap_or_else(|e| panic!("BIRD under ignore: {e}\n{}", speaker.log_tail(30)));
+    wait_exact(
+        &bird,
+        &expect(&[(1, &["10.244.1.0/24"])], bird_route),
+        "ignore",
+    );
+    assert!(
+        !speaker.log_tail(200).contains("sessions held back"),
+        "{}",
+        speaker.log_tail(30)
+    );
+    assert!(speaker.terminate().success(), "{}", speaker.log_tail(30));
+}
