@@ -4,7 +4,8 @@
 //!
 //! Phases: the keys on at start, no session opens at either switch; the keys off, both
 //! sessions come up and the pod CIDR is announced; the keys on again, the Established
-//! sessions stay and their routes are not re-learned.
+//! sessions stay and their routes are not re-learned; one reset by its switch is not
+//! opened again while the keys are on.
 
 use std::time::Duration;
 
@@ -120,6 +121,25 @@ fn cilium_embedded_bgp_on_holds_new_sessions_and_never_an_established_one() {
         frr_times,
         "FRR re-learned"
     );
+
+    // FRR resets its session while the conflict stands: that one is not opened again
+    // (it would be a new session); BIRD's stays.
+    frr.vtysh(&[&format!("clear bgp {}", node_ip(1))])
+        .expect("FRR clear bgp");
+    let deadline = std::time::Instant::now() + WAIT;
+    while frr.session_state(node_ip(1)).is_ok_and(|s| s.established()) {
+        assert!(std::time::Instant::now() < deadline, "FRR never reset");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(WOULD_OPEN);
+    let s = frr.session_state(node_ip(1)).expect("neighbor state");
+    assert!(
+        !s.established(),
+        "FRR: the reset session was opened again while the conflict stands: {s:?}\n{}",
+        speaker.log_tail(30)
+    );
+    let s = bird.session_state(node_ip(1)).expect("neighbor state");
+    assert!(s.established(), "BIRD: {s:?}");
 
     assert!(speaker.terminate().success(), "{}", speaker.log_tail(30));
 }

@@ -75,6 +75,11 @@ pub const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(10);
 /// check for peer tasks that ended on their own.
 const TICK: Duration = Duration::from_secs(1);
 
+/// While the Cilium conflict holds new sessions back, how often the sessions it let run
+/// are checked: one that is no longer Established is stopped before its task's own
+/// retry (at least 750 ms after a failure) can open a new one.
+const HOLD_POLL: Duration = Duration::from_millis(100);
+
 /// A peer task whose loop has not turned for this long is wedged: it turns at least
 /// every `peer::IDLE_WAKE` (5 s), and no step of it takes seconds. The main loop then
 /// stops its heartbeat, so `/healthz` fails after the liveness window and the kubelet
@@ -194,6 +199,8 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
 
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut hold_poll = tokio::time::interval(HOLD_POLL);
+    hold_poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut status_open = true;
     let signal = loop {
         daemon.liveness();
@@ -247,7 +254,12 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
             _ = tick.tick() => {
                 daemon.peers.report();
                 daemon.peers.reap_stopped();
-                if daemon.peers.reap_dead() || daemon.admitted_lost() {
+                if daemon.peers.reap_dead() {
+                    daemon.replan(Instant::now()).await;
+                }
+            }
+            _ = hold_poll.tick(), if !daemon.admitted.is_empty() => {
+                if daemon.admitted_lost() {
                     daemon.replan(Instant::now()).await;
                 }
             }
