@@ -496,6 +496,9 @@ struct Daemon {
     /// While it holds new sessions back: the Established sessions it let run. One of
     /// them going down is a new plan (it is not opened again until the conflict clears).
     admitted: BTreeSet<PeerKey>,
+    /// Each session's parameters (its config entry, its source address) as last handed
+    /// to the peer tasks: what a session the hold lets run keeps.
+    ran: BTreeMap<PeerKey, (crate::config::Peer, Option<std::net::IpAddr>)>,
 }
 
 impl Daemon {
@@ -539,6 +542,7 @@ impl Daemon {
             lb_overlap: (Vec::new(), 0),
             cilium_bgp: ConflictDecision::default(),
             admitted: BTreeSet::new(),
+            ran: BTreeMap::new(),
         }
     }
 
@@ -833,15 +837,21 @@ impl Daemon {
             return;
         }
         let held = self.hold_back(&plan);
+        let running = held.as_ref().unwrap_or(&plan);
         self.peers
             .reconcile(
-                held.as_ref().unwrap_or(&plan),
+                running,
                 &run,
                 self.secrets.as_deref(),
                 self.lb.routes(),
                 event,
             )
             .await;
+        self.ran = running
+            .peers
+            .iter()
+            .map(|(k, p)| (*k, (p.peer.clone(), p.source_address)))
+            .collect();
         debug!(
             peers = plan.peers.len(),
             routes = plan.route_count(),
@@ -902,6 +912,14 @@ impl Daemon {
         let mut held = plan.clone();
         held.peers
             .retain(|key, _| self.cilium_bgp.admits(established.contains(key)));
+        // A session let run keeps the parameters it runs with: a config change that
+        // would reset it opens a new session, so it waits until the conflict clears.
+        for (key, p) in held.peers.iter_mut() {
+            if let Some((peer, source)) = self.ran.get(key) {
+                p.peer = peer.clone();
+                p.source_address = *source;
+            }
+        }
         let waiting = plan.peers.len() - held.peers.len();
         self.metrics.record_cilium_bgp(&self.cilium_bgp, waiting);
         if waiting > 0 {
