@@ -460,8 +460,16 @@ pub struct DoctorArgs {
     pub cilium_config: String,
     /// The bgp-config (raw YAML or a ConfigMap manifest): with it, LoadBalancer IPs
     /// outside every bgp address-pool, or in a layer2 one, are listed too.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with = "bgp_config_map")]
     pub bgp_config: Option<PathBuf>,
+    /// In-cluster without `--bgp-config`: the ConfigMap holding the bgp-config (as
+    /// `run` reads it), checked to be there and valid, and used as `--bgp-config` is.
+    #[arg(
+        long,
+        value_name = "NS/NAME[:KEY]",
+        default_value = "kube-system/bgp-config"
+    )]
+    pub bgp_config_map: BgpConfigMapRef,
 }
 
 /// `decode`: exactly one input source.
@@ -556,6 +564,7 @@ impl DoctorArgs {
             cilium_config: self.cilium_config.clone(),
             ipam: self.ipam,
             bgp_config: self.bgp_config.clone(),
+            bgp_config_map: self.bgp_config_map.clone(),
         }
     }
 }

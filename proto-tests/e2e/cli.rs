@@ -145,6 +145,15 @@ fn dry_run_standalone_validates_the_files_and_shows_this_nodes_prefixes_and_peer
         "{text}"
     );
     assert!(text.contains("node prefixes:  10.244.2.0/24"), "{text}");
+    // Issue 29: the route classes as the bgp-config switches them, and the conflict
+    // policy.
+    for line in [
+        "lb ips:         announced (the bgp-config's speaker.announce-lb-ips, true by default)",
+        "pod cidrs:      announced",
+        "cilium-bgp-conflict: hold (no new session while cilium-config turns Cilium's embedded BGP on)",
+    ] {
+        assert!(text.contains(line), "missing {line:?} in\n{text}");
+    }
     assert!(
         text.contains("peers[0] 100.64.0.2:179 AS 65000 (my AS 65001): selected, 1 routes"),
         "{text}"

@@ -4,7 +4,9 @@
 //!
 //! Phases: the keys on at start, no session opens at either switch; the keys off, both
 //! sessions come up and the pod CIDR is announced; the keys on again, the Established
-//! sessions stay and their routes are not re-learned.
+//! sessions stay and their routes are not re-learned, a bgp-config change that would
+//! reset one waits, and one reset by its switch is not opened again; the keys off
+//! again, it starts at once.
 
 use std::time::Duration;
 
@@ -28,8 +30,13 @@ fn cilium_config(pod: &str, lb: &str) -> String {
 
 /// Waits until the speaker's log has `needle` (it has read what the test wrote).
 fn wait_log(speaker: &Speaker, needle: &str) {
+    wait_log_times(speaker, needle, 1);
+}
+
+/// Waits until the speaker's log has `needle` at least `times` times.
+fn wait_log_times(speaker: &Speaker, needle: &str, times: usize) {
     let deadline = std::time::Instant::now() + WAIT;
-    while !speaker.log_tail(200).contains(needle) {
+    while speaker.log_tail(400).matches(needle).count() < times {
         assert!(
             std::time::Instant::now() < deadline,
             "no {needle:?} in the speaker's log:\n{}",
@@ -121,5 +128,91 @@ fn cilium_embedded_bgp_on_holds_new_sessions_and_never_an_established_one() {
         "FRR re-learned"
     );
 
+    // A bgp-config change that would reset BIRD's session (its hold time) waits: the
+    // session keeps running with what it has.
+    inputs.write_config(
+        &BgpConfig::new([Peer::bird().key("hold-time", "12s"), Peer::frr()])
+            .stop_for_good()
+            .pod_cidr_community("65001:100")
+            .yaml(),
+    );
+    wait_log_times(&speaker, "bgp config applied", 2);
+    std::thread::sleep(WOULD_OPEN);
+    assert_eq!(
+        bird_route_times(&bird, node_ip(1)),
+        bird_times,
+        "BIRD's session was reset by a config change while the conflict stands\n{}",
+        speaker.log_tail(30)
+    );
+
+    // FRR resets its session while the conflict stands: that one is not opened again
+    // (it would be a new session); BIRD's stays.
+    frr.vtysh(&[&format!("clear bgp {}", node_ip(1))])
+        .expect("FRR clear bgp");
+    let deadline = std::time::Instant::now() + WAIT;
+    while frr.session_state(node_ip(1)).is_ok_and(|s| s.established()) {
+        assert!(std::time::Instant::now() < deadline, "FRR never reset");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(WOULD_OPEN);
+    let s = frr.session_state(node_ip(1)).expect("neighbor state");
+    assert!(
+        !s.established(),
+        "FRR: the reset session was opened again while the conflict stands: {s:?}\n{}",
+        speaker.log_tail(30)
+    );
+    let s = bird.session_state(node_ip(1)).expect("neighbor state");
+    assert!(s.established(), "BIRD: {s:?}");
+
+    // Off: FRR's session starts at once.
+    inputs.write_cluster_file("cilium-config.yaml", &cilium_config("false", "false"));
+    frr.wait_established(node_ip(1), WAIT).unwrap_or_else(|e| {
+        panic!(
+            "FRR after the keys went off again: {e}\n{}",
+            speaker.log_tail(30)
+        )
+    });
+    wait_exact(&frr, &frr_want, "keys off again");
+
+    assert!(speaker.terminate().success(), "{}", speaker.log_tail(30));
+}
+
+/// `--cilium-bgp-conflict ignore`: the conflict is still reported, and the sessions
+/// open anyway (a cluster whose operator knows Cilium's speaker is not running).
+#[test]
+fn cilium_bgp_conflict_ignore_reports_and_opens_the_sessions() {
+    let addrs = vec![v4(2), v4(3), node_ip(1)];
+    let Some(ns) = isolated!(&addrs, Duration::from_secs(120)) else {
+        return;
+    };
+    let (bird, _frr) = start_tors(ns.dir(), &[node_ip(1)]);
+    let inputs = Inputs::new(ns.dir(), "cluster-pool", "10.244.0.0/16");
+    inputs.write_cluster_file("cilium-config.yaml", &cilium_config("true", "false"));
+    inputs.write_config(
+        &BgpConfig::new([Peer::bird()])
+            .stop_for_good()
+            .pod_cidr_community("65001:100")
+            .yaml(),
+    );
+    inputs.write_node(&NodeSpec::new("n1", node_ip(1)).cilium_cidrs(&["10.244.1.0/24"]));
+    let mut args = Speaker::standalone_args(&inputs, "n1", node_ip(1));
+    args.push("--cilium-bgp-conflict=ignore".into());
+    let mut speaker = Speaker::start(ns.dir(), "n1", &args);
+    wait_log(
+        &speaker,
+        "sessions run anyway (--cilium-bgp-conflict ignore)",
+    );
+    bird.wait_established(node_ip(1), WAIT)
+        .unwrap_or_else(|e| panic!("BIRD under ignore: {e}\n{}", speaker.log_tail(30)));
+    wait_exact(
+        &bird,
+        &expect(&[(1, &["10.244.1.0/24"])], bird_route),
+        "ignore",
+    );
+    assert!(
+        !speaker.log_tail(200).contains("sessions held back"),
+        "{}",
+        speaker.log_tail(30)
+    );
     assert!(speaker.terminate().success(), "{}", speaker.log_tail(30));
 }

@@ -576,3 +576,193 @@ async fn in_cluster_flags_cilium_embedded_bgp_on() {
         assert_eq!(code, u8::from(flagged), "{value}: {out}{err}");
     }
 }
+
+/// What the cluster-setup doctor is answered with, besides the nodes.
+struct SetupCase {
+    /// The bgp-config ConfigMap's data; `None`: no such ConfigMap.
+    bgp_config: Option<Value>,
+    services: Vec<Value>,
+}
+
+/// `doctor` in a cluster without `--bgp-config`: the bgp-config ConfigMap (read by name,
+/// as `run` reads it) first, then the cluster with it.
+async fn setup(case: SetupCase) -> (u8, String, String) {
+    use podcidr_speaker::sources::kube::BgpConfigMapRef;
+    let (client, mut api) = MockApi::start();
+    let run = tokio::spawn(async move {
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let code = doctor::diagnose_cluster_setup(
+            client,
+            &ConfigMapRef::cilium_config(),
+            &BgpConfigMapRef::default(),
+            IpamOverride::Kubernetes,
+            &mut out,
+            &mut err,
+        )
+        .await;
+        (
+            code,
+            String::from_utf8(out).unwrap(),
+            String::from_utf8(err).unwrap(),
+        )
+    });
+    let call = api.next(Route::BgpConfig).await;
+    assert!(
+        call.uri()
+            .starts_with("/api/v1/namespaces/kube-system/configmaps?"),
+        "{}",
+        call.uri()
+    );
+    assert_eq!(
+        call.param("fieldSelector").as_deref(),
+        Some("metadata.name=bgp-config")
+    );
+    let found = case
+        .bgp_config
+        .map(|data| config_map("kube-system", "bgp-config", "2", data));
+    call.list("ConfigMap", "v1", found.into_iter().collect(), "2");
+    api.next(Route::Nodes).await.list(
+        "Node",
+        "v1",
+        vec![node("a", "1", &["10.0.1.0/24"], json!({}))],
+        "1",
+    );
+    api.next(Route::CiliumNodes)
+        .await
+        .list("CiliumNode", "cilium.io/v2", vec![], "1");
+    api.next(Route::CiliumConfig).await.list(
+        "ConfigMap",
+        "v1",
+        vec![config_map(
+            "kube-system",
+            "cilium-config",
+            "3",
+            json!({"ipam": "kubernetes", "bgp-announce-lb-ip": "false"}),
+        )],
+        "3",
+    );
+    api.next(Route::Services)
+        .await
+        .list("Service", "v1", case.services, "4");
+    tokio::time::timeout(harness::WAIT, run)
+        .await
+        .expect("doctor finishes")
+        .unwrap()
+}
+
+const BGP_CONFIG: &str = "peers:\n- peer-address: 10.0.0.1\n  peer-asn: 64512\n  my-asn: 64513\n\
+     address-pools:\n- name: public\n  protocol: bgp\n  addresses: [203.0.113.0/24]\n";
+
+/// Issue 29: "is this cluster set up right for the speaker", against the mocked API
+/// with real objects: Cilium's embedded BGP off, the bgp-config found and valid, and
+/// LoadBalancer Services pending an IP with bgp pools configured: how many, a few
+/// named, which allocator to run. Each wrong answer is named.
+#[tokio::test]
+async fn in_cluster_setup_checks_the_bgp_config_and_the_allocator() {
+    let pending: Vec<Value> = (1..=7)
+        .map(|i| {
+            service(
+                "shop",
+                &format!("p{i}"),
+                &format!("{}", 10 + i),
+                "LoadBalancer",
+                "Cluster",
+                &[],
+            )
+        })
+        .chain([service(
+            "shop",
+            "web",
+            "9",
+            "LoadBalancer",
+            "Cluster",
+            &["203.0.113.10"],
+        )])
+        .collect();
+
+    // Valid config, Services pending: the allocator warning, named and counted.
+    let (code, out, err) = setup(SetupCase {
+        bgp_config: Some(json!({"config.yaml": BGP_CONFIG})),
+        services: pending.clone(),
+    })
+    .await;
+    assert!(err.is_empty(), "{err}");
+    for line in [
+        "  cilium's embedded BGP: off",
+        "  bgp-config: kube-system/bgp-config:config.yaml: found and valid, 1 peer(s), 1 bgp address-pool(s)",
+        "  loadbalancer ip allocation: 7 Service(s) pending an IP (see warnings)",
+        "  7 LoadBalancer Service(s) pending an IP (shop/p1, shop/p2, shop/p3, shop/p4, shop/p5 and 2 more) \
+         while the bgp-config has bgp address-pools (public): no allocator has written their \
+         status.loadBalancer.ingress. Run one on the same ranges: MetalLB's controller alone on this \
+         same bgp-config (its speaker not deployed), Cilium LB-IPAM (a CiliumLoadBalancerIPPool with \
+         the pools' addresses, Cilium 1.13 and later), or podcidr-speaker's planned `allocate`",
+    ] {
+        assert!(out.contains(line), "missing {line:?} in:\n{out}");
+    }
+    // Pending Services are a warning (one created a second ago is pending too).
+    assert_eq!(code, 0, "{out}");
+
+    // Every Service has its IP: nothing pending.
+    let (code, out, _) = setup(SetupCase {
+        bgp_config: Some(json!({"config.yaml": BGP_CONFIG})),
+        services: pending[7..].to_vec(),
+    })
+    .await;
+    assert!(
+        out.contains("  loadbalancer ip allocation: no LoadBalancer Service pending an IP"),
+        "{out}"
+    );
+    assert!(!out.contains("pending an IP ("), "{out}");
+    assert_eq!(code, 0, "{out}");
+
+    // No bgp pool: no LoadBalancer IP is wanted, pending Services are not an allocator
+    // problem of this speaker's.
+    let (_, out, _) = setup(SetupCase {
+        bgp_config: Some(json!({"config.yaml":
+            "peers:\n- peer-address: 10.0.0.1\n  peer-asn: 64512\n  my-asn: 64513\n"})),
+        services: pending.clone(),
+    })
+    .await;
+    assert!(
+        out.contains(
+            "  loadbalancer ip allocation: no bgp address-pool, no LoadBalancer IP wanted"
+        ),
+        "{out}"
+    );
+    assert!(!out.contains("no allocator has written"), "{out}");
+
+    // No ConfigMap: a problem, exit 1.
+    let (code, out, _) = setup(SetupCase {
+        bgp_config: None,
+        services: vec![],
+    })
+    .await;
+    assert!(
+        out.contains("bgp-config kube-system/bgp-config:config.yaml: NOT FOUND"),
+        "{out}"
+    );
+    assert_eq!(code, 1, "{out}");
+
+    // The ConfigMap without its key: not found either.
+    let (code, out, _) = setup(SetupCase {
+        bgp_config: Some(json!({"other.yaml": BGP_CONFIG})),
+        services: vec![],
+    })
+    .await;
+    assert!(out.contains("NOT FOUND"), "{out}");
+    assert_eq!(code, 1, "{out}");
+
+    // Invalid: a problem naming the field, exit 1.
+    let (code, out, _) = setup(SetupCase {
+        bgp_config: Some(json!({"config.yaml":
+            "peers:\n- peer-address: 10.0.0.1\n  peer-asn: 64512\n  my-asn: 64513\n  hold-time: 2s\n"})),
+        services: vec![],
+    })
+    .await;
+    assert!(
+        out.contains("bgp-config kube-system/bgp-config:config.yaml: INVALID")
+            && out.contains("hold-time"),
+        "{out}"
+    );
+    assert_eq!(code, 1, "{out}");
+}

@@ -75,6 +75,11 @@ pub const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(10);
 /// check for peer tasks that ended on their own.
 const TICK: Duration = Duration::from_secs(1);
 
+/// While the Cilium conflict holds new sessions back, how often the sessions it let run
+/// are checked: one that is no longer Established is stopped before its task's own
+/// retry (at least 750 ms after a failure) can open a new one.
+const HOLD_POLL: Duration = Duration::from_millis(100);
+
 /// A peer task whose loop has not turned for this long is wedged: it turns at least
 /// every `peer::IDLE_WAKE` (5 s), and no step of it takes seconds. The main loop then
 /// stops its heartbeat, so `/healthz` fails after the liveness window and the kubelet
@@ -194,6 +199,8 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
 
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut hold_poll = tokio::time::interval(HOLD_POLL);
+    hold_poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut status_open = true;
     let signal = loop {
         daemon.liveness();
@@ -247,7 +254,12 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
             _ = tick.tick() => {
                 daemon.peers.report();
                 daemon.peers.reap_stopped();
-                if daemon.peers.reap_dead() || daemon.admitted_lost() {
+                if daemon.peers.reap_dead() {
+                    daemon.replan(Instant::now()).await;
+                }
+            }
+            _ = hold_poll.tick(), if !daemon.admitted.is_empty() => {
+                if daemon.admitted_lost() {
                     daemon.replan(Instant::now()).await;
                 }
             }
@@ -488,6 +500,9 @@ struct Daemon {
     /// While it holds new sessions back: the Established sessions it let run. One of
     /// them going down is a new plan (it is not opened again until the conflict clears).
     admitted: BTreeSet<PeerKey>,
+    /// Each session's parameters (its config entry, its source address) as last handed
+    /// to the peer tasks: what a session the hold lets run keeps.
+    ran: BTreeMap<PeerKey, (crate::config::Peer, Option<std::net::IpAddr>)>,
 }
 
 impl Daemon {
@@ -531,6 +546,7 @@ impl Daemon {
             lb_overlap: (Vec::new(), 0),
             cilium_bgp: ConflictDecision::default(),
             admitted: BTreeSet::new(),
+            ran: BTreeMap::new(),
         }
     }
 
@@ -825,15 +841,21 @@ impl Daemon {
             return;
         }
         let held = self.hold_back(&plan);
+        let running = held.as_ref().unwrap_or(&plan);
         self.peers
             .reconcile(
-                held.as_ref().unwrap_or(&plan),
+                running,
                 &run,
                 self.secrets.as_deref(),
                 self.lb.routes(),
                 event,
             )
             .await;
+        self.ran = running
+            .peers
+            .iter()
+            .map(|(k, p)| (*k, (p.peer.clone(), p.source_address)))
+            .collect();
         debug!(
             peers = plan.peers.len(),
             routes = plan.route_count(),
@@ -894,6 +916,14 @@ impl Daemon {
         let mut held = plan.clone();
         held.peers
             .retain(|key, _| self.cilium_bgp.admits(established.contains(key)));
+        // A session let run keeps the parameters it runs with: a config change that
+        // would reset it opens a new session, so it waits until the conflict clears.
+        for (key, p) in held.peers.iter_mut() {
+            if let Some((peer, source)) = self.ran.get(key) {
+                p.peer = peer.clone();
+                p.source_address = *source;
+            }
+        }
         let waiting = plan.peers.len() - held.peers.len();
         self.metrics.record_cilium_bgp(&self.cilium_bgp, waiting);
         if waiting > 0 {

@@ -15,8 +15,10 @@
 //!   opens and accepts no new session ([`ConflictDecision::admits`]): a planned session
 //!   that is not Established does not run. A session already Established stays up with
 //!   its routes: the key turning on does not start Cilium's speaker before its agent
-//!   restarts, and a config change never takes routes down. When the conflict clears,
-//!   every planned session starts at once.
+//!   restarts, and a config change never takes routes down. Such a session that goes
+//!   down is not opened again while the conflict stands, and it keeps the parameters
+//!   it runs with (a config change that would reset it waits). When the conflict
+//!   clears, every planned session starts at once.
 //! - `ignore`: for clusters where the operator knows Cilium's speaker is not running
 //!   (e.g. Cilium 1.14+, where the keys start nothing): reported, sessions run.
 //!

@@ -216,3 +216,115 @@ pub fn audit(
     }
     out
 }
+
+/// How many pending Services [`AllocatorMissing`] names; the rest are counted.
+pub const PENDING_NAMED: usize = 5;
+
+/// LoadBalancer Services pending an IP while the bgp-config has bgp address-pools:
+/// LoadBalancer IPs are wanted and nothing has allocated them. The usual cause after a
+/// migration (issue 29): Cilium 1.10-1.12's operator allocates from the bgp-config only
+/// while its `bgp-announce-lb-ip` is on, so turning Cilium's BGP off stops allocation too.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AllocatorMissing {
+    /// The pending Services, in order.
+    pub pending: Vec<ObjectKey>,
+    /// The bgp pools' names, in file order.
+    pub pools: Vec<String>,
+}
+
+/// The [`AllocatorMissing`] finding of an [`audit`]'s findings under `config`: `None`
+/// when no Service is pending or the config has no bgp pool (no LoadBalancer IP is
+/// wanted from this speaker then).
+pub fn allocator_missing(config: &Config, audit: &[ServiceFinding]) -> Option<AllocatorMissing> {
+    let pools: Vec<String> = config
+        .pools
+        .iter()
+        .filter(|p| p.protocol == Protocol::Bgp)
+        .map(|p| p.name.clone())
+        .collect();
+    let pending: Vec<ObjectKey> = audit
+        .iter()
+        .filter_map(|f| match f {
+            ServiceFinding::PendingIp { service, .. } => Some(service.clone()),
+            _ => None,
+        })
+        .collect();
+    (!pools.is_empty() && !pending.is_empty()).then_some(AllocatorMissing { pending, pools })
+}
+
+impl fmt::Display for AllocatorMissing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let named: Vec<String> = self
+            .pending
+            .iter()
+            .take(PENDING_NAMED)
+            .map(ToString::to_string)
+            .collect();
+        let more = self.pending.len().saturating_sub(PENDING_NAMED);
+        let more = if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        };
+        write!(
+            f,
+            "{} LoadBalancer Service(s) pending an IP ({}{more}) while the bgp-config has bgp \
+             address-pools ({}): no allocator has written their status.loadBalancer.ingress. \
+             Run one on the same ranges: MetalLB's controller alone on this same bgp-config \
+             (its speaker not deployed), Cilium LB-IPAM (a CiliumLoadBalancerIPPool with the \
+             pools' addresses, Cilium 1.13 and later), or podcidr-speaker's planned `allocate`",
+            self.pending.len(),
+            named.join(", "),
+            self.pools.join(", ")
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pending(n: usize) -> Vec<ServiceFinding> {
+        (0..n)
+            .map(|i| ServiceFinding::PendingIp {
+                service: ObjectKey::new("shop", &format!("s{i}")),
+                refused: Vec::new(),
+            })
+            .collect()
+    }
+
+    const BGP_POOL: &str =
+        "address-pools:\n- {name: public, protocol: bgp, addresses: [203.0.113.0/24]}\n";
+
+    #[test]
+    fn pending_services_with_bgp_pools_want_an_allocator() {
+        let config = crate::config::parse(BGP_POOL).unwrap();
+        let found = allocator_missing(&config, &pending(7)).unwrap();
+        assert_eq!(found.pending.len(), 7);
+        assert_eq!(found.pools, ["public"]);
+        let text = found.to_string();
+        assert!(
+            text.starts_with(
+                "7 LoadBalancer Service(s) pending an IP (shop/s0, shop/s1, shop/s2, shop/s3, \
+                 shop/s4 and 2 more) while the bgp-config has bgp address-pools (public)"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("MetalLB's controller") && text.contains("Cilium LB-IPAM"));
+        assert_eq!(
+            allocator_missing(&config, &pending(0)),
+            None,
+            "none pending"
+        );
+    }
+
+    #[test]
+    fn without_a_bgp_pool_no_allocator_is_asked_for() {
+        let l2 = crate::config::parse(
+            "address-pools:\n- {name: l2, protocol: layer2, addresses: [198.51.100.0/24]}\n",
+        )
+        .unwrap();
+        assert_eq!(allocator_missing(&l2, &pending(3)), None);
+        assert_eq!(allocator_missing(&Config::default(), &pending(3)), None);
+    }
+}

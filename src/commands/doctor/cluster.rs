@@ -11,7 +11,7 @@ use kube::api::{ListParams, ObjectList};
 use kube::{Api, Client};
 use serde::de::DeserializeOwned;
 
-use crate::sources::kube::ConfigMapRef;
+use crate::sources::kube::{BgpConfigMapRef, ConfigMapRef};
 use crate::sources::model::ClusterState;
 use crate::sources::objects::{self, CiliumNode, CiliumPodIpPool};
 use crate::sources::service_objects;
@@ -127,6 +127,25 @@ pub async fn load_in_cluster(
         }
     }
     Ok((state, unreadable, notes))
+}
+
+/// The bgp-config's text from its ConfigMap, read as `run` reads it (by name with a
+/// field selector, which the speaker's RBAC allows); `None` when the ConfigMap or its
+/// key does not exist.
+pub(super) async fn load_bgp_config(
+    client: Client,
+    map: &BgpConfigMapRef,
+) -> Result<Option<String>, DoctorError> {
+    let selector = format!("metadata.name={}", map.name);
+    let found = list_all(
+        &Api::<ConfigMap>::namespaced(client, &map.namespace),
+        "configmaps",
+        Some(&selector),
+    )
+    .await?;
+    Ok(found
+        .first()
+        .and_then(|cm| objects::config_map_text(cm, &map.key)))
 }
 
 /// Every Service of the cluster as LoadBalancer facts (EndpointSlices are not needed

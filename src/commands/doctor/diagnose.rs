@@ -16,7 +16,7 @@ use ipnet::IpNet;
 
 use crate::config::Config;
 use crate::routes::cilium::{self, CiliumBgpConflict};
-use crate::routes::lb_findings;
+use crate::routes::lb_findings::{self, AllocatorMissing};
 use crate::routes::router_id::{router_id, shared, RouterIdOrigin};
 use crate::sources::model::{
     node_view, CidrList, CidrRefusal, CidrSource, ClusterState, IpamError, IpamMode, IpamOverride,
@@ -100,6 +100,81 @@ pub struct Diagnosis {
     pub warnings: Vec<String>,
     /// cilium-config turns Cilium's embedded BGP speaker on (`routes::cilium`).
     pub cilium_bgp: Option<CiliumBgpConflict>,
+    /// The bgp-config: where it was read and whether it is there and valid.
+    pub bgp_config: BgpConfigCheck,
+    /// LoadBalancer Services pending an IP while the bgp-config has bgp pools.
+    pub allocator: Option<AllocatorMissing>,
+}
+
+/// The bgp-config as doctor found it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum BgpConfigCheck {
+    /// Not looked at (files without `--bgp-config`).
+    #[default]
+    NotChecked,
+    /// There and valid.
+    Valid {
+        source: String,
+        peers: usize,
+        bgp_pools: usize,
+    },
+    /// The ConfigMap, or its key, does not exist: the speaker would wait for it.
+    Missing { source: String },
+    /// There, and refused: the speaker would keep its last good one, or wait.
+    Invalid { source: String, errors: String },
+    /// Not readable with these credentials.
+    Unreadable { source: String, reason: String },
+}
+
+impl BgpConfigCheck {
+    /// A valid `config` read from `source`.
+    pub fn valid(source: &str, config: &Config) -> BgpConfigCheck {
+        BgpConfigCheck::Valid {
+            source: source.to_owned(),
+            peers: config.peers.len(),
+            bgp_pools: config
+                .pools
+                .iter()
+                .filter(|p| p.protocol == crate::config::Protocol::Bgp)
+                .count(),
+        }
+    }
+
+    /// Missing or invalid: the speaker cannot run on it.
+    pub fn is_problem(&self) -> bool {
+        matches!(
+            self,
+            BgpConfigCheck::Missing { .. } | BgpConfigCheck::Invalid { .. }
+        )
+    }
+}
+
+impl fmt::Display for BgpConfigCheck {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BgpConfigCheck::NotChecked => write!(f, "not checked (pass --bgp-config)"),
+            BgpConfigCheck::Valid {
+                source,
+                peers,
+                bgp_pools,
+            } => write!(
+                f,
+                "{source}: found and valid, {peers} peer(s), {bgp_pools} bgp address-pool(s)"
+            ),
+            BgpConfigCheck::Missing { source } => write!(
+                f,
+                "{source}: NOT FOUND: the speaker opens no session until it exists \
+                 (deploy/README.md)"
+            ),
+            BgpConfigCheck::Invalid { source, errors } => write!(
+                f,
+                "{source}: INVALID (`podcidr-speaker check` says why): {errors}"
+            ),
+            BgpConfigCheck::Unreadable { source, reason } => {
+                write!(f, "{source}: cannot be read: {reason}")
+            }
+        }
+    }
 }
 
 impl Diagnosis {
@@ -109,6 +184,7 @@ impl Diagnosis {
         self.ipam.is_ok()
             && self.unreadable.is_empty()
             && self.cilium_bgp.is_none()
+            && !self.bgp_config.is_problem()
             && self.nodes.iter().all(|n| n.ok())
     }
 
@@ -122,6 +198,9 @@ impl Diagnosis {
         let mut out = Vec::new();
         if let Err(e) = &self.ipam {
             out.push(e.to_string());
+        }
+        if self.bgp_config.is_problem() {
+            out.push(format!("bgp-config {}", self.bgp_config));
         }
         if let Some(c) = &self.cilium_bgp {
             out.push(format!(
@@ -277,6 +356,8 @@ pub fn diagnose(state: &ClusterState, ipam: IpamOverride) -> Diagnosis {
         ipam: decided.as_ref().map(|v| v.ipam).map_err(Clone::clone),
         origin,
         cilium_bgp: CiliumBgpConflict::of(state.cilium_config.as_ref()),
+        bgp_config: BgpConfigCheck::NotChecked,
+        allocator: None,
         pool_v4,
         pool_v6,
         pod_ip_pools: state.pod_ip_pools.clone(),
@@ -339,6 +420,17 @@ fn shared_router_ids(state: &ClusterState) -> Vec<String> {
 /// IP is announced as its own, more specific route), and, given the bgp-config, ingress
 /// IPs outside every bgp address-pool (never announced). One line each, by Service:
 /// `routes::lb_findings::audit`'s findings, rendered.
+/// The allocator finding (`routes::lb_findings::allocator_missing`) of `facts` under
+/// `config`.
+pub fn allocator(d: &Diagnosis, facts: &LbFacts, config: &Config) -> Option<AllocatorMissing> {
+    let pods: Vec<(Arc<str>, &[IpNet])> = d
+        .nodes
+        .iter()
+        .map(|n| (Arc::clone(&n.node.name), n.in_force_cidrs.as_slice()))
+        .collect();
+    lb_findings::allocator_missing(config, &lb_findings::audit(facts, Some(config), &pods))
+}
+
 pub fn lb_findings(d: &Diagnosis, facts: &LbFacts, config: Option<&Config>) -> Vec<String> {
     let pods: Vec<(Arc<str>, &[IpNet])> = d
         .nodes

@@ -16,9 +16,12 @@ mod cluster;
 mod diagnose;
 mod render;
 
+use cluster::{load_bgp_config, load_services, parse_config_map_ref, READ_TIMEOUT};
 pub use cluster::{load_in_cluster, DoctorError};
-use cluster::{load_services, parse_config_map_ref, READ_TIMEOUT};
-pub use diagnose::{diagnose, lb_findings, Diagnosis, ModeOrigin, NodeDiagnosis, OverlapWith};
+pub use diagnose::{
+    allocator, diagnose, lb_findings, BgpConfigCheck, Diagnosis, ModeOrigin, NodeDiagnosis,
+    OverlapWith,
+};
 
 use std::io::Write;
 use std::path::Path;
@@ -27,7 +30,7 @@ use kube::Client;
 
 use crate::config::Config;
 use crate::sources::file::load_files;
-use crate::sources::kube::{self as kube_source, ConfigMapRef};
+use crate::sources::kube::{self as kube_source, BgpConfigMapRef, ConfigMapRef};
 use crate::sources::model::IpamOverride;
 
 /// Exit status when the cluster (or the cluster-state path) cannot be read.
@@ -45,6 +48,9 @@ pub struct DoctorRequest {
     /// `--bgp-config FILE`: with it, LoadBalancer IPs outside every bgp address-pool are
     /// listed too.
     pub bgp_config: Option<std::path::PathBuf>,
+    /// `--bgp-config-map`: in-cluster without `--bgp-config`, the bgp-config read from
+    /// this ConfigMap (and checked to be there and valid).
+    pub bgp_config_map: BgpConfigMapRef,
 }
 
 /// Diagnoses, writes the table to `out` and trouble to `err`; the exit status.
@@ -73,7 +79,10 @@ pub fn run(
             Ok(runtime) => runtime.block_on(command_in_cluster(
                 &request.cilium_config,
                 request.ipam,
-                config,
+                match config {
+                    Some(c) => BgpInput::Given(c),
+                    None => BgpInput::ConfigMap(&request.bgp_config_map),
+                },
                 out,
                 err,
             )),
@@ -111,6 +120,10 @@ pub fn command_file(
             let mut d = diagnose(&files.state, ipam);
             let lb = lb_findings(&d, &files.lb, config);
             d.warnings.extend(lb);
+            if let Some(c) = config {
+                d.bgp_config = BgpConfigCheck::valid("--bgp-config", c);
+                d.allocator = allocator(&d, &files.lb, c);
+            }
             report(&d, out, err)
         }
         Err(e) => {
@@ -125,7 +138,7 @@ pub fn command_file(
 pub async fn command_in_cluster(
     cilium_config: &str,
     ipam: IpamOverride,
-    config: Option<&Config>,
+    bgp: BgpInput<'_>,
     out: &mut (dyn Write + Send),
     err: &mut (dyn Write + Send),
 ) -> u8 {
@@ -147,7 +160,70 @@ pub async fn command_in_cluster(
             return EXIT_UNREADABLE;
         }
     };
-    diagnose_in_cluster(client, &cilium_config, ipam, config, out, err).await
+    match bgp {
+        BgpInput::Given(config) => {
+            diagnose_in_cluster(client, &cilium_config, ipam, Some(config), out, err).await
+        }
+        BgpInput::ConfigMap(map) => {
+            diagnose_cluster_setup(client, &cilium_config, map, ipam, out, err).await
+        }
+    }
+}
+
+/// Where `doctor` in a cluster gets the bgp-config from.
+#[derive(Debug, Clone, Copy)]
+pub enum BgpInput<'a> {
+    /// `--bgp-config FILE`, already read.
+    Given(&'a Config),
+    /// The ConfigMap `run` reads (`--bgp-config-map`).
+    ConfigMap(&'a BgpConfigMapRef),
+}
+
+/// `doctor` in a cluster as it is set up for the speaker: the bgp-config ConfigMap (is it
+/// there, is it valid) read first, then the cluster as [`diagnose_in_cluster`] reads it
+/// with that config; the exit status.
+pub async fn diagnose_cluster_setup(
+    client: Client,
+    cilium_config: &ConfigMapRef,
+    bgp_config_map: &BgpConfigMapRef,
+    ipam: IpamOverride,
+    out: &mut (dyn Write + Send),
+    err: &mut (dyn Write + Send),
+) -> u8 {
+    let source = bgp_config_map.to_string();
+    let (config, check) = match load_bgp_config(client.clone(), bgp_config_map).await {
+        Ok(None) => (None, BgpConfigCheck::Missing { source }),
+        Ok(Some(text)) => match crate::config::parse(&text) {
+            Ok(c) => {
+                let check = BgpConfigCheck::valid(&source, &c);
+                (Some(c), check)
+            }
+            Err(e) => (
+                None,
+                BgpConfigCheck::Invalid {
+                    source,
+                    errors: e.to_string(),
+                },
+            ),
+        },
+        Err(e) => (
+            None,
+            BgpConfigCheck::Unreadable {
+                source,
+                reason: e.to_string(),
+            },
+        ),
+    };
+    read_and_report(
+        client,
+        cilium_config,
+        ipam,
+        config.as_ref(),
+        check,
+        out,
+        err,
+    )
+    .await
 }
 
 /// Reads the cluster with `client`, prints the diagnosis; the exit status.
@@ -156,6 +232,22 @@ pub async fn diagnose_in_cluster(
     cilium_config: &ConfigMapRef,
     ipam: IpamOverride,
     config: Option<&Config>,
+    out: &mut (dyn Write + Send),
+    err: &mut (dyn Write + Send),
+) -> u8 {
+    let check = match config {
+        Some(c) => BgpConfigCheck::valid("--bgp-config", c),
+        None => BgpConfigCheck::NotChecked,
+    };
+    read_and_report(client, cilium_config, ipam, config, check, out, err).await
+}
+
+async fn read_and_report(
+    client: Client,
+    cilium_config: &ConfigMapRef,
+    ipam: IpamOverride,
+    config: Option<&Config>,
+    check: BgpConfigCheck,
     out: &mut (dyn Write + Send),
     err: &mut (dyn Write + Send),
 ) -> u8 {
@@ -172,6 +264,8 @@ pub async fn diagnose_in_cluster(
             d.unreadable = unreadable.iter().map(ToString::to_string).collect();
             d.warnings.extend(notes);
             d.warnings.extend(lb_findings(&d, &lb, config));
+            d.bgp_config = check;
+            d.allocator = config.and_then(|c| allocator(&d, &lb, c));
             report(&d, out, err)
         }
         Err(e) => {

@@ -6,7 +6,7 @@ use std::fmt;
 use ipnet::IpNet;
 
 use super::super::table::Table;
-use super::diagnose::{Diagnosis, NodeDiagnosis};
+use super::diagnose::{BgpConfigCheck, Diagnosis, NodeDiagnosis};
 use crate::sources::model::{CidrList, CidrSource, IpamMode};
 
 impl fmt::Display for Diagnosis {
@@ -110,10 +110,35 @@ impl fmt::Display for Diagnosis {
                 self.orphan_cilium_nodes.join(", ")
             )?;
         }
-        if !self.warnings.is_empty() {
+        writeln!(f, "\nset-up for the speaker:")?;
+        match &self.cilium_bgp {
+            None => writeln!(f, "  cilium's embedded BGP: off")?,
+            Some(_) => writeln!(f, "  cilium's embedded BGP: ON (see problems)")?,
+        }
+        writeln!(f, "  bgp-config: {}", self.bgp_config)?;
+        match (&self.bgp_config, &self.allocator) {
+            (_, Some(a)) => writeln!(
+                f,
+                "  loadbalancer ip allocation: {} Service(s) pending an IP (see warnings)",
+                a.pending.len()
+            )?,
+            (BgpConfigCheck::Valid { bgp_pools: 0, .. }, None) => writeln!(
+                f,
+                "  loadbalancer ip allocation: no bgp address-pool, no LoadBalancer IP wanted"
+            )?,
+            (BgpConfigCheck::Valid { .. }, None) => writeln!(
+                f,
+                "  loadbalancer ip allocation: no LoadBalancer Service pending an IP"
+            )?,
+            _ => {}
+        }
+        if !self.warnings.is_empty() || self.allocator.is_some() {
             writeln!(f, "\nwarnings:")?;
             for w in &self.warnings {
                 writeln!(f, "  {w}")?;
+            }
+            if let Some(a) = &self.allocator {
+                writeln!(f, "  {a}")?;
             }
         }
         let problems = self.problems();
