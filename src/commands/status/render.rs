@@ -729,6 +729,7 @@ mod tests {
             peers,
             stopping: None,
             lb: None,
+            cilium_bgp: None,
         };
         let text = Summary(&status(vec![p.clone()])).to_string();
         assert!(
