@@ -313,6 +313,7 @@ fn input() -> impl Strategy<Value = Input> {
         1 => Just(Input::TcpClosed),
         12 => message().prop_map(Input::Message),
         1 => notification().prop_map(Input::DecodeError),
+        1 => notification().prop_map(Input::Refusal),
         1 => Just(Input::Timeout),
         2 => prop::collection::vec(update(), 0..3).prop_map(Input::Updates),
         2 => family().prop_map(Input::TableSent),

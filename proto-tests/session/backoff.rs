@@ -92,7 +92,9 @@ fn the_connect_retry_time_caps_the_wait_and_never_lengthens_the_first() {
 /// A peer still tearing the last session down turns us away in several ways (FRR closes
 /// the connection before its OPEN, others reset it, or answer with Cease Connection
 /// Rejected or Collision Resolution): each is retried after about a second the first
-/// time, and backs off like any failure after that.
+/// time, and backs off like any failure after that. (The driver hands such a Cease in
+/// as `Input::Refusal` when no second connection of ours explains it: then 1 s, 2 s and
+/// at most 3 s after that, see second_speaker.rs.)
 #[test]
 fn a_peer_still_tearing_down_is_retried_within_a_second_or_two() {
     let cease = |sub: CeaseSubcode| Input::Message(Message::Notification(Notification::cease(sub)));

@@ -2,12 +2,16 @@
 //! it, from sessions talking to each other on the virtual clock: a switch that already
 //! has a session with another speaker from our address refuses ours on every retry
 //! (FRR's and BIRD's Cease 6/7), and the watch raises the finding; the ordinary
-//! collision when both sides dial, and ordinary reconnects, raise nothing.
+//! collision when both sides dial, and ordinary reconnects, raise nothing. The same rule
+//! decides the retry: a refused session tries again within [`REFUSED_RETRY`] however
+//! long it has been refused, and every other failure still backs off.
 
 use crate::harness::*;
 use podcidr_speaker::bgp::session::{
-    Input, SecondSpeakerWatch, SessionConfig, State, StopReason, WatchEvent, WatchInput,
+    Action, Input, SecondSpeakerWatch, SessionConfig, State, StopReason, Timer, WatchEvent,
+    WatchInput, FIRST_RETRY, REFUSED_RETRY,
 };
+use podcidr_speaker::bgp::wire::{CeaseSubcode, Message, Notification};
 use std::time::Duration;
 
 /// Feeds `watch` the NOTIFICATIONs our sessions (`ours`) received since index `from`,
@@ -263,4 +267,189 @@ fn ordinary_resets_and_reconnects_raise_nothing() {
         .count();
     assert_eq!(resets, 5);
     assert!(events.is_empty(), "{events:?}");
+}
+
+/// A NOTIFICATION received by `s` in its current state, handed in as the peer driver
+/// does: as [`Input::Refusal`] when the second-speaker rule counts it, else as a message.
+fn deliver(s: &mut Script, n: Notification, own_connections: usize) -> Input {
+    let seen = WatchInput::Notification {
+        code: n.code,
+        subcode: n.subcode,
+        state: s.session.state(),
+        own_connections,
+    };
+    if seen.is_sign() {
+        Input::Refusal(n)
+    } else {
+        Input::Message(Message::Notification(n))
+    }
+}
+
+/// Dials (at the retry, if one is due), has `end` end the attempt; returns
+/// the wait the session then armed before its next dial.
+fn attempt(s: &mut Script, end: impl FnOnce(&mut Script) -> Input) -> Duration {
+    if let Some(due) = s.session.next_retry() {
+        let fired = s.run_until(due - s.t0);
+        assert_eq!(fired.last().map(|(_, a)| a.clone()), Some(Action::Connect));
+    }
+    assert_eq!(s.session.state(), State::Connect);
+    let input = end(s);
+    let a = s.input(input);
+    assert_eq!(s.session.state(), State::Idle, "{a:?}");
+    let retry = s.session.next_retry().expect("waiting to retry");
+    assert_eq!(s.session.deadline(Timer::IdleHold), Some(retry));
+    retry - s.now
+}
+
+/// Connected, our OPEN out; the switch answers with this Cease.
+fn refused_with(
+    subcode: CeaseSubcode,
+    own_connections: usize,
+) -> impl FnOnce(&mut Script) -> Input {
+    move |s: &mut Script| {
+        s.input(Input::TcpConnected { inbound: false });
+        assert_eq!(s.session.state(), State::OpenSent);
+        deliver(s, Notification::cease(subcode), own_connections)
+    }
+}
+
+fn dial_failed(_: &mut Script) -> Input {
+    Input::TcpFailed
+}
+
+fn between(d: Duration, lo: Duration, hi: Duration) -> bool {
+    d >= lo && d <= hi
+}
+
+#[test]
+fn a_refused_session_retries_within_a_few_seconds_however_long_it_is_refused() {
+    // The default ConnectRetryTime: what the backoff would climb to.
+    let mut s = Script::new(SessionConfig {
+        connect_retry: secs(120),
+        ..config()
+    });
+    s.input(Input::Start);
+    let mut watch = SecondSpeakerWatch::new(secs(120));
+    let collision = CeaseSubcode::ConnectionCollisionResolution;
+    let mut waits = Vec::new();
+    for i in 0..200 {
+        // FRR's and BIRD's 6/7, a switch's 6/5, and 6/6 before Established.
+        let subcode = match i % 3 {
+            0 => collision,
+            1 => CeaseSubcode::ConnectionRejected,
+            _ => CeaseSubcode::OtherConfigurationChange,
+        };
+        waits.push(attempt(&mut s, refused_with(subcode, 1)));
+        watch.handle(
+            s.now,
+            WatchInput::Notification {
+                code: 6,
+                subcode: subcode.code(),
+                state: State::OpenSent,
+                own_connections: 1,
+            },
+        );
+    }
+    // The first two as quick as the backoff's (a switch still tearing a session down
+    // refuses for a moment), then never more than REFUSED_RETRY: about ten minutes of
+    // refusals, and the next attempt is still at most 3 s away.
+    assert!(
+        between(waits[0], FIRST_RETRY * 3 / 4, FIRST_RETRY),
+        "{waits:?}"
+    );
+    assert!(between(waits[1], secs(2) * 3 / 4, secs(2)), "{waits:?}");
+    assert!(
+        waits[2..]
+            .iter()
+            .all(|w| between(*w, REFUSED_RETRY * 3 / 4, REFUSED_RETRY)),
+        "{waits:?}"
+    );
+    assert!(s.elapsed() > secs(450), "{:?}", s.elapsed());
+    assert!(
+        watch.finding().is_some(),
+        "the same refusals raise the finding"
+    );
+    assert_eq!(s.session.consecutive_failures(), 3, "held at the 3 s step");
+    assert_eq!(
+        s.session.stats().received.notification,
+        200,
+        "each refusal is a NOTIFICATION received"
+    );
+
+    // The other speaker leaves: the next attempt, due within REFUSED_RETRY of the last
+    // refusal, gets in.
+    let last_refusal = s.now;
+    let fired = s.run_until(s.session.poll_timeout().unwrap() - s.t0);
+    assert_eq!(fired.last().map(|(_, a)| a.clone()), Some(Action::Connect));
+    s.input(Input::TcpConnected { inbound: false });
+    s.message(Message::Open(peer_open()));
+    s.message(Message::Keepalive);
+    assert_eq!(s.session.state(), State::Established);
+    assert!(s.now - last_refusal <= REFUSED_RETRY);
+}
+
+#[test]
+fn other_failures_still_back_off_before_during_and_after_refusals() {
+    let mut s = Script::new(SessionConfig {
+        connect_retry: secs(120),
+        ..config()
+    });
+    s.input(Input::Start);
+    let collision = CeaseSubcode::ConnectionCollisionResolution;
+    // Dials refused by TCP, and the collision of both sides dialing (a second
+    // connection of ours open): doubling, 1, 2, 4, 8, 16 s.
+    let mut waits = Vec::new();
+    for _ in 0..3 {
+        waits.push(attempt(&mut s, dial_failed));
+    }
+    for _ in 0..2 {
+        waits.push(attempt(&mut s, refused_with(collision, 2)));
+    }
+    for (w, n) in waits.iter().zip([1, 2, 4, 8, 16]) {
+        assert!(between(*w, secs(n) * 3 / 4, secs(n)), "{waits:?}");
+    }
+    // Refused by a switch that holds another speaker's session, after a backoff at
+    // 16 s: the retry comes within REFUSED_RETRY all the same.
+    for _ in 0..20 {
+        let w = attempt(&mut s, refused_with(collision, 1));
+        assert!(between(w, REFUSED_RETRY * 3 / 4, REFUSED_RETRY), "{w:?}");
+    }
+    // Then dials refused by TCP (the switch gone, say): the doubling resumes from the
+    // refusals' step, 8, 16, 32, 64 s, up to the ConnectRetryTime.
+    let waits: Vec<Duration> = (0..6).map(|_| attempt(&mut s, dial_failed)).collect();
+    for (w, n) in waits.iter().zip([8, 16, 32, 64, 120, 120]) {
+        assert!(between(*w, secs(n) * 3 / 4, secs(n)), "{waits:?}");
+    }
+    // Cease 6/6 on an Established session is an operator's change, not a refusal:
+    // the backoff (at its cap: the session was not up for a minute) applies.
+    s.run_until(s.session.poll_timeout().unwrap() - s.t0);
+    s.input(Input::TcpConnected { inbound: false });
+    s.message(Message::Open(peer_open()));
+    s.message(Message::Keepalive);
+    assert_eq!(s.session.state(), State::Established);
+    let input = deliver(
+        &mut s,
+        Notification::cease(CeaseSubcode::OtherConfigurationChange),
+        1,
+    );
+    assert!(matches!(input, Input::Message(_)), "{input:?}");
+    s.input(input);
+    let w = s.session.next_retry().unwrap() - s.now;
+    assert!(between(w, secs(90), secs(120)), "{w:?}");
+}
+
+#[test]
+fn a_connect_retry_time_below_the_refusal_wait_caps_it() {
+    let mut s = Script::new(SessionConfig {
+        connect_retry: secs(1),
+        ..config()
+    });
+    s.input(Input::Start);
+    for _ in 0..10 {
+        let w = attempt(
+            &mut s,
+            refused_with(CeaseSubcode::ConnectionCollisionResolution, 1),
+        );
+        assert!(between(w, secs(1) * 3 / 4, secs(1)), "{w:?}");
+    }
 }

@@ -113,7 +113,9 @@ pub struct Peer {
     /// `graceful-restart-time`: the Restart Time advertised, 1s..4095s.
     pub graceful_restart_time: Duration,
     /// `connect-retry-time`: ConnectRetryTimer (RFC 4271 section 10), the cap of the
-    /// retry backoff (which starts at about a second) and the longest a dial may take.
+    /// retry backoff (which starts at about a second) and the longest a dial may take;
+    /// a refusal because another speaker holds the session from our address waits at
+    /// most `bgp::session::REFUSED_RETRY`, or this if shorter.
     pub connect_retry_time: Duration,
     /// `origin` of the pod CIDR routes (RFC 4271 section 5.1.1): IGP or INCOMPLETE.
     pub origin: Origin,

@@ -57,6 +57,12 @@ pub enum Input {
     TcpClosed,
     /// A message decoded from the session's connection.
     Message(Message),
+    /// A NOTIFICATION received on the session's connection that refuses it because the
+    /// peer holds a session from our address with another speaker: a collision Cease
+    /// the second-speaker rule counts ([`super::WatchInput::is_sign`]). Handled as
+    /// `Message(Notification)`, except that the retry comes after at most
+    /// [`super::REFUSED_RETRY`] instead of the growing backoff.
+    Refusal(Notification),
     /// Bytes from the connection failed to decode fatally (RFC 4271 section 6, RFC 7606
     /// session reset): the session sends this NOTIFICATION and closes.
     DecodeError(Notification),

@@ -6,7 +6,9 @@
 
 use super::open::{local_open, negotiate};
 use super::received::{end_of_rib_marker, Received, RECEIVED_CEILING};
-use super::timers::{jitter, Backoff, Timer, Timers, OPEN_HOLD_TIME, STABLE_ESTABLISHED};
+use super::timers::{
+    jitter, Backoff, Timer, Timers, OPEN_HOLD_TIME, REFUSED_RETRY, STABLE_ESTABLISHED,
+};
 use super::{
     Action, Input, MaxPrefixAction, Negotiated, NotificationInfo, SessionConfig, SessionError,
     State, Stats, StopReason,
@@ -42,6 +44,18 @@ pub struct Session {
     max_prefix_warned: BTreeSet<AfiSafi>,
     stats: Stats,
     actions: VecDeque<Action>,
+}
+
+/// How an end of the connection counts for the retry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Failure {
+    /// Not a failure (a stop): the count stays.
+    None,
+    /// A failure: the wait doubles up to the ConnectRetryTime.
+    Backoff,
+    /// A refusal because another speaker holds the peer's session from our address: the
+    /// wait stops growing at [`REFUSED_RETRY`] (see there).
+    Refused,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -240,6 +254,7 @@ impl Session {
             Input::TcpFailed => self.on_tcp_failed(now),
             Input::TcpClosed => self.on_tcp_closed(now),
             Input::Message(m) => self.on_message(now, m),
+            Input::Refusal(n) => self.on_refusal(now, n),
             Input::DecodeError(n) => self.on_decode_error(now, n),
             Input::Timeout => self.on_timeout(now),
             Input::Updates(updates) => self.on_updates(now, updates),
@@ -291,7 +306,12 @@ impl Session {
         };
         // A reset brings back a session that was running, never one that was stopped.
         self.auto_restart = restart && self.auto_restart;
-        self.teardown(now, SessionError::Stopped(reason), notification, false);
+        self.teardown(
+            now,
+            SessionError::Stopped(reason),
+            notification,
+            Failure::None,
+        );
     }
 
     fn on_connected(&mut self, now: Instant, inbound: bool) {
@@ -326,9 +346,9 @@ impl Session {
 
     fn on_tcp_failed(&mut self, now: Instant) {
         if self.conn.is_some() {
-            self.teardown(now, SessionError::ConnectionClosed, None, true);
+            self.teardown(now, SessionError::ConnectionClosed, None, Failure::Backoff);
         } else if self.state == State::Connect {
-            self.teardown(now, SessionError::ConnectionFailed, None, true);
+            self.teardown(now, SessionError::ConnectionFailed, None, Failure::Backoff);
         } else {
             debug!(state = %self.state, "ignoring connection failure without a dial");
         }
@@ -336,10 +356,21 @@ impl Session {
 
     fn on_tcp_closed(&mut self, now: Instant) {
         if self.conn.is_some() {
-            self.teardown(now, SessionError::ConnectionClosed, None, true);
+            self.teardown(now, SessionError::ConnectionClosed, None, Failure::Backoff);
         } else {
             debug!(state = %self.state, "ignoring close without a connection");
         }
+    }
+
+    /// A NOTIFICATION like any other, retried after the short wait of a refusal.
+    fn on_refusal(&mut self, now: Instant, n: Notification) {
+        if self.conn.is_none() {
+            debug!(state = %self.state, "ignoring refusal without a connection");
+            return;
+        }
+        let reason = SessionError::NotificationReceived(NotificationInfo::from(&n));
+        self.stats.received.count(&Message::Notification(n));
+        self.teardown(now, reason, None, Failure::Refused);
     }
 
     fn on_decode_error(&mut self, now: Instant, n: Notification) {
@@ -359,7 +390,7 @@ impl Session {
         match (self.state, m) {
             (_, Message::Notification(n)) => {
                 let reason = SessionError::NotificationReceived(NotificationInfo::from(&n));
-                self.teardown(now, reason, None, true);
+                self.teardown(now, reason, None, Failure::Backoff);
             }
             (State::Connect | State::Active, Message::Open(open)) => {
                 // Only with DelayOpen running: answer at once (RFC 4271 section 8.2.2,
@@ -700,7 +731,7 @@ impl Session {
                     now,
                     SessionError::HoldTimerExpired,
                     Some(Notification::hold_timer_expired()),
-                    true,
+                    Failure::Backoff,
                 );
             }
             Timer::DelayOpen
@@ -714,7 +745,7 @@ impl Session {
             Timer::ConnectRetry if self.state == State::Connect && self.conn.is_none() => {
                 // RFC 4271 section 8.2.2 Connect, Event 9: the attempt took too long.
                 // It failed like a refused one: abandoned, and retried after the backoff.
-                self.teardown(now, SessionError::ConnectionFailed, None, true);
+                self.teardown(now, SessionError::ConnectionFailed, None, Failure::Backoff);
             }
             Timer::IdleHold if self.state == State::Idle && self.auto_restart => self.begin(now),
             _ => {}
@@ -728,7 +759,7 @@ impl Session {
     /// Sends a NOTIFICATION for an error we detected and closes.
     fn send_error(&mut self, now: Instant, n: Notification) {
         let reason = SessionError::NotificationSent(NotificationInfo::from(&n));
-        self.teardown(now, reason, Some(n), true);
+        self.teardown(now, reason, Some(n), Failure::Backoff);
     }
 
     /// Leaves whatever state for Idle: the NOTIFICATION (when there is a connection to
@@ -739,7 +770,7 @@ impl Session {
         now: Instant,
         reason: SessionError,
         notification: Option<Notification>,
-        failure: bool,
+        failure: Failure,
     ) {
         let from = self.state;
         match notification {
@@ -771,9 +802,18 @@ impl Session {
                 self.backoff.reset();
             }
         }
-        if failure {
-            self.backoff.fail();
-        }
+        let cap = match failure {
+            Failure::None => self.cfg.connect_retry,
+            Failure::Backoff => {
+                self.backoff.fail();
+                self.cfg.connect_retry
+            }
+            Failure::Refused => {
+                self.backoff.fail();
+                self.backoff.hold_at(REFUSED_RETRY);
+                REFUSED_RETRY.min(self.cfg.connect_retry)
+            }
+        };
         self.stats.last_error = Some(reason.clone());
         self.transition(State::Idle);
         if from == State::Established {
@@ -785,7 +825,7 @@ impl Session {
                 // here could only make us refuse its next one.
                 self.begin(now);
             } else {
-                let after = self.backoff.delay(self.cfg.connect_retry);
+                let after = self.backoff.delay(cap);
                 self.timers.start(Timer::IdleHold, now, after);
             }
         }

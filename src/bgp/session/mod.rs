@@ -47,6 +47,13 @@
 //!   still pending after the ConnectRetryTime is a failure like any other. While waiting,
 //!   the session adopts a connection the peer opens ([`Session::accepts`]). A passive
 //!   session never dials and listens again at once.
+//! * Refusals. A switch that holds a session from our address with another speaker
+//!   (the one a migration replaces) answers each attempt with a collision Cease; the
+//!   driver hands such a NOTIFICATION in as [`Input::Refusal`] (the second-speaker
+//!   rule, [`WatchInput::is_sign`]). The retry then comes after at most
+//!   [`REFUSED_RETRY`] however many refusals came before, so that the node's gap when
+//!   the other speaker exits stays that short; the backoff is held at that step, and
+//!   every other failure still doubles the wait.
 //!
 //! Choices within RFC 4271 section 8 (the FSM there is conceptual; these keep the
 //! externally visible behaviour): every failure goes to Idle and the backoff, so an
@@ -79,4 +86,4 @@ pub use received::{PrefixCount, RECEIVED_CEILING};
 pub use second_speaker::{Finding, SecondSpeakerWatch, WatchEvent, WatchInput};
 pub use stats::{message_type, MessageCounts, Stats};
 pub use stop::StopReason;
-pub use timers::{Timer, FIRST_RETRY, OPEN_HOLD_TIME, STABLE_ESTABLISHED};
+pub use timers::{Timer, FIRST_RETRY, OPEN_HOLD_TIME, REFUSED_RETRY, STABLE_ESTABLISHED};

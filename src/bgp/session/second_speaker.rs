@@ -18,9 +18,10 @@
 //!   to the peer at the time: the ordinary collision when both sides dial (one per
 //!   reconnect), which the caller says with `own_connections`;
 //! - [`THRESHOLD`] signs within the window raise the finding; it clears after a quiet
-//!   period without one. Our backoff retries after 1, 2, 4 s..., so a refused session
-//!   raises it within seconds, and while refused it retries at least every
-//!   ConnectRetryTime: window and quiet period are at least three of those.
+//!   period without one. After a sign the session retries within a few seconds
+//!   ([`super::REFUSED_RETRY`]), so a refused session raises it within seconds; while
+//!   refused it retries at least every ConnectRetryTime (the cap of every wait): window
+//!   and quiet period are at least three of those.
 //!
 //! Not seen: a silent close (GoBGP, BIRD as above: the same as a switch that does not
 //! know the peer) and a second speaker while ours holds the session (it is refused).
@@ -55,6 +56,23 @@ pub enum WatchInput {
     },
     /// A deadline from [`SecondSpeakerWatch::poll_timeout`] passed (or any turn).
     Tick,
+}
+
+impl WatchInput {
+    /// Whether this is a sign (see the module documentation): a collision Cease not
+    /// explained by a second connection of our own. The one rule, for the watch and for
+    /// the session's retry after such a refusal ([`super::Input::Refusal`]).
+    pub fn is_sign(&self) -> bool {
+        match *self {
+            WatchInput::Notification {
+                code,
+                subcode,
+                state,
+                own_connections,
+            } => own_connections <= 1 && is_sign(code, subcode, state),
+            WatchInput::Tick => false,
+        }
+    }
 }
 
 /// What the watch reports, in order.
@@ -122,14 +140,8 @@ impl SecondSpeakerWatch {
     }
 
     pub fn handle(&mut self, now: Instant, input: WatchInput) {
-        if let WatchInput::Notification {
-            code,
-            subcode,
-            state,
-            own_connections,
-        } = input
-        {
-            if own_connections <= 1 && is_sign(code, subcode, state) {
+        if let WatchInput::Notification { subcode, .. } = input {
+            if input.is_sign() {
                 self.signs.push_back(now);
                 self.events.push_back(WatchEvent::Sign { subcode });
                 self.expire(now);

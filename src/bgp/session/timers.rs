@@ -42,6 +42,19 @@ pub const OPEN_HOLD_TIME: Duration = Duration::from_secs(240);
 /// a session ends), so a refused dial is retried soon, and then less and less often.
 pub const FIRST_RETRY: Duration = Duration::from_secs(1);
 
+/// The longest wait after a refusal by a switch that holds a session from our address
+/// with another speaker (a collision Cease not explained by our own connections, see
+/// `second_speaker`). Such a refusal says nothing about the switch being down or
+/// overloaded: it says another speaker on this node (the one a migration replaces)
+/// still holds the session, and the switch lets ours in the moment that one leaves. The
+/// node's routes are missing from that moment until our next attempt, so the wait is
+/// kept short instead of growing to the ConnectRetryTime: at most 3 s, jittered to
+/// 75-100% like every wait. The switch pays a TCP accept, an OPEN and a NOTIFICATION
+/// per attempt, one every few seconds per refused node, for as long as both speakers
+/// run: cheap, and far below its BGP work for one session's table. The first refusals
+/// are retried after the backoff's 1 and 2 s, as quick as any other failure.
+pub const REFUSED_RETRY: Duration = Duration::from_secs(3);
+
 /// A session that stayed Established this long resets the failure count when it goes
 /// down: the next retry is quick again. A shorter-lived session keeps backing off, which
 /// damps a peer that accepts and then immediately drops us (RFC 4271 section 8.1.1,
@@ -113,6 +126,18 @@ impl Backoff {
 
     pub(crate) fn reset(&mut self) {
         self.failures = 0;
+    }
+
+    /// Keeps the failure count at or below the first step whose wait reaches `wait`:
+    /// after refusals retried every `wait`, a failure of another kind continues the
+    /// doubling from there, as if the refusals had been one long step, instead of from
+    /// the count their number alone would give.
+    pub(crate) fn hold_at(&mut self, wait: Duration) {
+        let mut step = 1u32;
+        while step < 32 && FIRST_RETRY.saturating_mul(1 << (step - 1)) < wait {
+            step += 1;
+        }
+        self.failures = self.failures.min(step);
     }
 
     /// A fresh random draw, for jittering another timer from the same generator.
@@ -220,6 +245,33 @@ mod tests {
         assert!(d <= cap && d >= cap * 3 / 4, "{d:?}");
         let short = Duration::from_millis(500);
         assert!(b.delay(short) <= short);
+    }
+
+    #[test]
+    fn holding_the_backoff_keeps_the_count_at_the_step_of_the_wait() {
+        let mut b = Backoff::new(3);
+        for _ in 0..20 {
+            b.fail();
+        }
+        // 1, 2, 4 s: a 3 s wait is reached at the third step.
+        b.hold_at(REFUSED_RETRY);
+        assert_eq!(b.failures(), 3);
+        b.fail();
+        let next = b.delay(Duration::from_secs(120));
+        assert!(next >= Duration::from_secs(6) && next <= Duration::from_secs(8));
+        // Never raises a lower count.
+        b.reset();
+        b.fail();
+        b.hold_at(REFUSED_RETRY);
+        assert_eq!(b.failures(), 1);
+        // A wait below the first step holds at the first.
+        for _ in 0..5 {
+            b.fail();
+        }
+        b.hold_at(Duration::ZERO);
+        assert_eq!(b.failures(), 1);
+        b.hold_at(Duration::MAX);
+        assert_eq!(b.failures(), 1);
     }
 
     #[test]

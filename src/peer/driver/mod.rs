@@ -764,15 +764,19 @@ impl Task {
                 let own_connections = usize::from(self.main.conn.is_some())
                     + usize::from(self.candidate.as_ref().is_some_and(|c| c.conn.is_some()));
                 let state = self.link_mut(w).map_or(State::Idle, |l| l.session.state());
-                self.second_speaker.handle(
-                    now,
-                    WatchInput::Notification {
-                        code: info.code,
-                        subcode: info.subcode,
-                        state,
-                        own_connections,
-                    },
-                );
+                let seen = WatchInput::Notification {
+                    code: info.code,
+                    subcode: info.subcode,
+                    state,
+                    own_connections,
+                };
+                self.second_speaker.handle(now, seen);
+                if seen.is_sign() {
+                    // Another speaker holds the switch's session from our address: retry
+                    // soon, so that ours is in shortly after that one leaves.
+                    self.input(w, now, Input::Refusal(n.clone())).await;
+                    return;
+                }
             }
             Message::Update(u) if !u.errors.is_empty() => {
                 // RFC 7606 section 3: errors that do not reset the session are logged.
