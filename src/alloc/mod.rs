@@ -488,7 +488,8 @@ impl Allocator {
         match &state {
             State::Holds(h) => {
                 self.hold(key, &facts.sharing, h);
-                if self.synced && facts.wants_more(&h.ips) {
+                // Claimed before the first list ended, it is completed at `synced`.
+                if facts.wants_more(&h.ips) {
                     self.retry.insert(key.clone());
                 } else {
                     self.retry.remove(key);

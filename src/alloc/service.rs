@@ -248,9 +248,11 @@ impl AllocFacts {
     }
 
     /// Whether a family missing from `ips` is only preferred (`PreferDualStack`), so
-    /// that the Service holds what it has and takes the other when one is free.
+    /// that the Service holds what it has and takes the other when one is free. Not
+    /// when it asks for given addresses: it gets exactly those.
     pub fn wants_more(&self, ips: &[IpAddr]) -> bool {
         self.family_policy == FamilyPolicy::PreferDualStack
+            && self.requested() == Ok(None)
             && self
                 .families
                 .iter()
@@ -383,6 +385,10 @@ mod tests {
         assert!(f.fits(&[ip("10.0.0.1")]));
         assert!(f.wants_more(&[ip("10.0.0.1")]));
         assert!(!f.wants_more(&[ip("10.0.0.1"), ip("fd00::1")]));
+        // Asking for one address is asking for that one only.
+        f.load_balancer_ip = Some("10.0.0.1".into());
+        assert!(!f.wants_more(&[ip("10.0.0.1")]));
+        f.load_balancer_ip = None;
         let single = AllocFacts {
             families: vec![Family::Ipv6],
             ..AllocFacts::default()

@@ -736,3 +736,41 @@ fn usage_counts_per_pool() {
     add(&mut a, "s2", shared("k", &[443]));
     assert_eq!(a.usage()[0].in_use, 1);
 }
+
+// Rule (dual-stack, with the claim at start): a PreferDualStack Service claimed with one
+// family before the first list ended gets the other at sync, when its pool has one.
+#[test]
+fn prefer_dual_stack_claimed_at_start_is_completed_at_sync() {
+    let mut a = Allocator::new(
+        &[pool("p", &["10.0.0.0/30", "fd00::/127"])],
+        BTreeSet::new(),
+    );
+    let facts = AllocFacts {
+        status_ips: ips(&["10.0.0.2"]),
+        ..dual(FamilyPolicy::PreferDualStack)
+    };
+    let d = add(&mut a, "s1", facts);
+    assert_eq!(about(&d, "s1").write, None);
+    let d = a.synced();
+    assert_eq!(about(&d, "s1").write, Some(ips(&["10.0.0.2", "fd00::"])));
+}
+
+// Rule: a PreferDualStack Service that asks for one address gets that one only (the
+// property test found it taking the other family and dropping it again, for ever).
+#[test]
+fn prefer_dual_stack_with_a_request_is_not_completed() {
+    let mut a = allocator(&[pool("p", &["10.0.0.0/30", "fd00::/127"])]);
+    let facts = AllocFacts {
+        load_balancer_ip: Some("10.0.0.1".into()),
+        ..dual(FamilyPolicy::PreferDualStack)
+    };
+    add(&mut a, "s1", facts.clone());
+    assert_eq!(held(&a, "s1"), Some(ips(&["10.0.0.1"])));
+    let written = AllocFacts {
+        status_ips: ips(&["10.0.0.1"]),
+        ..facts
+    };
+    let d = add(&mut a, "s1", written);
+    assert_eq!(about(&d, "s1").write, None);
+    assert_eq!(held(&a, "s1"), Some(ips(&["10.0.0.1"])));
+}
