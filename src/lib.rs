@@ -6,6 +6,7 @@
 //! what it owns and what it may not import.
 
 pub mod alloc;
+pub mod allocate;
 pub mod bfd;
 pub mod bgp;
 pub mod cli;

@@ -10,6 +10,8 @@
 //!   is `peer`'s);
 //! - `alloc` (the allocator's pure core): as the pure core, and `routes`, `bgp`,
 //!   `bfd`, `k8s_openapi`, `kube`; of `sources` only the pure `sources::services`;
+//! - `allocate` (the allocator's role): `routes`, `bgp`, `bfd`, `peer`, `daemon`,
+//!   `commands`, `cli`;
 //! - `config`: `bgp::session`, `peer`, `daemon`, `commands`;
 //! - `metrics`: a command (`commands`, `cli`) or `daemon`;
 //! - `sources`: `bgp`, `routes`, `peer`, `daemon`, `commands` (it knows nothing of BGP);
@@ -153,6 +155,20 @@ fn rules() -> Vec<Rule> {
                 "kube",
             ]),
             allowed: &["crate::sources::services"],
+            calls: &[],
+        },
+        Rule {
+            module: "allocate",
+            forbidden: vec![
+                "crate::routes",
+                "crate::bgp",
+                "crate::bfd",
+                "crate::peer",
+                "crate::daemon",
+                "crate::commands",
+                "crate::cli",
+            ],
+            allowed: &[],
             calls: &[],
         },
         Rule {
@@ -629,6 +645,11 @@ fn checker_flags_a_forbidden_import_of_every_rule() {
         ),
         (
             "alloc/service.rs",
+            "use crate::routes::lb::LbContext;",
+            "crate::routes::lb::LbContext",
+        ),
+        (
+            "allocate/objects.rs",
             "use crate::routes::lb::LbContext;",
             "crate::routes::lb::LbContext",
         ),
