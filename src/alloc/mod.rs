@@ -646,9 +646,12 @@ impl Allocator {
                     ips: ips.clone(),
                     families: facts.families.clone(),
                 })?;
-            if let Some(named) = facts.pool.as_ref().filter(|n| **n != pool) {
+            // All of them lie in `pool`: the first one stands for them.
+            if let (Some(named), Some(first)) =
+                (facts.pool.as_ref().filter(|n| **n != pool), ips.first())
+            {
                 return Err(Reason::OutsideNamedPool {
-                    ip: ips[0],
+                    ip: *first,
                     pool: Arc::clone(named),
                 });
             }
@@ -700,10 +703,10 @@ impl Allocator {
     fn pick_in(&self, index: usize, facts: &AllocFacts) -> Result<Holding, Vec<Family>> {
         let mut ips = Vec::new();
         let mut missing = Vec::new();
-        for family in &facts.families {
-            match self.candidate(index, *family, &facts.sharing) {
+        for family in facts.wanted() {
+            match self.candidate(index, family, &facts.sharing) {
                 Some(ip) => ips.push(ip),
-                None => missing.push(*family),
+                None => missing.push(family),
             }
         }
         let enough = missing.is_empty()
@@ -722,11 +725,11 @@ impl Allocator {
         let Some(index) = self.pools.by_name(&holding.pool) else {
             return;
         };
-        for family in &facts.families {
-            if holding.ips.iter().any(|ip| service::family(*ip) == *family) {
+        for family in facts.wanted() {
+            if holding.ips.iter().any(|ip| service::family(*ip) == family) {
                 continue;
             }
-            if let Some(ip) = self.candidate(index, *family, &facts.sharing) {
+            if let Some(ip) = self.candidate(index, family, &facts.sharing) {
                 holding.ips.push(ip);
             }
         }

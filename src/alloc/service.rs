@@ -247,6 +247,16 @@ impl AllocFacts {
         }
     }
 
+    /// `spec.ipFamilies` without repeats, in order: one address per family, whatever a
+    /// malformed object lists twice.
+    pub fn wanted(&self) -> impl Iterator<Item = Family> + '_ {
+        self.families
+            .iter()
+            .enumerate()
+            .filter(|(i, f)| !self.families[..*i].contains(f))
+            .map(|(_, f)| *f)
+    }
+
     /// Whether a family missing from `ips` is only preferred (`PreferDualStack`), so
     /// that the Service holds what it has and takes the other when one is free. Not
     /// when it asks for given addresses: it gets exactly those.

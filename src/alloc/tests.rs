@@ -774,3 +774,22 @@ fn prefer_dual_stack_with_a_request_is_not_completed() {
     assert_eq!(about(&d, "s1").write, None);
     assert_eq!(held(&a, "s1"), Some(ips(&["10.0.0.1"])));
 }
+
+// A family listed twice (a malformed object) asks for one address of it, held stably.
+#[test]
+fn a_family_listed_twice_gets_one_address() {
+    let mut a = allocator(&[pool("p", &["10.0.0.0/30"])]);
+    let facts = AllocFacts {
+        families: vec![Family::Ipv4, Family::Ipv4],
+        ..svc()
+    };
+    add(&mut a, "s1", facts.clone());
+    assert_eq!(held(&a, "s1"), Some(ips(&["10.0.0.0"])));
+    let written = AllocFacts {
+        status_ips: ips(&["10.0.0.0"]),
+        ..facts
+    };
+    let d = add(&mut a, "s1", written);
+    assert_eq!(about(&d, "s1").write, None);
+    assert_eq!(a.usage()[0].in_use, 1);
+}
