@@ -397,7 +397,8 @@ impl Allocator {
 
     /// What a new config would orphan: addresses in use outside every new pool, or on
     /// an address its new pool's `avoid-buggy-ips` skips. Empty: the config may be
-    /// taken. What `reload` refuses on, and what `doctor` checks a config against.
+    /// taken. What `reload` refuses on; also what a check of a config file against the
+    /// live state needs (no command makes that check yet).
     pub fn orphans(&self, pools: &[AddressPool]) -> BTreeMap<IpAddr, Vec<ObjectKey>> {
         let new = Pools::new(pools);
         self.addresses
