@@ -5,6 +5,8 @@
 //! The crate is layered; ARCHITECTURE.md at the repository root describes each module,
 //! what it owns and what it may not import.
 
+pub mod alloc;
+pub mod allocate;
 pub mod bfd;
 pub mod bgp;
 pub mod cli;

@@ -8,6 +8,10 @@
 //!   `sources` other than its pure `sources::model` and `sources::services`; `bgp` and
 //!   `bfd` not `routes` or `config` either, and `bfd` not `bgp` (the coupling of the two
 //!   is `peer`'s);
+//! - `alloc` (the allocator's pure core): as the pure core, and `routes`, `bgp`,
+//!   `bfd`, `k8s_openapi`, `kube`; of `sources` only the pure `sources::services`;
+//! - `allocate` (the allocator's role): `routes`, `bgp`, `bfd`, `peer`, `daemon`,
+//!   `commands`, `cli`;
 //! - `config`: `bgp::session`, `peer`, `daemon`, `commands`;
 //! - `metrics`: a command (`commands`, `cli`) or `daemon`;
 //! - `sources`: `bgp`, `routes`, `peer`, `daemon`, `commands` (it knows nothing of BGP);
@@ -139,6 +143,32 @@ fn rules() -> Vec<Rule> {
             module: "routes",
             forbidden: with(&[]),
             allowed: &["crate::sources::model", "crate::sources::services"],
+            calls: &[],
+        },
+        Rule {
+            module: "alloc",
+            forbidden: with(&[
+                "crate::routes",
+                "crate::bgp",
+                "crate::bfd",
+                "k8s_openapi",
+                "kube",
+            ]),
+            allowed: &["crate::sources::services"],
+            calls: &[],
+        },
+        Rule {
+            module: "allocate",
+            forbidden: vec![
+                "crate::routes",
+                "crate::bgp",
+                "crate::bfd",
+                "crate::peer",
+                "crate::daemon",
+                "crate::commands",
+                "crate::cli",
+            ],
+            allowed: &[],
             calls: &[],
         },
         Rule {
@@ -599,6 +629,31 @@ fn src_follows_the_import_rules_of_architecture_md() {
 fn checker_flags_a_forbidden_import_of_every_rule() {
     let cases: &[(&str, &str, &str)] = &[
         (
+            "alloc/mod.rs",
+            "use tokio::sync::mpsc;",
+            "tokio::sync::mpsc",
+        ),
+        (
+            "alloc/pools.rs",
+            "use crate::sources::service_objects::service_facts;",
+            "crate::sources::service_objects::service_facts",
+        ),
+        (
+            "alloc/mod.rs",
+            "use k8s_openapi::api::core::v1::Service;",
+            "k8s_openapi::api::core::v1::Service",
+        ),
+        (
+            "alloc/service.rs",
+            "use crate::routes::lb::LbContext;",
+            "crate::routes::lb::LbContext",
+        ),
+        (
+            "allocate/objects.rs",
+            "use crate::routes::lb::LbContext;",
+            "crate::routes::lb::LbContext",
+        ),
+        (
             "bgp/session/fsm.rs",
             "use tokio::time::sleep;",
             "tokio::time::sleep",
@@ -784,6 +839,11 @@ fn checker_allows_what_the_rules_allow() {
             "routes/plan.rs",
             "use crate::sources::model::{Family, NodeView};",
         ),
+        (
+            "alloc/mod.rs",
+            "use crate::sources::services::{class_served, ObjectKey};",
+        ),
+        ("alloc/pools.rs", "use crate::config::AddressPool;"),
         ("routes/plan.rs", "use std::time::Duration;"),
         ("bgp/session/fsm.rs", "use std::time::Instant;"),
         ("bfd/session.rs", "use std::time::{Duration, Instant};"),
