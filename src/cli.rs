@@ -409,6 +409,10 @@ pub struct PlanArgs {
     /// A `spec.loadBalancerClass` handled (repeatable), as `run` takes it.
     #[arg(long = "lb-class", value_name = "CLASS")]
     pub lb_classes: Vec<String>,
+    /// What `run` does while cilium-config turns Cilium's embedded BGP speaker on, as
+    /// `run` takes it (the plan says whether its sessions would be held back).
+    #[arg(long, value_name = "hold|ignore", default_value = "hold")]
+    pub cilium_bgp_conflict: ConflictPolicy,
     /// Output format.
     #[arg(
         short = 'o',
@@ -542,6 +546,7 @@ impl PlanArgs {
             source_address: self.source_address,
             announce_lb_ips: self.announce_lb_ips,
             lb_classes: self.lb_classes.clone(),
+            cilium_bgp_conflict: self.cilium_bgp_conflict,
             format: self.output,
         }
     }

@@ -201,6 +201,66 @@ spec:
     assert!(!out.contains("not selected"), "{out}");
 }
 
+/// Issue 29: `plan` says what `run` would do while cilium-config turns Cilium's embedded
+/// speaker on (the same `routes::cilium` decision), and the flag changes it.
+#[test]
+fn cilium_s_embedded_speaker_on_in_the_cluster_state_is_warned_with_what_run_would_do() {
+    let dir = scratch("cilium-conflict");
+    std::fs::write(
+        dir.join("node.yaml"),
+        "apiVersion: v1\nkind: Node\nmetadata: {name: worker83, labels: {kubernetes/route: bgp-peer-83}}\nspec: {podCIDRs: [10.5.118.0/24]}\n",
+    )
+    .unwrap();
+    let cilium = |keys: &str| {
+        std::fs::write(
+            dir.join("cilium-config.yaml"),
+            format!(
+                "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: cilium-config}}\ndata: {{ipam: kubernetes{keys}}}\n"
+            ),
+        )
+        .unwrap();
+    };
+    let config = sample("config/cilium-bgp-config.yaml");
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "--bgp-config",
+            &config,
+            "--cluster-state",
+            dir.to_str().unwrap(),
+            "--node",
+            "worker83",
+            "--source-address",
+            "10.5.83.10",
+        ];
+        args.extend_from_slice(extra);
+        ok(&args)
+    };
+    cilium(", bgp-announce-pod-cidr: \"true\"");
+    let held = run(&[]);
+    assert!(
+        held.contains("cilium-config has bgp-announce-pod-cidr: true")
+            && held.contains("would open and accept no new session"),
+        "{held}"
+    );
+    let json = run(&["-o", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let w = v["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["kind"] == "cilium-bgp-conflict")
+        .unwrap_or_else(|| panic!("{json}"));
+    assert_eq!(w["holding"], true, "{json}");
+    let ignored = run(&["--cilium-bgp-conflict", "ignore"]);
+    assert!(
+        ignored.contains("(--cilium-bgp-conflict ignore)"),
+        "{ignored}"
+    );
+    cilium(", bgp-announce-pod-cidr: \"false\", bgp-announce-lb-ip: \"false\"");
+    let off = run(&[]);
+    assert!(!off.contains("Cilium's embedded BGP speaker"), "{off}");
+}
+
 #[test]
 fn demo_control_plane_node_opens_no_session_and_worker3_announces_its_cilium_node_cidr() {
     let config = sample("config/demo/bgp-config.yaml");

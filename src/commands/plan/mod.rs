@@ -15,6 +15,7 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 
 use super::check::{check_text, FileReport, Outcome};
+use crate::routes::cilium::ConflictPolicy;
 use crate::routes::lb::{LbContext, LbEnabled, LbPlanner, LbSwitch};
 use crate::routes::{self, AnnounceMode, LocalNode, Overrides};
 use crate::sources::services::{LbFacts, LbUpdate};
@@ -81,6 +82,9 @@ pub struct PlanRequest {
     pub announce_lb_ips: LbSwitch,
     /// `--lb-class`, as `run` takes it.
     pub lb_classes: Vec<String>,
+    /// `--cilium-bgp-conflict`, as `run` takes it: whether the plan's sessions would be
+    /// held back while cilium-config turns Cilium's embedded speaker on.
+    pub cilium_bgp_conflict: ConflictPolicy,
     pub format: Format,
 }
 
@@ -179,5 +183,13 @@ pub fn render(request: &PlanRequest) -> Result<String, PlanCommandError> {
         },
     );
     let lb = LbPlanned::new(&config, &view, request, &files.lb);
-    Ok(render_plan(&plan, &view, &config, &lb, request.format))
+    let cilium = routes::cilium::decide(request.cilium_bgp_conflict, state.cilium_config.as_ref());
+    Ok(render_plan(
+        &plan,
+        &view,
+        &config,
+        &lb,
+        &cilium,
+        request.format,
+    ))
 }

@@ -13,6 +13,7 @@ use serde_json::{json, Map, Value};
 use crate::config::duration::Compact;
 use crate::config::{Community, Config, Peer};
 use crate::metrics::board::{large_text, origin_name};
+use crate::routes::cilium::{self, ConflictDecision};
 use crate::routes::layers::LbOverPod;
 use crate::routes::lb::{IpPlacement, LbDecision, LbReason, LbRouteMap, LbRoutes};
 use crate::routes::lb_findings::{self, NoNextHop, PoolFinding as LbPoolFinding};
@@ -59,12 +60,13 @@ pub fn render_plan(
     view: &NodeView,
     config: &Config,
     lb: &LbPlanned,
+    cilium: &ConflictDecision,
     format: Format,
 ) -> String {
     match format {
-        Format::Table => table(plan, view, config, lb),
+        Format::Table => table(plan, view, config, lb, cilium),
         Format::Json => {
-            let mut s = serde_json::to_string_pretty(&json_value(plan, view, config, lb))
+            let mut s = serde_json::to_string_pretty(&json_value(plan, view, config, lb, cilium))
                 // Serialising a Value built here cannot fail: every map key is a string.
                 .unwrap_or_default();
             s.push('\n');
@@ -340,8 +342,33 @@ fn lb_json(lb: &LbPlanned) -> Value {
 /// Every warning of a plan, in a fixed order: the local node, the view (IPAM, drift,
 /// refused prefixes), the config (peer clashes, address pools), then the planner's own
 /// findings (conflicts between nodes, prefixes without a next hop).
-pub fn warnings(plan: &Plan, view: &NodeView, config: &Config, lb: &LbPlanned) -> Vec<Warning> {
+pub fn warnings(
+    plan: &Plan,
+    view: &NodeView,
+    config: &Config,
+    lb: &LbPlanned,
+    cilium: &ConflictDecision,
+) -> Vec<Warning> {
     let mut out = Vec::new();
+    if let Some(conflict) = &cilium.conflict {
+        // `run` makes the same decision (routes::cilium) from the same cilium-config:
+        // under `hold` the sessions below would not be opened.
+        let effect = if cilium.holding() {
+            "`run` would open and accept no new session until it is off \
+             (--cilium-bgp-conflict hold); sessions already Established stay"
+        } else {
+            "`run` would report it and open the sessions (--cilium-bgp-conflict ignore)"
+        };
+        out.push(Warning::new(
+            "cilium-bgp-conflict",
+            format!("{conflict}: {effect}; {}", cilium::ADVICE),
+            json!({
+                "keys": &conflict.keys,
+                "policy": cilium.policy.as_str(),
+                "holding": cilium.holding(),
+            }),
+        ));
+    }
     if !plan.node_present {
         out.push(Warning::new(
             "node-missing",
@@ -489,7 +516,13 @@ pub fn warnings(plan: &Plan, view: &NodeView, config: &Config, lb: &LbPlanned) -
 }
 
 /// The table: the node, each session with its routes, the peers not selected, warnings.
-pub fn table(plan: &Plan, view: &NodeView, config: &Config, lb: &LbPlanned) -> String {
+pub fn table(
+    plan: &Plan,
+    view: &NodeView,
+    config: &Config,
+    lb: &LbPlanned,
+    cilium: &ConflictDecision,
+) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "{}", header(plan, view));
     for p in plan.peers.values() {
@@ -531,7 +564,7 @@ pub fn table(plan: &Plan, view: &NodeView, config: &Config, lb: &LbPlanned) -> S
         );
     }
     lb_table(&mut s, config, lb);
-    let warnings = warnings(plan, view, config, lb);
+    let warnings = warnings(plan, view, config, lb, cilium);
     if warnings.is_empty() {
         s.push_str("warnings: none\n");
     } else {
@@ -544,7 +577,13 @@ pub fn table(plan: &Plan, view: &NodeView, config: &Config, lb: &LbPlanned) -> S
 }
 
 /// The JSON document: the same facts as [`table`].
-pub fn json_value(plan: &Plan, view: &NodeView, config: &Config, lb: &LbPlanned) -> Value {
+pub fn json_value(
+    plan: &Plan,
+    view: &NodeView,
+    config: &Config,
+    lb: &LbPlanned,
+    cilium: &ConflictDecision,
+) -> Value {
     let labels = view.nodes.get(&*plan.node).map(|n| &*n.labels);
     let peers: Vec<Value> = plan
         .peers
@@ -615,7 +654,7 @@ pub fn json_value(plan: &Plan, view: &NodeView, config: &Config, lb: &LbPlanned)
             v
         })
         .collect();
-    let warnings: Vec<Value> = warnings(plan, view, config, lb)
+    let warnings: Vec<Value> = warnings(plan, view, config, lb, cilium)
         .into_iter()
         .map(|w| {
             let mut map = w.fields;
@@ -931,13 +970,28 @@ warnings:
   drift on node n1 (Node [10.5.112.0/24] vs CiliumNode [10.5.113.0/24]): ipam cluster-pool announces the CiliumNode CIDRs
   10.9.0.0/24 of node n2 is not announced: outside the cluster pool [10.5.112.0/20]
 ";
-        assert_eq!(table(&plan, &view, &config, &lb_of(&plan, &config)), want);
+        assert_eq!(
+            table(
+                &plan,
+                &view,
+                &config,
+                &lb_of(&plan, &config),
+                &ConflictDecision::default()
+            ),
+            want
+        );
     }
 
     #[test]
     fn cluster_table_names_each_routes_node_and_its_next_hop() {
         let (plan, view, config) = planned(AnnounceMode::Cluster);
-        let out = table(&plan, &view, &config, &lb_of(&plan, &config));
+        let out = table(
+            &plan,
+            &view,
+            &config,
+            &lb_of(&plan, &config),
+            &ConflictDecision::default(),
+        );
         assert!(
             out.contains(
                 "  10.5.113.0/24  node n1  next-hop 192.168.10.11  origin incomplete  \
@@ -950,7 +1004,13 @@ warnings:
     #[test]
     fn json_carries_the_same_facts_as_the_table() {
         let (plan, view, config) = planned(AnnounceMode::Local);
-        let v = json_value(&plan, &view, &config, &lb_of(&plan, &config));
+        let v = json_value(
+            &plan,
+            &view,
+            &config,
+            &lb_of(&plan, &config),
+            &ConflictDecision::default(),
+        );
         assert_eq!(v["node"]["name"], "n1");
         assert_eq!(v["node"]["labels"]["rack"], "a");
         assert_eq!(v["ipam"], "cluster-pool");
@@ -994,11 +1054,66 @@ warnings:
     }
 
     #[test]
+    fn cilium_s_embedded_speaker_on_is_a_warning_that_says_what_run_would_do() {
+        use crate::routes::cilium::{decide, ConflictPolicy};
+        use crate::sources::model::CiliumConfig;
+        let (plan, view, config) = planned(AnnounceMode::Local);
+        let lb = lb_of(&plan, &config);
+        let keys_on = CiliumConfig {
+            announce_lb_ip: Some(true),
+            ..CiliumConfig::default()
+        };
+        let kinds = |cilium: &ConflictDecision| -> Vec<Warning> {
+            warnings(&plan, &view, &config, &lb, cilium)
+                .into_iter()
+                .filter(|w| w.kind == "cilium-bgp-conflict")
+                .collect()
+        };
+        let held = kinds(&decide(ConflictPolicy::Hold, Some(&keys_on)));
+        assert_eq!(held.len(), 1, "{held:?}");
+        assert!(
+            held[0].message.contains("bgp-announce-lb-ip: true"),
+            "{held:?}"
+        );
+        assert!(held[0].message.contains("no new session"), "{held:?}");
+        assert_eq!(held[0].fields["holding"], json!(true));
+        assert_eq!(held[0].fields["keys"], json!(["bgp-announce-lb-ip"]));
+
+        let ignored = kinds(&decide(ConflictPolicy::Ignore, Some(&keys_on)));
+        assert_eq!(ignored[0].fields["holding"], json!(false), "{ignored:?}");
+        assert!(ignored[0].message.contains("--cilium-bgp-conflict ignore"));
+
+        let off = CiliumConfig {
+            announce_lb_ip: Some(false),
+            announce_pod_cidr: Some(false),
+            ..CiliumConfig::default()
+        };
+        assert!(kinds(&decide(ConflictPolicy::Hold, Some(&off))).is_empty());
+        assert!(kinds(&decide(ConflictPolicy::Hold, None)).is_empty());
+        // The table shows it among the warnings.
+        let text = table(
+            &plan,
+            &view,
+            &config,
+            &lb,
+            &decide(ConflictPolicy::Hold, Some(&keys_on)),
+        );
+        assert!(text.contains("Cilium's embedded BGP speaker"), "{text}");
+    }
+
+    #[test]
     fn passwords_are_never_rendered() {
         for mode in [AnnounceMode::Local, AnnounceMode::Cluster] {
             let (plan, view, config) = planned(mode);
             for format in [Format::Table, Format::Json] {
-                let out = render_plan(&plan, &view, &config, &lb_of(&plan, &config), format);
+                let out = render_plan(
+                    &plan,
+                    &view,
+                    &config,
+                    &lb_of(&plan, &config),
+                    &ConflictDecision::default(),
+                    format,
+                );
                 assert!(!out.contains("s3cret"), "{format:?}: {out}");
                 assert!(out.contains("md5"), "{format:?}: {out}");
             }
@@ -1021,14 +1136,27 @@ warnings:
             AnnounceMode::Local,
             &Overrides::default(),
         );
-        let out = table(&plan, &view, &config, &lb_of(&plan, &config));
+        let out = table(
+            &plan,
+            &view,
+            &config,
+            &lb_of(&plan, &config),
+            &ConflictDecision::default(),
+        );
         assert!(
             out.contains(
                 "keepalive 30s, md5 from secret bgp-peer-passwords key tor-a, graceful-restart 120s, 1 route"
             ),
             "{out}"
         );
-        let json = render_plan(&plan, &view, &config, &lb_of(&plan, &config), Format::Json);
+        let json = render_plan(
+            &plan,
+            &view,
+            &config,
+            &lb_of(&plan, &config),
+            &ConflictDecision::default(),
+            Format::Json,
+        );
         let v: Value = serde_json::from_str(&json).unwrap();
         let peer = &v["peers"][0];
         assert_eq!(peer["md5"], true, "{json}");
@@ -1076,10 +1204,16 @@ address-pools: [{name: lb, protocol: bgp, addresses: [10.96.0.0/24]}]
             AnnounceMode::Cluster,
             &Overrides::default(),
         );
-        let got: Vec<(&str, String)> = warnings(&plan, &view, &config, &lb_of(&plan, &config))
-            .into_iter()
-            .map(|w| (w.kind, w.message))
-            .collect();
+        let got: Vec<(&str, String)> = warnings(
+            &plan,
+            &view,
+            &config,
+            &lb_of(&plan, &config),
+            &ConflictDecision::default(),
+        )
+        .into_iter()
+        .map(|w| (w.kind, w.message))
+        .collect();
         assert_eq!(
             got,
             vec![
