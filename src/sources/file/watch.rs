@@ -69,6 +69,12 @@ impl Trigger {
         }
     }
 
+    /// A trigger whose first look is done already (by its caller, before it waits).
+    pub fn looked_once(mut self) -> Self {
+        self.started = true;
+        self
+    }
+
     /// Whether changes now arrive as events (no poll but the safety one).
     pub fn notified(&self) -> bool {
         self.events.is_some() && self.complete
@@ -77,10 +83,14 @@ impl Trigger {
     /// Aims the watches at what `path` and its `files` are now (after each look): new
     /// directories are added, those no longer needed removed.
     pub fn watch(&mut self, path: &Path, files: &[PathBuf]) {
+        self.watch_dirs(directories(path, files));
+    }
+
+    /// Aims the watches at exactly `wanted` (absolute, resolved, sorted, no repeats).
+    pub fn watch_dirs(&mut self, wanted: Vec<PathBuf>) {
         let Some(events) = &self.events else {
             return;
         };
-        let wanted = directories(path, files);
         let mut watches = events.watches();
         let (kept, gone): (HashMap<_, _>, HashMap<_, _>) = std::mem::take(&mut self.watched)
             .into_iter()
@@ -150,26 +160,37 @@ impl Trigger {
 
 /// The directories to watch for `path` and the `files` it stands for.
 fn directories(path: &Path, files: &[PathBuf]) -> Vec<PathBuf> {
-    let parent = |p: &Path| match p.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    // Absolute and resolved, so that one directory has one name here.
-    let real = |p: PathBuf| std::fs::canonicalize(&p).unwrap_or(p);
-    let mut dirs = vec![real(if path.is_dir() {
+    let top = if path.is_dir() {
         path.to_path_buf()
     } else {
         parent(path)
-    })];
-    for file in files {
-        // Where an edit in place happens: the file behind its symlinks.
-        if let Ok(real) = std::fs::canonicalize(file) {
-            dirs.push(parent(&real));
-        }
+    };
+    resolved([top], files)
+}
+
+/// `dirs` and the directories `files` live in behind their symlinks (where an edit in
+/// place happens), absolute and resolved so that one directory has one name, sorted.
+pub fn resolved(dirs: impl IntoIterator<Item = PathBuf>, files: &[PathBuf]) -> Vec<PathBuf> {
+    let mut all: Vec<PathBuf> = dirs
+        .into_iter()
+        .map(|d| std::fs::canonicalize(&d).unwrap_or(d))
+        .collect();
+    all.extend(
+        files
+            .iter()
+            .filter_map(|f| std::fs::canonicalize(f).ok())
+            .map(|real| parent(&real)),
+    );
+    all.sort();
+    all.dedup();
+    all
+}
+
+fn parent(p: &Path) -> PathBuf {
+    match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
     }
-    dirs.sort();
-    dirs.dedup();
-    dirs
 }
 
 #[cfg(test)]
