@@ -1,6 +1,6 @@
 //! The standalone sources: `--cluster-state PATH` (a YAML/JSON file, or a directory of
 //! them, holding Nodes, CiliumNodes and optionally cilium-config, Services and
-//! EndpointSlices) and `--bgp-config FILE`, each polled for changes.
+//! EndpointSlices) and `--bgp-config FILE`, each followed for changes.
 //!
 //! - Change detection compares metadata (size, mtime and ctime to the nanosecond,
 //!   inode): editors and `kubectl ... > file` replace or rewrite files, and a ConfigMap
