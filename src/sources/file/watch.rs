@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use futures::{FutureExt, StreamExt};
-use inotify::{EventStream, Inotify, WatchDescriptor, WatchMask};
+use inotify::{EventMask, EventOwned, EventStream, Inotify, WatchDescriptor, WatchMask};
 use tracing::{debug, warn};
 
 /// With every directory watched, the longest the files go unlooked at.
@@ -132,7 +132,7 @@ impl Trigger {
             Some(events) if watching => {
                 tokio::select! {
                     event = events.next() => match event {
-                        Some(Ok(_)) => {}
+                        Some(Ok(event)) => forget_if_gone(&mut self.watched, &event),
                         Some(Err(e)) => {
                             warn!(error = %e, poll_ms = self.poll.as_millis() as u64,
                                 "file change events failed, polling instead");
@@ -154,7 +154,17 @@ impl Trigger {
         let Some(events) = self.events.as_mut() else {
             return;
         };
-        while let Some(Some(Ok(_))) = events.next().now_or_never() {}
+        while let Some(Some(Ok(event))) = events.next().now_or_never() {
+            forget_if_gone(&mut self.watched, &event);
+        }
+    }
+}
+
+/// A watch the kernel ended (its directory removed or unmounted) is forgotten, so the
+/// next [`Trigger::watch`] adds it again, or polls while the directory is not there.
+fn forget_if_gone(watched: &mut HashMap<PathBuf, WatchDescriptor>, event: &EventOwned) {
+    if event.mask.contains(EventMask::IGNORED) {
+        watched.retain(|_, wd| *wd != event.wd);
     }
 }
 
@@ -230,6 +240,29 @@ mod tests {
         let again = tokio::time::timeout(poll * 10, trigger.wait(true)).await;
         assert!(again.is_ok());
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A watched directory removed and made again at once: the kernel ended the old
+    /// watch, so it is watched again and a change in the new one wakes.
+    #[tokio::test]
+    async fn a_directory_removed_and_made_again_is_watched_again() {
+        let dir = scratch("removed").join("state");
+        std::fs::create_dir_all(&dir).unwrap();
+        let poll = Duration::from_millis(20);
+        let within = Duration::from_secs(5);
+        let mut trigger = Trigger::new(poll);
+        trigger.wait(false).await;
+        trigger.watch(&dir, &[]);
+        assert!(trigger.notified());
+        // Made again before the look: the same path, a new directory.
+        std::fs::remove_dir(&dir).unwrap();
+        std::fs::create_dir_all(&dir).unwrap();
+        let woken = tokio::time::timeout(within, trigger.wait(false)).await;
+        assert!(woken.is_ok(), "the removal did not wake it");
+        trigger.watch(&dir, &[]);
+        std::fs::write(dir.join("a.yaml"), "a").unwrap();
+        let woken = tokio::time::timeout(within, trigger.wait(false)).await;
+        assert!(woken.is_ok(), "a file in the new directory did not wake it");
     }
 
     /// A file's directory that is not there cannot be watched: looked at every poll.
