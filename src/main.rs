@@ -10,6 +10,9 @@ use tracing_subscriber::EnvFilter;
 use podcidr_speaker::cli::{Cli, Command, LogFormat};
 use podcidr_speaker::commands::{self, check, doctor, plan, status};
 
+/// The runtime's worker threads at most, whatever the node's core count.
+const MAX_WORKERS: usize = 2;
+
 fn main() -> ExitCode {
     match run(Cli::parse()) {
         Ok(code) => code,
@@ -37,7 +40,15 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 println!("log-format:     {}", args.log_format);
                 return Ok(ExitCode::SUCCESS);
             }
-            let runtime = tokio::runtime::Builder::new_multi_thread()
+            let mut builder = tokio::runtime::Builder::new_multi_thread();
+            // One worker per core by default: 64 threads (stacks, malloc arenas) on a
+            // 64-core node for a few sessions. Two keep a busy replan from holding up
+            // the BGP and BFD timers; TOKIO_WORKER_THREADS still overrides.
+            if std::env::var_os("TOKIO_WORKER_THREADS").is_none() {
+                let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+                builder.worker_threads(cores.min(MAX_WORKERS));
+            }
+            let runtime = builder
                 .enable_all()
                 .thread_name("podcidr-speaker")
                 .build()?;

@@ -1,7 +1,9 @@
 //! Item 5, footprint: `footprint WHO N`. The speaker (`--announce cluster`, N nodes in
 //! view, one /24 each; N = 0 is idle: only its own node) or gobgpd (holding the same N
 //! routes) with two sessions, to two BIRD receivers. Once both hold the table and three
-//! seconds have passed, RSS is read and CPU is counted over ten seconds.
+//! seconds have passed, RSS is read and CPU, threads and wake-ups (context switches of
+//! all its threads: each is a wake-up from a sleep or a preemption) are counted over 30
+//! seconds.
 
 use std::time::Duration;
 
@@ -10,10 +12,11 @@ use serde_json::json;
 use crate::common::*;
 use crate::harness::{BgpDaemon, Neighbor, PeerOpts};
 
-const IDLE: Duration = Duration::from_secs(10);
+const IDLE: Duration = Duration::from_secs(30);
 
 pub fn run(who: &str, n: usize, runs: usize) {
     let (mut rss, mut cpu, mut hwm) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut wakes, mut threads) = (Vec::new(), Vec::new());
     for _ in 0..runs {
         let dir = crate::send::setup_once();
         let from = if who == "speaker" { SPEAKER } else { GOBGP };
@@ -55,13 +58,18 @@ pub fn run(who: &str, n: usize, runs: usize) {
         assert!(ok, "{who}: receivers never held {want} routes");
         std::thread::sleep(Duration::from_secs(3));
         let a = proc_stat(pid);
+        let switched = context_switches(pid);
         std::thread::sleep(IDLE);
         let b = proc_stat(pid);
         let pct = (b.cpu_ticks - a.cpu_ticks) as f64 / clock_ticks() / IDLE.as_secs_f64() * 100.0;
+        let per_s = context_switches(pid).saturating_sub(switched) as f64 / IDLE.as_secs_f64();
+        let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).map_or(0, |d| d.count());
         eprintln!(
-            "footprint {who} n={n}: RSS {} kB, peak {} kB, CPU {pct:.2} %",
+            "footprint {who} n={n}: RSS {} kB, peak {} kB, CPU {pct:.2} %, {tasks} threads, {per_s:.2} wake-ups/s",
             b.rss_kb, b.hwm_kb
         );
+        wakes.push(per_s);
+        threads.push(tasks as f64);
         rss.push(b.rss_kb as f64);
         hwm.push(b.hwm_kb as f64);
         cpu.push(pct);
@@ -82,6 +90,30 @@ pub fn run(who: &str, n: usize, runs: usize) {
         "rss_kb": median(&rss),
         "peak_rss_kb": median(&hwm),
         "cpu_pct": median(&cpu),
+        "wakeups_per_s": median(&wakes),
+        "threads": median(&threads),
         "runs": rss.len(),
     }));
+}
+
+/// Context switches of every thread of `pid` so far (a thread that exits takes its
+/// count along: the idle window has none that do, or its count is low, never high).
+fn context_switches(pid: u32) -> u64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    tasks
+        .flatten()
+        .map(|t| {
+            std::fs::read_to_string(t.path().join("status"))
+                .unwrap_or_default()
+                .lines()
+                .filter(|l| {
+                    l.starts_with("voluntary_ctxt_switches:")
+                        || l.starts_with("nonvoluntary_ctxt_switches:")
+                })
+                .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+                .sum::<u64>()
+        })
+        .sum()
 }

@@ -223,24 +223,30 @@ fn footprint(rows: &[Value], out: &Path, md: &mut String) {
     if by_n.is_empty() {
         return;
     }
-    md.push_str("### 5. Footprint with 2 sessions (median of runs; CPU over 10 s once the table is sent)\n\n");
-    md.push_str("| nodes in view | speaker RSS | speaker CPU | gobgpd RSS | gobgpd CPU | gobgpd RSS / speaker's |\n|---|---|---|---|---|---|\n");
+    md.push_str("### 5. Footprint with 2 sessions (median of runs; CPU and wake-ups (context switches of all threads) over 30 s once the table is sent)\n\n");
+    md.push_str("| nodes in view | speaker RSS | speaker CPU | speaker wake-ups/s, threads | gobgpd RSS | gobgpd CPU | gobgpd wake-ups/s, threads | gobgpd RSS / speaker's |\n|---|---|---|---|---|---|---|---|\n");
     let mut dat =
         String::from("# n speaker_rss_mib gobgpd_rss_mib speaker_cpu_pct gobgpd_cpu_pct\n");
     for (n, s) in &by_n {
         let f = |k: &str, f: &str| s.get(k).and_then(|r| r[f].as_f64());
+        let wakes = |who: &str| match (f(who, "wakeups_per_s"), f(who, "threads")) {
+            (Some(w), Some(t)) => format!("{w:.1}, {t}"),
+            _ => "-".into(),
+        };
         let _ = writeln!(
             md,
-            "| {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} |",
             n_label(*n),
             f("speaker", "rss_kb").map(mib).unwrap_or("-".into()),
             f("speaker", "cpu_pct")
                 .map(|c| format!("{c:.2} %"))
                 .unwrap_or("-".into()),
+            wakes("speaker"),
             f("gobgpd", "rss_kb").map(mib).unwrap_or("-".into()),
             f("gobgpd", "cpu_pct")
                 .map(|c| format!("{c:.2} %"))
                 .unwrap_or("-".into()),
+            wakes("gobgpd"),
             ratio(f("gobgpd", "rss_kb"), f("speaker", "rss_kb")),
         );
         let d = |x: Option<f64>| x.map(|x| x.to_string()).unwrap_or("NaN".into());

@@ -392,6 +392,112 @@ async fn bgp_config_file_is_followed() {
     .await;
 }
 
+/// Lays `files` out as a kubelet lays out a ConfigMap volume at `dir`: a timestamped
+/// directory, `..data` linking to it and each file a link into `..data`; later calls
+/// swap `..data` by rename, as a ConfigMap update does.
+fn configmap_volume(dir: &Path, version: &str, files: &[(&str, &str)]) {
+    let stamped = dir.join(format!("..{version}"));
+    std::fs::create_dir_all(&stamped).unwrap();
+    for (name, text) in files {
+        std::fs::write(stamped.join(name), text).unwrap();
+        let link = dir.join(name);
+        if link.symlink_metadata().is_err() {
+            std::os::unix::fs::symlink(format!("..data/{name}"), link).unwrap();
+        }
+    }
+    std::os::unix::fs::symlink(format!("..{version}"), dir.join("..data_tmp")).unwrap();
+    std::fs::rename(dir.join("..data_tmp"), dir.join("..data")).unwrap();
+}
+
+/// A cluster-state directory and a bgp-config file mounted from ConfigMaps: the
+/// volume's symlink swap is seen (inotify on the directory, or the poll), within a
+/// second, for both.
+#[tokio::test]
+async fn configmap_volume_swaps_are_seen() {
+    bounded(async {
+        let dir = scratch("configmap-state");
+        configmap_volume(
+            &dir,
+            "2026_v1",
+            &[("nodes.yaml", &node_doc("a", "10.1.0.0/24"))],
+        );
+        std::fs::write(dir.join("kube.yaml"), KUBE_CONFIG).unwrap();
+        let mut s = start(dir.clone());
+        assert_eq!(s.view().await.nodes["a"].prefixes, nets(&["10.1.0.0/24"]));
+        let swapped = Instant::now();
+        configmap_volume(
+            &dir,
+            "2026_v2",
+            &[("nodes.yaml", &node_doc("a", "10.1.7.0/24"))],
+        );
+        let view = s.view().await;
+        let took = swapped.elapsed();
+        assert!(took < Duration::from_secs(1), "swap applied after {took:?}");
+        assert_eq!(view.nodes["a"].prefixes, nets(&["10.1.7.0/24"]));
+
+        let conf = scratch("configmap-bgp");
+        configmap_volume(
+            &conf,
+            "2026_v1",
+            &[(
+                "bgp-config.yaml",
+                "peers: []
+",
+            )],
+        );
+        let (tx, rx) = channel(8);
+        let mut source = Source::new(
+            rx,
+            tokio::spawn(file::watch_text_file(
+                conf.join("bgp-config.yaml"),
+                DEFAULT_POLL,
+                tx,
+            )),
+        );
+        assert_eq!(
+            source.update().await,
+            SourceUpdate::BgpConfigText(Some("peers: []\n".into()))
+        );
+        let swapped = Instant::now();
+        configmap_volume(&conf, "2026_v2", &[("bgp-config.yaml", "peers: [a]\n")]);
+        assert_eq!(
+            source.update().await,
+            SourceUpdate::BgpConfigText(Some("peers: [a]\n".into()))
+        );
+        let took = swapped.elapsed();
+        assert!(took < Duration::from_secs(1), "swap applied after {took:?}");
+    })
+    .await;
+}
+
+/// A path whose directory is not there at the start cannot be watched: it is polled,
+/// so its later arrival is loaded (and then followed as usual).
+#[tokio::test]
+async fn a_path_not_there_yet_is_polled_until_it_is() {
+    bounded(async {
+        let dir = scratch("later").join("not-yet");
+        let path = dir.join("cluster.yaml");
+        let mut s = start(path.clone());
+        s.status(Resource::ClusterStateFile, |st| !st.up && st.errors > 0)
+            .await;
+        std::fs::create_dir_all(&dir).unwrap();
+        write_atomic(
+            &path,
+            &format!("{KUBE_CONFIG}{}", node_doc("a", "10.1.0.0/24")),
+        );
+        assert_eq!(s.view().await.nodes["a"].prefixes, nets(&["10.1.0.0/24"]));
+        let written = Instant::now();
+        write_atomic(
+            &path,
+            &format!("{KUBE_CONFIG}{}", node_doc("a", "10.1.5.0/24")),
+        );
+        assert_eq!(s.view().await.nodes["a"].prefixes, nets(&["10.1.5.0/24"]));
+        let took = written.elapsed();
+        assert!(took < Duration::from_secs(1), "edit applied after {took:?}");
+    })
+    .await;
+}
+
 /// The hand-written sample for `plan` loads: dual-stack, kubernetes IPAM.
 #[test]
 fn single_node_sample_loads() {

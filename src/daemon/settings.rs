@@ -24,7 +24,7 @@ use super::DaemonError;
 /// Where the bgp-config text comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ConfigSource {
-    /// `--bgp-config FILE`, polled for changes.
+    /// `--bgp-config FILE`, followed for changes (inotify, else a poll).
     File(PathBuf),
     /// `--bgp-config-map NS/NAME[:KEY]`, watched through the API server.
     ConfigMap(BgpConfigMapRef),
@@ -33,7 +33,7 @@ pub enum ConfigSource {
 /// Where Nodes, CiliumNodes and cilium-config come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ClusterSource {
-    /// `--cluster-state PATH`, polled for changes.
+    /// `--cluster-state PATH`, followed for changes (inotify, else a poll).
     File(PathBuf),
     /// The API server: in-cluster, or KUBECONFIG.
     Kubernetes,
@@ -42,7 +42,7 @@ pub enum ClusterSource {
 /// Where the Secrets of `password-secret` come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SecretsSource {
-    /// `--secrets-dir DIR`: `DIR/NAME/KEY`, polled for changes.
+    /// `--secrets-dir DIR`: `DIR/NAME/KEY`, followed for changes (inotify, else a poll).
     Dir(PathBuf),
     /// The API server: each named Secret of this namespace (the bgp-config's).
     Kubernetes { namespace: String },

@@ -1,12 +1,14 @@
 //! The standalone sources: `--cluster-state PATH` (a YAML/JSON file, or a directory of
 //! them, holding Nodes, CiliumNodes and optionally cilium-config, Services and
-//! EndpointSlices) and `--bgp-config FILE`, each polled for changes.
+//! EndpointSlices) and `--bgp-config FILE`, each followed for changes.
 //!
-//! - Change detection polls metadata (size, mtime and ctime to the nanosecond, inode)
-//!   every `poll` (250 ms by default): editors and `kubectl ... > file` replace or
-//!   rewrite files, and a ConfigMap volume swaps a symlink, all of which this sees. A
-//!   change is loaded once it has been stable for one poll, so a half-written file is
-//!   not read; an edit is applied within about two polls.
+//! - Change detection compares metadata (size, mtime and ctime to the nanosecond,
+//!   inode): editors and `kubectl ... > file` replace or rewrite files, and a ConfigMap
+//!   volume swaps a symlink, all of which this sees. It looks when the kernel reports a
+//!   change in the files' directories ([`watch`]: inotify), else every `poll` (250 ms
+//!   by default) where that is not available. A change is loaded once it has been
+//!   stable for one poll, so a half-written file is not read; an edit is applied
+//!   within about one poll (two without inotify).
 //! - A directory is read non-recursively: `*.yaml`, `*.yml`, `*.json`, skipping names
 //!   that start with `.` (a ConfigMap volume's `..data`), in name order.
 //! - Loading is all or nothing ([`parse::cluster_state`]): a file that fails to read or
@@ -26,6 +28,7 @@
 pub mod parse;
 pub mod reload;
 pub mod secrets;
+pub mod watch;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -44,7 +47,8 @@ use super::{
 };
 use parse::ClusterFiles;
 
-/// How often the files are checked for changes.
+/// How often the files are checked for changes where inotify does not say, and how
+/// long a change must stay the same to be loaded.
 pub const DEFAULT_POLL: Duration = Duration::from_millis(250);
 
 /// What the file source reads and how it decides the view.
@@ -102,28 +106,34 @@ pub async fn run(config: FileSourceConfig, out: SourceSender) -> Result<(), Clos
     )));
     let mut lb_synced = false;
     let mut refused = RefusedIngress::default();
-    let mut tick = tokio::time::interval(config.poll);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut trigger = watch::Trigger::new(config.poll);
+    let mut pending = false;
     loop {
-        tick.tick().await;
-        if out.is_closed() {
-            return Err(Closed);
+        tokio::select! {
+            () = trigger.wait(pending) => {}
+            () = out.closed() => return Err(Closed),
         }
         let shared = Arc::clone(&files);
-        let loaded = tokio::task::spawn_blocking(move || {
+        let looked = tokio::task::spawn_blocking(move || {
             let mut files = shared
                 .lock()
                 .unwrap_or_else(|poisoned| poisoned.into_inner());
             let (poller, loader) = &mut *files;
-            poller.changed().map(|files| loader.reload_listed(files))
+            let loaded = poller.changed().map(|files| loader.reload_listed(files));
+            (loaded, poller.pending(), poller.files())
         })
-        .await
-        .unwrap_or_else(|e| {
-            Some(Err(SourceError::Io {
+        .await;
+        let loaded = match looked {
+            Ok((loaded, now_pending, listed)) => {
+                pending = now_pending;
+                trigger.watch(&config.path, &listed);
+                loaded
+            }
+            Err(e) => Some(Err(SourceError::Io {
                 path: config.path.clone(),
                 reason: format!("loader task failed: {e}"),
-            }))
-        });
+            })),
+        };
         let Some(loaded) = loaded else { continue };
         match loaded {
             Ok(reload::Reload { state, lb, .. }) => {
@@ -193,14 +203,15 @@ pub async fn watch_text_file(
     let mut last_sent: Option<String> = None;
     let mut errors = ErrorLog::default();
     let mut poller = Poller::new(path.clone());
-    let mut tick = tokio::time::interval(poll);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut trigger = watch::Trigger::new(poll);
     loop {
-        tick.tick().await;
-        if out.is_closed() {
-            return Err(Closed);
+        tokio::select! {
+            () = trigger.wait(poller.pending()) => {}
+            () = out.closed() => return Err(Closed),
         }
-        if poller.changed().is_none() {
+        let changed = poller.changed().is_some();
+        trigger.watch(&path, &poller.files());
+        if !changed {
             continue;
         }
         match std::fs::read_to_string(&path) {
@@ -289,6 +300,19 @@ impl Poller {
         }
         self.pending = None;
         Some(self.applied.insert(now))
+    }
+
+    /// A change was seen and waits to be the same at the next look.
+    fn pending(&self) -> bool {
+        self.pending.is_some()
+    }
+
+    /// The files as last seen.
+    fn files(&self) -> Vec<PathBuf> {
+        match self.pending.as_ref().or(self.applied.as_ref()) {
+            Some(Fingerprint::Files(stamps)) => stamps.iter().map(|s| s.path.clone()).collect(),
+            _ => Vec::new(),
+        }
     }
 }
 

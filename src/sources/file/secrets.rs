@@ -5,11 +5,13 @@
 //! - Only the directories of the names the config refers to are read; in each, every
 //!   regular file (symlinks followed, as a volume's `KEY -> ..data/KEY`) whose name does
 //!   not start with `.` is a key. No directory: the Secret is missing.
-//! - Polled every `poll`; a changed content is taken once two reads in a row agree,
-//!   so a file caught half-written is not used. An unreadable directory keeps the last
+//! - Read again when inotify reports a change under `DIR` or a named Secret's directory
+//!   ([`super::watch`]), else every `poll` where that is not available; a changed
+//!   content is taken once two reads in a row (one `poll` apart) agree, so a file caught
+//!   half-written is not used. An unreadable directory keeps the last
 //!   content and is reported (by path and error, never by content).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -37,6 +39,7 @@ pub async fn run(
     let mut last_sent: Option<SecretsView> = None;
     let mut candidate: Option<SecretsView> = None;
     let mut last_error: Option<String> = None;
+    let mut trigger = super::watch::Trigger::new(poll).looked_once();
     loop {
         let wanted = names.borrow_and_update().clone();
         let mut view = SecretsView::new(origin.clone());
@@ -96,16 +99,33 @@ pub async fn run(
                 None => s.last_error = None,
             }
         });
+        trigger.watch_dirs(watched_dirs(&dir, &wanted));
         tokio::select! {
             changed = names.changed() => {
                 if changed.is_err() {
                     return Err(Closed);
                 }
             }
-            () = tokio::time::sleep(poll) => {}
+            () = trigger.wait(candidate.is_some()) => {}
             () = out.closed() => return Err(Closed),
         }
     }
+}
+
+/// What to watch for the `names` under `dir`: `dir` (a Secret's directory appearing or
+/// going), each named directory there (a volume's `..data` swap) and where its keys
+/// live behind their symlinks (an edit in place).
+fn watched_dirs(dir: &Path, names: &BTreeSet<String>) -> Vec<PathBuf> {
+    let mut dirs = vec![dir.to_path_buf()];
+    let mut keys = Vec::new();
+    for name in names {
+        let secret = dir.join(name);
+        if let Ok(entries) = std::fs::read_dir(&secret) {
+            keys.extend(entries.flatten().map(|e| e.path()));
+            dirs.push(secret);
+        }
+    }
+    super::watch::resolved(dirs, &keys)
 }
 
 /// One Secret's directory: missing, or its keys.
