@@ -261,7 +261,7 @@ pub struct RunArgs {
     pub cilium_health_addr: Option<SocketAddr>,
 
     /// While cilium-config turns Cilium's embedded BGP speaker on (`bgp-announce-lb-ip`
-    /// or `bgp-announce-pod-cidr` true, Cilium 1.10-1.13): `hold` opens and accepts no
+    /// or `bgp-announce-pod-cidr` true, Cilium 1.10-1.16): `hold` opens and accepts no
     /// new session (Established ones stay) until it is off; `ignore` only reports it,
     /// for clusters known not to run that speaker.
     #[arg(

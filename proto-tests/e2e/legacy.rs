@@ -1,5 +1,5 @@
 //! The old speakers the migration guides move away from, on the wire: MetalLB <= 0.12's
-//! speaker and the speaker embedded in Cilium 1.10-1.13's agent (a fork of the same
+//! speaker and the speaker embedded in Cilium 1.10-1.16's agent (a fork of the same
 //! MetalLB code, `internal/bgp/native` in MetalLB v0.12.1). Neither can be installed
 //! here, so ExaBGP stands in for them, configured to send what that code sends:
 //!

@@ -6,7 +6,7 @@
 //! guides quote.
 //!
 //! The old speakers are stand-ins that behave on the wire as MetalLB 0.12's and Cilium
-//! 1.10-1.13's did ([`crate::legacy`]). A node "moved" in a cluster is a label that
+//! 1.10-1.16's did ([`crate::legacy`]). A node "moved" in a cluster is a label that
 //! takes the old speaker's pod off the node and puts ours on; here that is the old
 //! speaker's process exiting and ours starting at the same instant. Our speakers follow
 //! the standalone cluster state, which stands in for the API.
@@ -561,7 +561,7 @@ fn metallb_with_localpref_keeps_ecmp_while_nodes_are_mixed() {
     );
 }
 
-/// cilium-config as Cilium 1.10-1.13 has it with its embedded speaker on or off (the two
+/// cilium-config as Cilium 1.10-1.16 has it with its embedded speaker on or off (the two
 /// keys `"true"` or `"false"`, as Cilium's Helm chart writes them), cluster-pool IPAM.
 fn cilium_config(embedded_bgp: bool) -> String {
     let keys = format!(

@@ -568,7 +568,7 @@ async fn in_cluster_flags_cilium_embedded_bgp_on() {
             .unwrap()
             .unwrap();
         let line = "cilium-config has bgp-announce-pod-cidr: true and bgp-announce-lb-ip: true: \
-                    Cilium's embedded BGP speaker (Cilium 1.10-1.13) peers from this node too: \
+                    Cilium's embedded BGP speaker (Cilium 1.10-1.16) peers from this node too: \
                     the speaker opens no new session while it is on (--cilium-bgp-conflict hold, \
                     the default). To fix: set bgp-announce-pod-cidr and bgp-announce-lb-ip to \
                     \"false\"";

@@ -1,4 +1,4 @@
-//! The MetalLB-style bgp-config: the file users already have (Cilium 1.10-1.13's
+//! The MetalLB-style bgp-config: the file users already have (Cilium 1.10-1.16's
 //! ConfigMap `kube-system/bgp-config` key `config.yaml`, MetalLB <= 0.12's
 //! `metallb-system/config` key `config`), plus the speaker's documented extensions.
 //!
@@ -29,7 +29,7 @@ pub use selector::LabelSelector;
 
 use yaml::{Node, NodeKind};
 
-/// The ConfigMap data key Cilium 1.10-1.13 read.
+/// The ConfigMap data key Cilium 1.10-1.16 read.
 pub const CILIUM_KEY: &str = "config.yaml";
 /// The ConfigMap data key MetalLB <= 0.12 read.
 pub const METALLB_KEY: &str = "config";

@@ -330,7 +330,7 @@ impl Families {
             cilium_bgp_conflict: r.gauge(
                 "cilium_bgp_conflict",
                 "1 while cilium-config turns Cilium's embedded BGP speaker on \
-                 (bgp-announce-pod-cidr or bgp-announce-lb-ip true, Cilium 1.10-1.13).",
+                 (bgp-announce-pod-cidr or bgp-announce-lb-ip true, Cilium 1.10-1.16).",
             ),
             sessions_held: r.gauge(
                 "sessions_held",

@@ -1,7 +1,7 @@
 //! Cilium's embedded BGP speaker beside this one (issue 29): whether cilium-config says
 //! it runs, and what this speaker does about it.
 //!
-//! Cilium 1.10-1.13 start their MetalLB-based speaker in the agent when
+//! Cilium 1.10-1.16 start their MetalLB-based speaker in the agent when
 //! `bgp-announce-lb-ip` or `bgp-announce-pod-cidr` is true (both default to false; the
 //! agent reads them once, at its start, and then needs the `bgp-config` ConfigMap
 //! mounted as a file, or it does not start). That speaker dials the same routers from
@@ -20,7 +20,8 @@
 //!   it runs with (a config change that would reset it waits). When the conflict
 //!   clears, every planned session starts at once.
 //! - `ignore`: for clusters where the operator knows Cilium's speaker is not running
-//!   (e.g. Cilium 1.14+, where the keys start nothing): reported, sessions run.
+//!   (e.g. Cilium 1.17+, which removed that speaker and its keys; 1.14-1.16 still start
+//!   it, deprecated, cilium/cilium#36191): reported, sessions run.
 //!
 //! Must not: read the clock, log above debug, or touch sockets or metrics; the daemon
 //! carries the decision out, metrics and `doctor` show it.
@@ -108,7 +109,7 @@ impl fmt::Display for CiliumBgpConflict {
         let keys: Vec<String> = self.keys.iter().map(|k| format!("{k}: true")).collect();
         write!(
             f,
-            "cilium-config has {}: Cilium's embedded BGP speaker (Cilium 1.10-1.13) peers \
+            "cilium-config has {}: Cilium's embedded BGP speaker (Cilium 1.10-1.16) peers \
              from this node too",
             keys.join(" and ")
         )
@@ -208,7 +209,7 @@ mod tests {
         assert_eq!(
             c.to_string(),
             "cilium-config has bgp-announce-pod-cidr: true and bgp-announce-lb-ip: true: \
-             Cilium's embedded BGP speaker (Cilium 1.10-1.13) peers from this node too"
+             Cilium's embedded BGP speaker (Cilium 1.10-1.16) peers from this node too"
         );
         assert!(ADVICE.contains("bgp-announce-lb-ip"));
     }

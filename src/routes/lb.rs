@@ -60,7 +60,7 @@ pub const EXCLUDE_LABEL: &str = "node.kubernetes.io/exclude-from-external-load-b
 
 /// `--announce-lb-ips`: whether LoadBalancer IPs are announced at all.
 ///
-/// Cilium's `bgp-announce-lb-ip` is not read here: on Cilium 1.10-1.13 it starts
+/// Cilium's `bgp-announce-lb-ip` is not read here: on Cilium 1.10-1.16 it starts
 /// Cilium's embedded speaker, so a user turning it off to stop that speaker must not
 /// switch this one off too (issue 29). It is a conflict fact (`routes::cilium`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
