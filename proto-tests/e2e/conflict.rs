@@ -137,6 +137,7 @@ fn cilium_embedded_bgp_on_holds_new_sessions_and_never_an_established_one() {
             .yaml(),
     );
     wait_log_times(&speaker, "bgp config applied", 2);
+    wait_log(&speaker, "session change waits: new sessions are held back");
     std::thread::sleep(WOULD_OPEN);
     assert_eq!(
         bird_route_times(&bird, node_ip(1)),
@@ -173,6 +174,20 @@ fn cilium_embedded_bgp_on_holds_new_sessions_and_never_an_established_one() {
         )
     });
     wait_exact(&frr, &frr_want, "keys off again");
+    // And the change that waited is carried out: BIRD's session is reset once, to
+    // take the new hold time.
+    let deadline = std::time::Instant::now() + WAIT;
+    while bird_route_times(&bird, node_ip(1)) == bird_times {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "BIRD's session kept its old parameters after the hold was lifted\n{}",
+            speaker.log_tail(30)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    bird.wait_established(node_ip(1), WAIT)
+        .unwrap_or_else(|e| panic!("BIRD after the waiting reset: {e}"));
+    wait_exact(&bird, &want, "the waiting reset done");
 
     assert!(speaker.terminate().success(), "{}", speaker.log_tail(30));
 }

@@ -994,6 +994,7 @@ fn peer_status(key: PeerKey, pending: usize, last_error: Option<SessionError>) -
         finished: false,
         bfd: None,
         second_speaker: None,
+        held: None,
     }
 }
 

@@ -17,6 +17,7 @@ mod drain;
 mod extended_next_hop;
 mod fsm_errors;
 mod graceful_restart;
+mod hold;
 mod hold_timer;
 mod keepalive;
 mod lifecycle;

@@ -75,10 +75,9 @@ pub const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(10);
 /// check for peer tasks that ended on their own.
 const TICK: Duration = Duration::from_secs(1);
 
-/// While the Cilium conflict holds new sessions back, how often the sessions it let run
-/// are checked: one that is no longer Established is stopped before its task's own
-/// retry (at least 750 ms after a failure) can open a new one.
-const HOLD_POLL: Duration = Duration::from_millis(100);
+/// The RFC 9003 message of the Cease that stops a session attempt under way when the
+/// Cilium conflict holds new sessions back (`--cilium-bgp-conflict hold`).
+const HOLD_MESSAGE: &str = "podcidr-speaker: held, cilium's embedded bgp speaker is on";
 
 /// A peer task whose loop has not turned for this long is wedged: it turns at least
 /// every `peer::IDLE_WAKE` (5 s), and no step of it takes seconds. The main loop then
@@ -199,8 +198,6 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
 
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut hold_poll = tokio::time::interval(HOLD_POLL);
-    hold_poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut status_open = true;
     let signal = loop {
         daemon.liveness();
@@ -253,13 +250,11 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
             }
             _ = tick.tick() => {
                 daemon.peers.report();
+                if daemon.cilium_bgp.holding() {
+                    daemon.record_held();
+                }
                 daemon.peers.reap_stopped();
                 if daemon.peers.reap_dead() {
-                    daemon.replan(Instant::now()).await;
-                }
-            }
-            _ = hold_poll.tick(), if !daemon.admitted.is_empty() => {
-                if daemon.admitted_lost() {
                     daemon.replan(Instant::now()).await;
                 }
             }
@@ -497,12 +492,8 @@ struct Daemon {
     lb_overlap: (Vec<ipnet::IpNet>, usize),
     /// The decision about Cilium's embedded speaker in force (`routes::cilium`).
     cilium_bgp: ConflictDecision,
-    /// While it holds new sessions back: the Established sessions it let run. One of
-    /// them going down is a new plan (it is not opened again until the conflict clears).
-    admitted: BTreeSet<PeerKey>,
-    /// Each session's parameters (its config entry, its source address) as last handed
-    /// to the peer tasks: what a session the hold lets run keeps.
-    ran: BTreeMap<PeerKey, (crate::config::Peer, Option<std::net::IpAddr>)>,
+    /// How many sessions the hold kept back when last logged.
+    held_logged: usize,
 }
 
 impl Daemon {
@@ -545,8 +536,7 @@ impl Daemon {
             pod_prefixes: Vec::new(),
             lb_overlap: (Vec::new(), 0),
             cilium_bgp: ConflictDecision::default(),
-            admitted: BTreeSet::new(),
-            ran: BTreeMap::new(),
+            held_logged: 0,
         }
     }
 
@@ -840,22 +830,23 @@ impl Daemon {
             self.plan = Some(plan);
             return;
         }
-        let held = self.hold_back(&plan);
-        let running = held.as_ref().unwrap_or(&plan);
+        // The hold is the peer tasks' to carry out: held, they dial and adopt nothing,
+        // and an Established session carries on (a change that would reset it waits).
+        self.peers.set_hold(
+            self.cilium_bgp
+                .holding()
+                .then(|| Arc::<str>::from(HOLD_MESSAGE)),
+        );
         self.peers
             .reconcile(
-                running,
+                &plan,
                 &run,
                 self.secrets.as_deref(),
                 self.lb.routes(),
                 event,
             )
             .await;
-        self.ran = running
-            .peers
-            .iter()
-            .map(|(k, p)| (*k, (p.peer.clone(), p.source_address)))
-            .collect();
+        self.record_held();
         debug!(
             peers = plan.peers.len(),
             routes = plan.route_count(),
@@ -903,48 +894,18 @@ impl Daemon {
         }
     }
 
-    /// While the Cilium conflict holds new sessions back: the plan with only the
-    /// sessions it admits (those Established now), remembered for the tick; `None`:
-    /// nothing is held, the plan runs as made.
-    fn hold_back(&mut self, plan: &Plan) -> Option<Plan> {
-        if !self.cilium_bgp.holding() {
-            self.admitted.clear();
-            self.metrics.record_cilium_bgp(&self.cilium_bgp, 0);
-            return None;
-        }
-        let established = self.peers.established();
-        let mut held = plan.clone();
-        held.peers
-            .retain(|key, _| self.cilium_bgp.admits(established.contains(key)));
-        // A session let run keeps the parameters it runs with: a config change that
-        // would reset it opens a new session, so it waits until the conflict clears.
-        for (key, p) in held.peers.iter_mut() {
-            if let Some((peer, source)) = self.ran.get(key) {
-                p.peer = peer.clone();
-                p.source_address = *source;
-            }
-        }
-        let waiting = plan.peers.len() - held.peers.len();
-        self.metrics.record_cilium_bgp(&self.cilium_bgp, waiting);
-        if waiting > 0 {
+    /// The conflict's gauges and report, with the planned sessions it holds back now
+    /// (a session let run that went down counts from the next tick).
+    fn record_held(&mut self) {
+        let held = self.peers.held_back();
+        if held > 0 && held != self.held_logged {
             info!(
-                held = waiting,
-                kept = held.peers.len(),
+                held,
                 "sessions held back while cilium's embedded bgp speaker is on"
             );
         }
-        self.admitted = held.peers.keys().copied().collect();
-        Some(held)
-    }
-
-    /// A session the hold let run is no longer Established: it must not be opened
-    /// again while the hold stands, so the plan is made again without it.
-    fn admitted_lost(&self) -> bool {
-        if self.admitted.is_empty() {
-            return false;
-        }
-        let established = self.peers.established();
-        self.admitted.iter().any(|k| !established.contains(k))
+        self.held_logged = held;
+        self.metrics.record_cilium_bgp(&self.cilium_bgp, held);
     }
 
     /// Conflicts between nodes and unannounceable prefixes, once per change.

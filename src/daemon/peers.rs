@@ -19,7 +19,7 @@
 //! its NOTIFICATION out within `peer::CLOSE_TIMEOUT` twice after its grace period, and
 //! is aborted if it is still running after [`STOP_TIMEOUT`] plus that period.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -95,6 +95,9 @@ pub struct Peers {
     /// The BFD task of every peer's BFD session, started with the first peer task (it
     /// binds no socket until a peer has a `bfd-profile`).
     bfd: Option<peer::Bfd>,
+    /// The hold on new sessions every task follows (`peer::Feeds::hold`): `Some(why)`
+    /// while it stands.
+    hold: watch::Sender<Option<Arc<str>>>,
 }
 
 /// A task saying goodbye after it was de-configured.
@@ -113,7 +116,31 @@ impl Peers {
             refused: BTreeMap::new(),
             grace,
             bfd: None,
+            hold: watch::Sender::new(None),
         }
+    }
+
+    /// Sets or lifts the hold on new sessions (`Some(why)`, the RFC 9003 message of the
+    /// Cease that stops an attempt under way): each task stops dialing and adopting
+    /// connections, an Established session carries on and is not opened again once it
+    /// ends. Lifted, every session may start again.
+    pub fn set_hold(&mut self, why: Option<Arc<str>>) {
+        self.hold.send_if_modified(|h| {
+            let changed = *h != why;
+            *h = why;
+            changed
+        });
+    }
+
+    /// While the hold stands: the tasks whose session is not Established (held back).
+    pub fn held_back(&self) -> usize {
+        if self.hold.borrow().is_none() {
+            return 0;
+        }
+        self.running
+            .values()
+            .filter(|r| r.handle.status.borrow().state != State::Established)
+            .count()
     }
 
     /// The BFD task, started on first use (within the runtime).
@@ -186,6 +213,7 @@ impl Peers {
 
         let mut restart = Vec::new();
         let mut start = Vec::new();
+        let holding = self.hold.borrow().is_some();
         for (key, change) in &changes.0 {
             let (Some(peer_plan), Some(spec)) = (plan.peers.get(key), specs.remove(key)) else {
                 let is_blocked = blocked.iter().any(|(k, ..)| k == key);
@@ -200,9 +228,22 @@ impl Peers {
                 }
                 continue;
             };
+            let established = || {
+                self.running
+                    .get(key)
+                    .is_some_and(|r| r.handle.status.borrow().state == State::Established)
+            };
+            // A reset of a session the hold lets run would open a new one: it waits
+            // until the hold is lifted (the running spec stays what the task runs, so the
+            // next plan after that finds the difference again), whatever changed: the
+            // config entry, the router id, the source address or the MD5 key.
+            let waits = holding && *change == SessionChange::Reset && established();
+            if waits {
+                info!(peer = %key, "session change waits: new sessions are held back, this one stays Established");
+            }
             match change {
                 SessionChange::Open => start.push((*key, spec, peer_plan)),
-                SessionChange::Reset => {
+                SessionChange::Reset if !waits => {
                     if let Some(r) = self.running.get(key) {
                         let mut same_but_key = spec.clone();
                         same_but_key.transport.md5_key = r.spec.transport.md5_key.clone();
@@ -213,7 +254,10 @@ impl Peers {
                     }
                     restart.push((*key, spec, peer_plan));
                 }
-                SessionChange::Keep | SessionChange::UpdateLive | SessionChange::Close => {
+                SessionChange::Keep
+                | SessionChange::UpdateLive
+                | SessionChange::Close
+                | SessionChange::Reset => {
                     let Some(r) = self.running.get_mut(key) else {
                         continue;
                     };
@@ -229,7 +273,9 @@ impl Peers {
                     let Some(r) = self.running.get_mut(key) else {
                         continue;
                     };
-                    r.spec = spec;
+                    if !waits {
+                        r.spec = spec;
+                    }
                     if !Arc::ptr_eq(&r.routes, &peer_plan.routes) && *r.routes != *peer_plan.routes
                     {
                         r.latency.set(event.elapsed());
@@ -319,16 +365,6 @@ impl Peers {
             self.metrics
                 .record_peer_status(&r.handle.status.borrow(), now);
         }
-    }
-
-    /// The peers whose session is Established now (what a hold on new sessions keeps,
-    /// `routes::cilium`).
-    pub fn established(&self) -> BTreeSet<PeerKey> {
-        self.running
-            .iter()
-            .filter(|(_, r)| r.handle.status.borrow().state == State::Established)
-            .map(|(key, _)| *key)
-            .collect()
     }
 
     /// Running tasks whose loop has not turned for `limit` (a live one turns at least
@@ -431,6 +467,7 @@ impl Peers {
         let feeds = peer::Feeds {
             lb: Arc::clone(&lb_feed),
             bfd: Some(bfd_status),
+            hold: Some(self.hold.subscribe()),
         };
         match peer::spawn_with(
             spec.clone(),

@@ -106,6 +106,8 @@ pub struct PeerStatus {
     /// Another speaker on this node seems to peer with the switch from our address
     /// (`bgp::session::second_speaker`).
     pub second_speaker: Option<Finding>,
+    /// The daemon holds new sessions back, and why ([`Feeds::hold`]).
+    pub held: Option<Arc<str>>,
 }
 
 impl PeerStatus {
@@ -126,6 +128,7 @@ impl PeerStatus {
             finished: false,
             bfd: None,
             second_speaker: None,
+            held: None,
         }
     }
 }
@@ -243,6 +246,10 @@ pub struct Feeds {
     /// The peer's BFD session (from [`Bfd::subscribe`]): when it fails, an Established
     /// session is torn down with Cease/BFD Down (RFC 5882, RFC 9384).
     pub bfd: Option<watch::Receiver<Option<BfdStatus>>>,
+    /// The daemon's hold on new sessions: `Some(why)` while it stands. The session then
+    /// dials and adopts no connection; an Established one carries on, and is not
+    /// opened again once it ends until the hold is lifted (`Input::Hold`).
+    pub hold: Option<watch::Receiver<Option<Arc<str>>>>,
 }
 
 /// [`spawn`], with the LoadBalancer routes and the BFD session of [`Feeds`].
@@ -272,6 +279,7 @@ pub fn spawn_with(
         Arc::clone(&beat),
         queries_rx,
         feeds.bfd,
+        feeds.hold,
     )?;
     let join = tokio::spawn(
         task.run(desired, feeds.lb, shutdown, inbound)

@@ -43,8 +43,14 @@ impl fmt::Display for State {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Input {
     /// ManualStart/AutomaticStart (RFC 4271 section 8.1.2): leave Idle now, dialing unless
-    /// passive. Ignored outside Idle.
+    /// passive. Outside Idle it only allows the automatic restart again (after a
+    /// [`Input::Hold`]).
     Start,
+    /// No new session until the next [`Input::Start`] (AutomaticStart disallowed): an
+    /// Established session carries on, and stays down once it ends; any other attempt
+    /// stops at once ([`StopReason::Held`]), and no connection is dialed or adopted
+    /// meanwhile. What the daemon does while another BGP speaker may run on this node.
+    Hold { message: String },
     /// Stop the session for `reason`: what is sent to the peer depends on it.
     Stop { reason: StopReason },
     /// A TCP connection to the peer is up: ours (`inbound: false`) or the peer's

@@ -29,7 +29,7 @@ pub struct Session {
     local_open: Open,
     state: State,
     /// AutomaticStart is allowed: set by [`Input::Start`], cleared by a stop that must
-    /// stick.
+    /// stick and by [`Input::Hold`].
     auto_restart: bool,
     /// This speaker has (re)started and no session of this peer has reached Established
     /// since: our OPEN carries the Restart State bit (RFC 4724 section 4.1).
@@ -249,6 +249,7 @@ impl Session {
     pub fn handle(&mut self, now: Instant, input: Input) {
         match input {
             Input::Start => self.on_start(now),
+            Input::Hold { message } => self.on_hold(now, message),
             Input::Stop { reason } => self.on_stop(now, reason),
             Input::TcpConnected { inbound } => self.on_connected(now, inbound),
             Input::TcpFailed => self.on_tcp_failed(now),
@@ -263,12 +264,39 @@ impl Session {
     }
 
     fn on_start(&mut self, now: Instant) {
+        // Outside Idle the session is running (or held while Established): the start
+        // only allows its automatic restart again.
+        self.auto_restart = true;
         if self.state != State::Idle {
             return;
         }
-        self.auto_restart = true;
         self.timers.stop(Timer::IdleHold);
         self.begin(now);
+    }
+
+    /// AutomaticStart disallowed until the next Start. Established: carries on (the
+    /// routes stay), and the teardown that ends it starts no retry. Idle: the retry
+    /// timer stops, and no connection of the peer is adopted (`accepts`). Any other
+    /// state is a new session under way: stopped now.
+    fn on_hold(&mut self, now: Instant, message: String) {
+        match self.state {
+            State::Established => self.auto_restart = false,
+            State::Idle => {
+                self.auto_restart = false;
+                self.timers.stop(Timer::IdleHold);
+            }
+            State::Connect | State::Active | State::OpenSent | State::OpenConfirm => {
+                self.auto_restart = false;
+                let notification = matches!(self.state, State::OpenSent | State::OpenConfirm)
+                    .then(|| Notification::admin_shutdown(&message));
+                self.teardown(
+                    now,
+                    SessionError::Stopped(StopReason::Held(message)),
+                    notification,
+                    Failure::None,
+                );
+            }
+        }
     }
 
     /// Leaves Idle: dial (Connect) or wait for the peer (Active). A dial still pending
@@ -302,6 +330,7 @@ impl Session {
                 false,
             ),
             StopReason::PeerRestarted => (None, false),
+            StopReason::Held(m) => (Some(Notification::admin_shutdown(m)), false),
             StopReason::BfdDown => (Some(Notification::cease(CeaseSubcode::BfdDown)), true),
         };
         // A reset brings back a session that was running, never one that was stopped.

@@ -33,6 +33,11 @@ pub enum StopReason {
     /// peer had advertised graceful restart, RFC 4724 section 4.2): close this connection
     /// without a NOTIFICATION. No automatic restart.
     PeerRestarted,
+    /// This speaker holds new sessions back ([`super::Input::Hold`]) and this one was not
+    /// Established yet: Cease/Administrative Shutdown with this RFC 9003 message on a
+    /// connection that has sent its OPEN (none before). No automatic restart until the
+    /// next Start.
+    Held(String),
     /// The BFD session protecting this one failed (RFC 5882 section 3.2): Cease/BFD
     /// Down (RFC 9384), then an automatic restart under the normal retry.
     BfdDown,
@@ -47,6 +52,7 @@ impl fmt::Display for StopReason {
             StopReason::Restart(_) => f.write_str("speaker restart"),
             StopReason::CollisionResolution => f.write_str("connection collision resolution"),
             StopReason::PeerRestarted => f.write_str("peer restarted"),
+            StopReason::Held(m) => write!(f, "held back {m:?}"),
             StopReason::BfdDown => f.write_str("bfd down"),
         }
     }

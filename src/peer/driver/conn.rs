@@ -11,6 +11,7 @@ use bytes::{Buf, BytesMut};
 use std::future::pending;
 use std::io;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Instant;
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
@@ -165,6 +166,16 @@ pub(super) async fn bfd_changed(
 ) -> Result<(), watch::error::RecvError> {
     match bfd {
         Some(b) => b.changed().await,
+        None => pending().await,
+    }
+}
+
+/// The hold on new sessions changed; pending without one.
+pub(super) async fn hold_changed(
+    hold: Option<&mut watch::Receiver<Option<Arc<str>>>>,
+) -> Result<(), watch::error::RecvError> {
+    match hold {
+        Some(h) => h.changed().await,
         None => pending().await,
     }
 }

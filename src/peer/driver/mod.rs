@@ -21,8 +21,8 @@ mod conn;
 mod stop;
 
 use self::conn::{
-    accept, bfd_changed, dialing, notification_text, query, readable, sleep_until, writable, Conn,
-    Link, LinkRole,
+    accept, bfd_changed, dialing, hold_changed, notification_text, query, readable, sleep_until,
+    writable, Conn, Link, LinkRole,
 };
 use super::adj_rib_out::{AdjRibOut, RibSession};
 use super::bfd::BfdStatus;
@@ -88,6 +88,9 @@ enum Event {
     QueriesClosed,
     /// The peer's BFD session published a new status.
     Bfd,
+    /// The hold on new sessions was set or lifted.
+    Hold,
+    HoldClosed,
     BfdClosed,
     Nothing,
 }
@@ -130,6 +133,11 @@ pub(crate) struct Task {
     /// Whether another speaker on this node peers with the switch from our address
     /// (`bgp::session::second_speaker`), from the NOTIFICATIONs received.
     second_speaker: SecondSpeakerWatch,
+    /// The daemon's hold on new sessions (`Some(message)` while it stands); `None`
+    /// here: this task follows none.
+    hold: Option<watch::Receiver<Option<Arc<str>>>>,
+    /// The hold in force: the session opens and adopts no connection (`Input::Hold`).
+    held: Option<Arc<str>>,
 }
 
 impl Task {
@@ -140,6 +148,7 @@ impl Task {
         beat: Arc<Beat>,
         queries: mpsc::Receiver<RoutesQuery>,
         mut bfd: Option<watch::Receiver<Option<BfdStatus>>>,
+        hold: Option<watch::Receiver<Option<Arc<str>>>>,
     ) -> Result<Task, PeerError> {
         let session = Session::new(spec.session.clone())?;
         // Failures from before this task started (a BGP reset) are not this session's.
@@ -174,6 +183,8 @@ impl Task {
             bfd_coupling,
             path_down: false,
             second_speaker,
+            hold,
+            held: None,
         })
     }
 
@@ -193,7 +204,19 @@ impl Task {
         let mut desired_open = true;
         let mut shutdown_open = true;
         let now = Instant::now();
-        self.input(LinkRole::Main, now, Input::Start).await;
+        // Held from the start: the session stays in Idle, neither dialing nor adopting
+        // the peer's connection, until the hold is lifted.
+        self.held = self
+            .hold
+            .as_mut()
+            .and_then(|h| h.borrow_and_update().clone());
+        let first = match &self.held {
+            Some(message) => Input::Hold {
+                message: message.to_string(),
+            },
+            None => Input::Start,
+        };
+        self.input(LinkRole::Main, now, first).await;
         self.after_event(now).await;
         loop {
             // A shutdown requested before the task started, or while it was busy (once
@@ -274,6 +297,9 @@ impl Task {
                 Event::QueriesClosed => self.queries = None,
                 Event::Bfd => self.bfd_changed(now).await,
                 Event::BfdClosed => self.bfd = None,
+                Event::Hold => self.hold_changed(now).await,
+                // The daemon is going: its shutdown request follows.
+                Event::HoldClosed => self.hold = None,
                 Event::Nothing => {}
             }
             self.after_event(now).await;
@@ -314,6 +340,7 @@ impl Task {
         let refill = self.refill;
         let queries = self.queries.as_mut();
         let bfd = self.bfd.as_mut();
+        let hold = self.hold.as_mut();
         tokio::select! {
             biased;
             r = shutdown.changed(), if shutdown_open => match r {
@@ -329,6 +356,11 @@ impl Task {
             r = bfd_changed(bfd) => match r {
                 Ok(()) => Event::Bfd,
                 Err(_) => Event::BfdClosed,
+            },
+            // Before the connections: a hold must stop an attempt before it adopts one.
+            r = hold_changed(hold) => match r {
+                Ok(()) => Event::Hold,
+                Err(_) => Event::HoldClosed,
             },
             () = sleep_until(deadline) => Event::Timeout,
             () = writable(main) => Event::Writable(LinkRole::Main),
@@ -791,6 +823,49 @@ impl Task {
         self.input(w, now, Input::Message(m)).await;
     }
 
+    /// The daemon set or lifted its hold on new sessions: the session is told
+    /// (`Input::Hold` stops an attempt under way and keeps an Established session
+    /// without a restart after it; `Input::Start` lifts it), and so is a collision
+    /// candidate still negotiating, which would be a new session too.
+    async fn hold_changed(&mut self, now: Instant) {
+        let Some(hold) = self.hold.as_mut() else {
+            return;
+        };
+        let held = hold.borrow_and_update().clone();
+        if held == self.held {
+            return;
+        }
+        self.held = held.clone();
+        match held {
+            Some(message) => {
+                info!(reason = %message, state = %self.main.session.state(), "new sessions held back");
+                if self.candidate.is_some() {
+                    self.input(
+                        LinkRole::Candidate,
+                        now,
+                        Input::Hold {
+                            message: message.to_string(),
+                        },
+                    )
+                    .await;
+                    self.candidate = None;
+                }
+                self.input(
+                    LinkRole::Main,
+                    now,
+                    Input::Hold {
+                        message: message.to_string(),
+                    },
+                )
+                .await;
+            }
+            None => {
+                info!("hold on new sessions lifted");
+                self.input(LinkRole::Main, now, Input::Start).await;
+            }
+        }
+    }
+
     async fn timeout(&mut self, now: Instant) {
         for w in [LinkRole::Main, LinkRole::Candidate] {
             let due = self
@@ -854,6 +929,12 @@ impl Task {
             state,
             State::OpenSent | State::OpenConfirm | State::Established
         );
+        if inbound && collision_possible && self.held.is_some() {
+            // A second connection could replace the Established session (a collision
+            // it loses, or the peer's restart): that would be a new session.
+            debug!(remote = %conn.remote, "inbound connection closed: new sessions are held back");
+            return;
+        }
         if inbound && collision_possible && self.candidate.is_none() {
             match Session::inbound_beside(&self.main.session, now) {
                 Ok(session) => {
@@ -947,7 +1028,9 @@ impl Task {
         let last_io_error = &self.last_io_error;
         let bfd = self.bfd.as_ref().and_then(|b| b.borrow().clone());
         let second_speaker = self.second_speaker.finding().copied();
+        let held = self.held.clone();
         self.status.send_modify(|s| {
+            s.held = held;
             s.bfd = bfd;
             s.state = session.state();
             s.local = conn.map(|c| c.local);
