@@ -4,7 +4,10 @@
 //! when anything is wrong. Also, from the cluster-state files or the cluster, the
 //! LoadBalancer Services pending an IP and LoadBalancer IPs inside a node's pod CIDR,
 //! and with `--bgp-config` the IPs outside every bgp address-pool ([`lb_findings`], as
-//! warnings).
+//! warnings). In a cluster, with a bgp-config that has address pools, the allocator's
+//! answer ([`AllocationCheck`]): why each pending Service is pending, status addresses
+//! the config leaves outside every pool (a problem: the allocator refuses such a
+//! config) and whether an allocator of ours holds its Lease.
 //!
 //! Owns the command: its request, the reading of its inputs and the exit status. The
 //! diagnosis is `diagnose.rs` ([`diagnose`]), its rendering `render.rs`, the one-shot
@@ -16,11 +19,13 @@ mod cluster;
 mod diagnose;
 mod render;
 
-use cluster::{load_bgp_config, load_services, parse_config_map_ref, READ_TIMEOUT};
+use cluster::{
+    load_allocator_lease, load_bgp_config, load_services, parse_config_map_ref, READ_TIMEOUT,
+};
 pub use cluster::{load_in_cluster, DoctorError};
 pub use diagnose::{
-    allocator, diagnose, lb_findings, BgpConfigCheck, Diagnosis, ModeOrigin, NodeDiagnosis,
-    OverlapWith,
+    allocator, diagnose, lb_findings, AllocationCheck, BgpConfigCheck, Diagnosis, LeaseCheck,
+    ModeOrigin, NodeDiagnosis, OverlapWith,
 };
 
 use std::io::Write;
@@ -28,6 +33,7 @@ use std::path::Path;
 
 use kube::Client;
 
+use super::allocation::AllocationView;
 use crate::config::Config;
 use crate::sources::file::load_files;
 use crate::sources::kube::{self as kube_source, BgpConfigMapRef, ConfigMapRef};
@@ -253,19 +259,28 @@ async fn read_and_report(
 ) -> u8 {
     match load_in_cluster(client.clone(), cilium_config).await {
         Ok((state, mut unreadable, mut notes)) => {
-            let lb = match load_services(client, &mut unreadable, &mut notes).await {
-                Ok(lb) => lb,
-                Err(e) => {
-                    let _ = writeln!(err, "podcidr-speaker doctor: {e}");
-                    return EXIT_UNREADABLE;
-                }
-            };
+            let (lb, services) =
+                match load_services(client.clone(), &mut unreadable, &mut notes).await {
+                    Ok(found) => found,
+                    Err(e) => {
+                        let _ = writeln!(err, "podcidr-speaker doctor: {e}");
+                        return EXIT_UNREADABLE;
+                    }
+                };
             let mut d = diagnose(&state, ipam);
             d.unreadable = unreadable.iter().map(ToString::to_string).collect();
             d.warnings.extend(notes);
             d.warnings.extend(lb_findings(&d, &lb, config));
             d.bgp_config = check;
             d.allocator = config.and_then(|c| allocator(&d, &lb, c));
+            // The allocator's answer replaces the guess wherever it can be had: a
+            // config with address pools (of any protocol: MetalLB allocates from
+            // layer2 pools too).
+            if let Some(c) = config.filter(|c| !c.pools.is_empty()) {
+                let view = AllocationView::from_scratch(&c.pools, &[], &services);
+                let lease = load_allocator_lease(client).await;
+                d.allocation = Some(AllocationCheck::new(view, lease));
+            }
             report(&d, out, err)
         }
         Err(e) => {
