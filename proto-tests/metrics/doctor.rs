@@ -955,3 +955,48 @@ async fn in_cluster_runs_the_allocator_and_reads_its_lease() {
     );
     assert_eq!(code, 1, "{out}");
 }
+
+/// Services that cannot be listed give the allocator nothing to answer from: no
+/// allocation check (an empty list would read as "nothing pending"), no Lease read.
+#[tokio::test]
+async fn in_cluster_without_the_services_makes_no_allocation_check() {
+    let config =
+        podcidr_speaker::config::parse(BGP_CONFIG).expect("a valid bgp-config with a pool");
+    let (client, mut api) = MockApi::start();
+    let run = tokio::spawn(async move {
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        doctor::diagnose_in_cluster(
+            client,
+            &ConfigMapRef::cilium_config(),
+            IpamOverride::Kubernetes,
+            Some(&config),
+            &mut out,
+            &mut err,
+        )
+        .await;
+        String::from_utf8(out).unwrap()
+    });
+    api.next(Route::Nodes).await.list(
+        "Node",
+        "v1",
+        vec![node("a", "1", &["10.0.1.0/24"], json!({}))],
+        "1",
+    );
+    api.next(Route::CiliumNodes)
+        .await
+        .list("CiliumNode", "cilium.io/v2", vec![], "1");
+    api.next(Route::CiliumConfig)
+        .await
+        .list("ConfigMap", "v1", vec![], "1");
+    api.next(Route::Services)
+        .await
+        .status_error(403, "Forbidden");
+    let out = tokio::time::timeout(harness::WAIT, run)
+        .await
+        .expect("doctor finishes without reading the Lease")
+        .unwrap();
+    assert!(api.idle(Route::Leases), "{out}");
+    assert!(out.contains("Services cannot be listed"), "{out}");
+    assert!(!out.contains("  allocator: "), "{out}");
+    assert!(!out.contains("addresses in use from scratch"), "{out}");
+}

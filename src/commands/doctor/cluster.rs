@@ -154,13 +154,14 @@ pub(super) async fn load_bgp_config(
 
 /// Every Service of the cluster as LoadBalancer facts (EndpointSlices are not needed
 /// for the findings), and the Service objects themselves (the allocator reads more of
-/// them than those facts keep). Not fatal when Services cannot be listed (a user
-/// without the grant): a note says the LoadBalancer findings are missing.
+/// them than those facts keep; `None` when they cannot be listed, so that no answer is
+/// made from an empty list). Not fatal when Services cannot be listed (a user without
+/// the grant): a note says the LoadBalancer findings are missing.
 pub(super) async fn load_services(
     client: Client,
     unreadable: &mut Vec<SourceError>,
     notes: &mut Vec<String>,
-) -> Result<(LbFacts, Vec<Service>), DoctorError> {
+) -> Result<(LbFacts, Option<Vec<Service>>), DoctorError> {
     let mut lb = LbFacts::default();
     let mut objects = Vec::new();
     match list_all(&Api::<Service>::all(client), "services", None).await {
@@ -183,10 +184,11 @@ pub(super) async fn load_services(
                 "Services cannot be listed ({}): LoadBalancer IPs are not checked",
                 status.message
             ));
+            return Ok((lb, None));
         }
         Err(e) => return Err(e),
     }
-    Ok((lb, objects))
+    Ok((lb, Some(objects)))
 }
 
 /// The allocator's Lease (`LeaseRef::default()`, what `allocate --lease` defaults to),

@@ -275,9 +275,11 @@ async fn read_and_report(
             d.allocator = config.and_then(|c| allocator(&d, &lb, c));
             // The allocator's answer replaces the guess wherever it can be had: a
             // config with address pools (of any protocol: MetalLB allocates from
-            // layer2 pools too).
-            if let Some(c) = config.filter(|c| !c.pools.is_empty()) {
-                let view = AllocationView::from_scratch(&c.pools, &[], &services);
+            // layer2 pools too) and the Services listed.
+            if let (Some(c), Some(services)) =
+                (config.filter(|c| !c.pools.is_empty()), services.as_ref())
+            {
+                let view = AllocationView::from_scratch(&c.pools, &[], services);
                 let lease = load_allocator_lease(client).await;
                 d.allocation = Some(AllocationCheck::new(view, lease));
             }
