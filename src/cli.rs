@@ -70,8 +70,9 @@ pub enum Command {
     Decode(DecodeArgs),
     /// Show, offline, which peers a node would open and the exact routes with
     /// attributes for each, from a bgp-config file and a cluster-state file or
-    /// directory; drift, refused prefixes and conflicts are shown as warnings.
-    /// Passwords are never printed.
+    /// directory; drift, refused prefixes and conflicts are shown as warnings. With
+    /// address-pools and Services, also what `podcidr-speaker allocate` would give each
+    /// Service, or why it would be pending. Passwords are never printed.
     #[command(after_help = "Examples:
   podcidr-speaker plan --bgp-config config/demo/bgp-config.yaml \\
       --cluster-state config/demo/cluster-state --node worker3
@@ -90,8 +91,11 @@ pub enum Command {
     Status(StatusArgs),
     /// Diagnose the cluster's pod CIDRs: per node the Node and CiliumNode CIDRs, which is
     /// in force for the IPAM mode, drift, overlaps between nodes and CIDRs outside the
-    /// cluster pool. Exit 0 when nothing is wrong, 1 when something is, 2 when the
-    /// cluster cannot be read.
+    /// cluster pool. In a cluster, also the set-up for the speaker: the bgp-config, and
+    /// with address-pools why each pending LoadBalancer Service is pending, addresses
+    /// the bgp-config leaves outside every pool, whether an allocator of ours runs.
+    /// Exit 0 when nothing is wrong, 1 when something is, 2 when the cluster cannot be
+    /// read.
     #[command(after_help = "Examples:
   # in-cluster, with your kubeconfig
   podcidr-speaker doctor
