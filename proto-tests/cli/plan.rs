@@ -789,6 +789,14 @@ fn plan_shows_the_allocation_from_scratch_with_reasons_and_orphans() {
         lb_service("wants-taken", "", ", loadBalancerIP: 203.0.113.2", &[]),
         // Public is full now (reserved is not auto-assign).
         lb_service("zz-full", "", "", &[]),
+        // Its status address is kept although its request cannot be read (a bad edit
+        // never takes an address away): reserved's second address, kept with a warning.
+        lb_service(
+            "bad-edit",
+            "",
+            ", loadBalancerIP: not-an-ip",
+            &["198.51.100.9"],
+        ),
         // Of a class not served: not the allocator's.
         lb_service(
             "other-class",
@@ -833,9 +841,12 @@ address-pools:
     let want = [
         "loadbalancer ip allocation (what `podcidr-speaker allocate` would write, starting now \
          from these Services and this config; not what the cluster has):",
-        // public: .0 fresh, .1 orphan, .2 kept, .3 waits; reserved: .8 named.
+        // public: .0 fresh, .1 orphan, .2 kept, .3 waits; reserved: .8 named, .9 bad-edit.
         "pool public 4/4 in use",
-        "pool reserved 1/2 in use",
+        "pool reserved 2/2 in use",
+        "service shop/bad-edit holds 198.51.100.9 (pool reserved) kept from its status; \
+         request unreadable, ignored until fixed: spec.loadBalancerIP: \"not-an-ip\" is not \
+         an IP address",
         "service shop/fresh holds 203.0.113.0 (pool public) newly allocated (status: none)",
         "service shop/kept holds 203.0.113.2 (pool public) kept from its status",
         "service shop/named holds 198.51.100.8 (pool reserved) newly allocated (status: none)",
@@ -870,7 +881,7 @@ address-pools:
         a["pools"],
         serde_json::json!([
             {"name": "public", "in_use": 4, "total": 4},
-            {"name": "reserved", "in_use": 1, "total": 2},
+            {"name": "reserved", "in_use": 2, "total": 2},
         ])
     );
     let services = a["services"].as_array().unwrap();
@@ -881,6 +892,7 @@ address-pools:
     assert_eq!(
         names,
         [
+            "shop/bad-edit",
             "shop/fresh",
             "shop/kept",
             "shop/named",
@@ -907,6 +919,11 @@ address-pools:
             "state": "holds", "ips": ["203.0.113.2"], "pool": "public", "origin": "kept",
         })
     );
+    assert_eq!(
+        of("shop/bad-edit")["warning"],
+        "spec.loadBalancerIP: \"not-an-ip\" is not an IP address"
+    );
+    assert_eq!(of("shop/bad-edit")["origin"], "kept");
     assert_eq!(
         of("shop/orphan"),
         serde_json::json!({

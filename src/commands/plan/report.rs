@@ -354,7 +354,9 @@ fn allocation_table(s: &mut String, a: &AllocationView) {
             }
             if let Some(w) = &sa.warning {
                 let last = cells.len() - 1;
-                cells[last].push_str(&format!("; its request is ignored: {w}"));
+                // The allocator keeps what a Service holds while its request cannot be
+                // read (a bad edit never takes an address away): say so beside it.
+                cells[last].push_str(&format!("; request unreadable, ignored until fixed: {w}"));
             }
             cells
         })
