@@ -535,8 +535,8 @@ async fn in_cluster_lists_loadbalancer_services_against_the_bgp_config() {
     // refusal of this config, a problem (the layer2 one is in a pool: allocatable).
     let refusal = "loadbalancer ip allocation: the bgp-config leaves addresses in use outside \
                    every address-pool (or on an address avoid-buggy-ips skips): 10.0.1.7 (held \
-                   by shop/inside); 192.0.2.1 (held by shop/stray): podcidr-speaker allocate \
-                   refuses this config";
+                   by shop/inside); 192.0.2.1 (held by shop/stray): a running \
+                   podcidr-speaker allocate refuses this config";
     assert!(out.contains(refusal), "{out}");
     assert_eq!(code, 1, "{out}");
 }
@@ -922,8 +922,9 @@ async fn in_cluster_runs_the_allocator_and_reads_its_lease() {
          Service created a moment ago waits for its write",
         "  loadbalancer ip allocation: the bgp-config leaves addresses in use outside every \
          address-pool (or on an address avoid-buggy-ips skips): 192.0.2.9 (held by \
-         shop/moved): podcidr-speaker allocate refuses this config and keeps its last good one \
-         until those Services change",
+         shop/moved): a running podcidr-speaker allocate refuses this config and keeps its \
+         last good one until those Services change; one starting on it would move those \
+         Services to new addresses",
     ] {
         assert!(out.contains(line), "missing {line:?} in:\n{out}");
     }

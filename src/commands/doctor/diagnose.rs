@@ -411,9 +411,10 @@ impl Diagnosis {
                 .collect();
             out.push(format!(
                 "loadbalancer ip allocation: the bgp-config leaves addresses in use outside \
-                 every address-pool (or on an address avoid-buggy-ips skips): {}: \
+                 every address-pool (or on an address avoid-buggy-ips skips): {}: a running \
                  podcidr-speaker allocate refuses this config and keeps its last good one \
-                 until those Services change",
+                 until those Services change; one starting on it would move those Services \
+                 to new addresses",
                 items.join("; ")
             ));
         }
