@@ -478,6 +478,11 @@ pub struct DoctorArgs {
         default_value = "kube-system/bgp-config"
     )]
     pub bgp_config_map: BgpConfigMapRef,
+    /// A `spec.loadBalancerClass` the allocator serves (repeatable), as `allocate
+    /// --lb-class` takes it: the Services the in-cluster allocation check decides for.
+    /// Without it, Services without a class.
+    #[arg(long = "lb-class", value_name = "CLASS")]
+    pub lb_classes: Vec<String>,
 }
 
 /// `decode`: exactly one input source.
@@ -574,6 +579,7 @@ impl DoctorArgs {
             ipam: self.ipam,
             bgp_config: self.bgp_config.clone(),
             bgp_config_map: self.bgp_config_map.clone(),
+            lb_classes: self.lb_classes.clone(),
         }
     }
 }

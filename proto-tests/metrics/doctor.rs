@@ -248,6 +248,7 @@ async fn in_cluster(client: kube::Client, ipam: IpamOverride) -> (u8, String, St
         client,
         &ConfigMapRef::cilium_config(),
         ipam,
+        &[],
         None,
         &mut out,
         &mut err,
@@ -449,6 +450,7 @@ async fn in_cluster_lists_loadbalancer_services_against_the_bgp_config() {
             client,
             &ConfigMapRef::cilium_config(),
             IpamOverride::Kubernetes,
+            &[],
             Some(&config),
             &mut out,
             &mut err,
@@ -609,6 +611,7 @@ async fn setup(case: SetupCase) -> (u8, String, String) {
             &ConfigMapRef::cilium_config(),
             &BgpConfigMapRef::default(),
             IpamOverride::Kubernetes,
+            &[],
             &mut out,
             &mut err,
         )
@@ -811,7 +814,8 @@ enum LeaseAnswer {
 
 /// Doctor in a cluster with a bgp-config, the allocator's Lease answered as `lease`:
 /// the live Services are real API objects; returns (exit code, stdout).
-async fn allocation_case(lease: LeaseAnswer) -> (u8, String) {
+async fn allocation_case(lease: LeaseAnswer, lb_classes: &[&str]) -> (u8, String) {
+    let lb_classes: Vec<String> = lb_classes.iter().map(|c| (*c).to_owned()).collect();
     let config = podcidr_speaker::config::parse(
         "peers:\n- peer-address: 10.0.0.1\n  peer-asn: 64512\n  my-asn: 64513\n\
          address-pools:\n- name: public\n  protocol: bgp\n  addresses: [203.0.113.0/29]\n\
@@ -825,6 +829,7 @@ async fn allocation_case(lease: LeaseAnswer) -> (u8, String) {
             client,
             &ConfigMapRef::cilium_config(),
             IpamOverride::Kubernetes,
+            &lb_classes,
             Some(&config),
             &mut out,
             &mut err,
@@ -907,7 +912,7 @@ async fn allocation_case(lease: LeaseAnswer) -> (u8, String) {
 /// does not exist (pending). The allocator's Lease: held and fresh, stale, unreadable.
 #[tokio::test]
 async fn in_cluster_runs_the_allocator_and_reads_its_lease() {
-    let (code, out) = allocation_case(LeaseAnswer::Renewed(2)).await;
+    let (code, out) = allocation_case(LeaseAnswer::Renewed(2), &[]).await;
     for line in [
         "  loadbalancer ip allocation: 3 Service(s) pending an IP (see warnings); addresses in \
          use from scratch: public 3/8, l2 0/4",
@@ -932,7 +937,7 @@ async fn in_cluster_runs_the_allocator_and_reads_its_lease() {
     assert_eq!(code, 1, "the refused config is a problem:\n{out}");
 
     // Its holder stopped renewing an hour ago: none of ours runs.
-    let (_, out) = allocation_case(LeaseAnswer::Renewed(3600)).await;
+    let (_, out) = allocation_case(LeaseAnswer::Renewed(3600), &[]).await;
     for line in [
         "  allocator: none of ours is running: Lease kube-system/podcidr-speaker-allocator is \
          not held (holder allocator-0, last renewed 36",
@@ -944,7 +949,7 @@ async fn in_cluster_runs_the_allocator_and_reads_its_lease() {
     }
 
     // Not allowed to read Leases: said, not fatal; the rest is still diagnosed.
-    let (code, out) = allocation_case(LeaseAnswer::Forbidden).await;
+    let (code, out) = allocation_case(LeaseAnswer::Forbidden, &[]).await;
     assert!(
         out.contains("  allocator: Lease kube-system/podcidr-speaker-allocator cannot be read (")
             && out.contains("): not checked"),
@@ -955,6 +960,20 @@ async fn in_cluster_runs_the_allocator_and_reads_its_lease() {
         "{out}"
     );
     assert_eq!(code, 1, "{out}");
+
+    // --lb-class as the allocator takes it: serving another class, none of these
+    // Services (all without a class) is the allocator's: nothing pending, nothing
+    // refused, nothing in use.
+    let (code, out) = allocation_case(LeaseAnswer::Renewed(2), &["example.com/other"]).await;
+    assert!(
+        out.contains(
+            "  loadbalancer ip allocation: no LoadBalancer Service pending an IP; addresses in \
+             use from scratch: public 0/8, l2 0/4"
+        ),
+        "{out}"
+    );
+    assert!(!out.contains("refuses this config"), "{out}");
+    assert_eq!(code, 0, "{out}");
 }
 
 /// Services that cannot be listed give the allocator nothing to answer from: no
@@ -970,6 +989,7 @@ async fn in_cluster_without_the_services_makes_no_allocation_check() {
             client,
             &ConfigMapRef::cilium_config(),
             IpamOverride::Kubernetes,
+            &[],
             Some(&config),
             &mut out,
             &mut err,

@@ -120,7 +120,7 @@ pub struct Diagnosis {
 /// ([`AllocationView`]), held against what the cluster shows.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AllocationCheck {
-    /// The LoadBalancer Services (of the classes the allocator serves by default: none)
+    /// The LoadBalancer Services (of the classes the allocator serves, `--lb-class`)
     /// whose status has no address, in key order, with the allocator's answer: the
     /// reason it leaves them pending too, or what it would give them.
     pub pending: Vec<(ObjectKey, Outcome)>,

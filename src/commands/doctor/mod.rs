@@ -57,6 +57,8 @@ pub struct DoctorRequest {
     /// `--bgp-config-map`: in-cluster without `--bgp-config`, the bgp-config read from
     /// this ConfigMap (and checked to be there and valid).
     pub bgp_config_map: BgpConfigMapRef,
+    /// `--lb-class`: the classes the allocator serves (empty: Services without one).
+    pub lb_classes: Vec<String>,
 }
 
 /// Diagnoses, writes the table to `out` and trouble to `err`; the exit status.
@@ -85,6 +87,7 @@ pub fn run(
             Ok(runtime) => runtime.block_on(command_in_cluster(
                 &request.cilium_config,
                 request.ipam,
+                &request.lb_classes,
                 match config {
                     Some(c) => BgpInput::Given(c),
                     None => BgpInput::ConfigMap(&request.bgp_config_map),
@@ -144,6 +147,7 @@ pub fn command_file(
 pub async fn command_in_cluster(
     cilium_config: &str,
     ipam: IpamOverride,
+    lb_classes: &[String],
     bgp: BgpInput<'_>,
     out: &mut (dyn Write + Send),
     err: &mut (dyn Write + Send),
@@ -168,10 +172,19 @@ pub async fn command_in_cluster(
     };
     match bgp {
         BgpInput::Given(config) => {
-            diagnose_in_cluster(client, &cilium_config, ipam, Some(config), out, err).await
+            diagnose_in_cluster(
+                client,
+                &cilium_config,
+                ipam,
+                lb_classes,
+                Some(config),
+                out,
+                err,
+            )
+            .await
         }
         BgpInput::ConfigMap(map) => {
-            diagnose_cluster_setup(client, &cilium_config, map, ipam, out, err).await
+            diagnose_cluster_setup(client, &cilium_config, map, ipam, lb_classes, out, err).await
         }
     }
 }
@@ -193,6 +206,7 @@ pub async fn diagnose_cluster_setup(
     cilium_config: &ConfigMapRef,
     bgp_config_map: &BgpConfigMapRef,
     ipam: IpamOverride,
+    lb_classes: &[String],
     out: &mut (dyn Write + Send),
     err: &mut (dyn Write + Send),
 ) -> u8 {
@@ -224,6 +238,7 @@ pub async fn diagnose_cluster_setup(
         client,
         cilium_config,
         ipam,
+        lb_classes,
         config.as_ref(),
         check,
         out,
@@ -232,11 +247,14 @@ pub async fn diagnose_cluster_setup(
     .await
 }
 
-/// Reads the cluster with `client`, prints the diagnosis; the exit status.
+/// Reads the cluster with `client`, prints the diagnosis; the exit status. The
+/// allocation check decides for the Services of `lb_classes` (empty: those without
+/// a class), as `allocate --lb-class`.
 pub async fn diagnose_in_cluster(
     client: Client,
     cilium_config: &ConfigMapRef,
     ipam: IpamOverride,
+    lb_classes: &[String],
     config: Option<&Config>,
     out: &mut (dyn Write + Send),
     err: &mut (dyn Write + Send),
@@ -245,13 +263,25 @@ pub async fn diagnose_in_cluster(
         Some(c) => BgpConfigCheck::valid("--bgp-config", c),
         None => BgpConfigCheck::NotChecked,
     };
-    read_and_report(client, cilium_config, ipam, config, check, out, err).await
+    read_and_report(
+        client,
+        cilium_config,
+        ipam,
+        lb_classes,
+        config,
+        check,
+        out,
+        err,
+    )
+    .await
 }
 
+#[allow(clippy::too_many_arguments)] // the inputs of one diagnosis, passed through
 async fn read_and_report(
     client: Client,
     cilium_config: &ConfigMapRef,
     ipam: IpamOverride,
+    lb_classes: &[String],
     config: Option<&Config>,
     check: BgpConfigCheck,
     out: &mut (dyn Write + Send),
@@ -279,7 +309,7 @@ async fn read_and_report(
             if let (Some(c), Some(services)) =
                 (config.filter(|c| !c.pools.is_empty()), services.as_ref())
             {
-                let view = AllocationView::from_scratch(&c.pools, &[], services);
+                let view = AllocationView::from_scratch(&c.pools, lb_classes, services);
                 let lease = load_allocator_lease(client).await;
                 d.allocation = Some(AllocationCheck::new(view, lease));
             }
