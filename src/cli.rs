@@ -480,8 +480,13 @@ pub struct DoctorArgs {
     pub bgp_config_map: BgpConfigMapRef,
     /// A `spec.loadBalancerClass` the allocator serves (repeatable), as `allocate
     /// --lb-class` takes it: the Services the in-cluster allocation check decides for.
-    /// Without it, Services without a class.
-    #[arg(long = "lb-class", value_name = "CLASS")]
+    /// Without it, Services without a class. Not with --cluster-state (no allocation
+    /// check is made from files).
+    #[arg(
+        long = "lb-class",
+        value_name = "CLASS",
+        conflicts_with = "cluster_state"
+    )]
     pub lb_classes: Vec<String>,
 }
 

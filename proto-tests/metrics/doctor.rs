@@ -217,6 +217,21 @@ fn the_built_binary_exits_1_on_the_outage_0_when_healthy_2_when_unreadable() {
         Some(2),
         "clap refuses the value: {out:?}"
     );
+
+    // --lb-class acts on the in-cluster allocation check only: with files it would be
+    // ignored, so it is refused.
+    let out = doctor_binary(&[
+        "--cluster-state",
+        single.to_str().unwrap(),
+        "--lb-class",
+        "example.com/x",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--lb-class") && stderr.contains("--cluster-state"),
+        "{stderr}"
+    );
 }
 
 /// The outage's objects as the API server returns them, from the sample files.
