@@ -940,6 +940,8 @@ async fn in_cluster_runs_the_allocator_and_reads_its_lease() {
          nope, which the config does not have)",
         "  the allocator would give 1 of them an address, and podcidr-speaker allocate runs: a \
          Service created a moment ago waits for its write",
+        "  the allocator, starting now, would change the status of 1 LoadBalancer Service(s) \
+         (shop/moved: 192.0.2.9 -> 203.0.113.0 from pool public)",
         "  loadbalancer ip allocation: the bgp-config leaves addresses in use outside every \
          address-pool (or on an address avoid-buggy-ips skips): 192.0.2.9 (held by \
          shop/moved): a running podcidr-speaker allocate refuses this config and keeps its \

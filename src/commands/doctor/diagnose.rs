@@ -124,6 +124,10 @@ pub struct AllocationCheck {
     /// whose status has no address, in key order, with the allocator's answer: the
     /// reason it leaves them pending too, or what it would give them.
     pub pending: Vec<(ObjectKey, Outcome)>,
+    /// The Services with status addresses that the allocator, starting now, would not
+    /// keep: their status, and what it would write instead (other addresses, or none
+    /// and why). Another allocator wrote them, or the config changed under them.
+    pub changed: Vec<(ObjectKey, Vec<IpAddr>, Outcome)>,
     /// Status addresses the config leaves outside every pool, with their Services: the
     /// allocator refuses such a config (a problem).
     pub outside: BTreeMap<IpAddr, Vec<ObjectKey>>,
@@ -144,6 +148,12 @@ impl AllocationCheck {
                 .iter()
                 .filter(|s| s.status.is_empty())
                 .map(|s| (s.service.clone(), s.outcome.clone()))
+                .collect(),
+            changed: view
+                .services
+                .iter()
+                .filter(|s| !s.status.is_empty() && !matches!(s.outcome, Outcome::Kept(_)))
+                .map(|s| (s.service.clone(), s.status.clone(), s.outcome.clone()))
                 .collect(),
             outside: view.outside,
             pools: view.pools,
@@ -183,6 +193,48 @@ impl AllocationCheck {
         format!(
             "{} LoadBalancer Service(s) pending an IP ({}{more})",
             self.pending.len(),
+            named.join("; ")
+        )
+    }
+
+    /// The Services whose status the allocator would change, a few named, the rest
+    /// counted.
+    pub fn changed_text(&self) -> String {
+        let ips = |l: &[IpAddr]| {
+            l.iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let named: Vec<String> = self
+            .changed
+            .iter()
+            .take(lb_findings::PENDING_NAMED)
+            .map(|(key, status, outcome)| match outcome {
+                Outcome::Pending(r) => format!("{key}: {} -> none: {r}", ips(status)),
+                Outcome::Kept(h) | Outcome::New(h) => {
+                    format!(
+                        "{key}: {} -> {} from pool {}",
+                        ips(status),
+                        ips(&h.ips),
+                        h.pool
+                    )
+                }
+            })
+            .collect();
+        let more = self
+            .changed
+            .len()
+            .saturating_sub(lb_findings::PENDING_NAMED);
+        let more = if more > 0 {
+            format!("; and {more} more")
+        } else {
+            String::new()
+        };
+        format!(
+            "the allocator, starting now, would change the status of {} LoadBalancer \
+             Service(s) ({}{more})",
+            self.changed.len(),
             named.join("; ")
         )
     }

@@ -196,7 +196,8 @@ impl fmt::Display for Diagnosis {
 }
 
 /// The allocation check's warnings: the pending Services with the allocator's answer,
-/// what to do when it would serve some of them, the Services it cannot read.
+/// what to do when it would serve some of them, the Services whose status it would
+/// change, the Services it cannot read.
 fn allocation_warnings(a: &AllocationCheck) -> Vec<String> {
     let mut out = Vec::new();
     if !a.pending.is_empty() {
@@ -219,6 +220,9 @@ fn allocation_warnings(a: &AllocationCheck) -> Vec<String> {
                  CiliumLoadBalancerIPPool with the pools' addresses, Cilium 1.13 and later)"
             )
         });
+    }
+    if !a.changed.is_empty() {
+        out.push(a.changed_text());
     }
     for u in &a.unreadable {
         out.push(format!(
