@@ -70,8 +70,9 @@ pub enum Command {
     Decode(DecodeArgs),
     /// Show, offline, which peers a node would open and the exact routes with
     /// attributes for each, from a bgp-config file and a cluster-state file or
-    /// directory; drift, refused prefixes and conflicts are shown as warnings.
-    /// Passwords are never printed.
+    /// directory; drift, refused prefixes and conflicts are shown as warnings. With
+    /// address-pools and Services, also what `podcidr-speaker allocate` would give each
+    /// Service, or why it would be pending. Passwords are never printed.
     #[command(after_help = "Examples:
   podcidr-speaker plan --bgp-config config/demo/bgp-config.yaml \\
       --cluster-state config/demo/cluster-state --node worker3
@@ -90,8 +91,11 @@ pub enum Command {
     Status(StatusArgs),
     /// Diagnose the cluster's pod CIDRs: per node the Node and CiliumNode CIDRs, which is
     /// in force for the IPAM mode, drift, overlaps between nodes and CIDRs outside the
-    /// cluster pool. Exit 0 when nothing is wrong, 1 when something is, 2 when the
-    /// cluster cannot be read.
+    /// cluster pool. In a cluster, also the set-up for the speaker: the bgp-config, and
+    /// with address-pools why each pending LoadBalancer Service is pending, addresses
+    /// the bgp-config leaves outside every pool, whether an allocator of ours runs.
+    /// Exit 0 when nothing is wrong, 1 when something is, 2 when the cluster cannot be
+    /// read.
     #[command(after_help = "Examples:
   # in-cluster, with your kubeconfig
   podcidr-speaker doctor
@@ -474,6 +478,16 @@ pub struct DoctorArgs {
         default_value = "kube-system/bgp-config"
     )]
     pub bgp_config_map: BgpConfigMapRef,
+    /// A `spec.loadBalancerClass` the allocator serves (repeatable), as `allocate
+    /// --lb-class` takes it: the Services the in-cluster allocation check decides for.
+    /// Without it, Services without a class. Not with --cluster-state (no allocation
+    /// check is made from files).
+    #[arg(
+        long = "lb-class",
+        value_name = "CLASS",
+        conflicts_with = "cluster_state"
+    )]
+    pub lb_classes: Vec<String>,
 }
 
 /// `decode`: exactly one input source.
@@ -570,6 +584,7 @@ impl DoctorArgs {
             ipam: self.ipam,
             bgp_config: self.bgp_config.clone(),
             bgp_config_map: self.bgp_config_map.clone(),
+            lb_classes: self.lb_classes.clone(),
         }
     }
 }

@@ -720,3 +720,280 @@ address-pools:
         .clone();
     assert_ne!(other["reason"], "class", "{other:#}");
 }
+
+/// The allocation's cluster: one Node, and LoadBalancer Services covering each answer
+/// of the allocator (every one IPv4 with a ClusterIP, as the API server fills them).
+const ALLOCATION_STATE: &str = "\
+apiVersion: v1
+kind: Node
+metadata: {name: n1, labels: {kubernetes.io/hostname: n1}}
+spec: {podCIDR: 10.244.1.0/24}
+status: {addresses: [{type: InternalIP, address: 10.0.0.11}]}
+";
+
+/// One LoadBalancer Service in namespace shop: `extra` is YAML merged into its spec,
+/// `annotations` its annotations, `status` its ingress IPs.
+fn lb_service(name: &str, annotations: &str, extra: &str, status: &[&str]) -> String {
+    let ingress: Vec<String> = status.iter().map(|ip| format!("{{ip: {ip}}}")).collect();
+    format!(
+        "---
+apiVersion: v1
+kind: Service
+metadata: {{name: {name}, namespace: shop, annotations: {{{annotations}}}}}
+spec: {{type: LoadBalancer, clusterIP: 10.96.0.1, ipFamilies: [IPv4], ports: [{{port: 80}}]{extra}}}
+status: {{loadBalancer: {{ingress: [{}]}}}}
+",
+        ingress.join(", ")
+    )
+}
+
+/// Collapses the runs of spaces that pad the table's columns.
+fn squeeze(line: &str) -> String {
+    line.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Issue 30: `plan` shows what `podcidr-speaker allocate` would write, from scratch as a
+/// leader starting: status addresses claimed first (kept), then the waiting Services in
+/// key order (new), each pending one with its reason in words, the pools' use, and the
+/// status addresses outside every pool named as a reload refusal names them. Every
+/// expected line is worked out from the rules (the comments say how), in the table and
+/// in the JSON.
+#[test]
+fn plan_shows_the_allocation_from_scratch_with_reasons_and_orphans() {
+    let dir = scratch("allocation");
+    let mut state = ALLOCATION_STATE.to_owned();
+    for s in [
+        // Its status address is in pool public and free: kept, claimed before the rest.
+        lb_service("kept", "", "", &["203.0.113.2"]),
+        // Waiting ones, decided at the end of the list in key order: fresh takes
+        // public's first free address, .0.
+        lb_service("fresh", "", "", &[]),
+        // The named pool (auto-assign off) gives its first address.
+        lb_service(
+            "named",
+            "metallb.universe.tf/address-pool: reserved",
+            "",
+            &[],
+        ),
+        // A status address outside every pool: not kept; a new one, public's .1.
+        lb_service("orphan", "", "", &["192.0.2.50"]),
+        // A requested address in no pool.
+        lb_service("outside-request", "", ", loadBalancerIP: 192.0.2.99", &[]),
+        // A pool that does not exist.
+        lb_service("typo", "metallb.universe.tf/address-pool: nope", "", &[]),
+        // IPv6 only: no auto-assign pool has IPv6 addresses.
+        lb_service("v6", "", ", clusterIP: 'fd00::1', ipFamilies: [IPv6]", &[]),
+        // Public's last free address, .3.
+        lb_service("waits", "", "", &[]),
+        // kept's address, requested, without allow-shared-ip.
+        lb_service("wants-taken", "", ", loadBalancerIP: 203.0.113.2", &[]),
+        // Public is full now (reserved is not auto-assign).
+        lb_service("zz-full", "", "", &[]),
+        // Its status address is kept although its request cannot be read (a bad edit
+        // never takes an address away): reserved's second address, kept with a warning.
+        lb_service(
+            "bad-edit",
+            "",
+            ", loadBalancerIP: not-an-ip",
+            &["198.51.100.9"],
+        ),
+        // Of a class not served: not the allocator's.
+        lb_service(
+            "other-class",
+            "",
+            ", loadBalancerClass: example.com/other",
+            &["203.0.113.3"],
+        ),
+    ] {
+        state.push_str(&s);
+    }
+    let state_path = dir.join("state.yaml");
+    std::fs::write(&state_path, state).unwrap();
+    let config = dir.join("bgp.yaml");
+    std::fs::write(
+        &config,
+        "peers: [{peer-address: 10.0.0.1, peer-asn: 65000, my-asn: 65001}]
+address-pools:
+- {name: public, protocol: bgp, addresses: [203.0.113.0/30]}
+- {name: reserved, protocol: bgp, auto-assign: false, addresses: [198.51.100.8/31]}
+",
+    )
+    .unwrap();
+    let (config, state_path) = (
+        config.display().to_string(),
+        state_path.display().to_string(),
+    );
+    let args = [
+        "--bgp-config",
+        &config,
+        "--cluster-state",
+        &state_path,
+        "--node",
+        "n1",
+    ];
+    let out = ok(&args);
+    let section: Vec<String> = out
+        .lines()
+        .skip_while(|l| !l.starts_with("loadbalancer ip allocation"))
+        .take_while(|l| *l != "warnings:")
+        .map(squeeze)
+        .collect();
+    let want = [
+        "loadbalancer ip allocation (what `podcidr-speaker allocate` would write, starting now \
+         from these Services and this config; not what the cluster has):",
+        // public: .0 fresh, .1 orphan, .2 kept, .3 waits; reserved: .8 named, .9 bad-edit.
+        "pool public 4/4 in use",
+        "pool reserved 2/2 in use",
+        "service shop/bad-edit holds 198.51.100.9 (pool reserved) kept from its status; \
+         request unreadable, ignored until fixed: spec.loadBalancerIP: \"not-an-ip\" is not \
+         an IP address",
+        "service shop/fresh holds 203.0.113.0 (pool public) newly allocated (status: none)",
+        "service shop/kept holds 203.0.113.2 (pool public) kept from its status",
+        "service shop/named holds 198.51.100.8 (pool reserved) newly allocated (status: none)",
+        "service shop/orphan holds 203.0.113.1 (pool public) newly allocated (status: \
+         192.0.2.50 (outside every pool))",
+        "service shop/outside-request pending the requested 192.0.2.99 is in no address pool \
+         (status: none)",
+        "service shop/typo pending metallb.universe.tf/address-pool names pool nope, which the \
+         config does not have (status: none)",
+        "service shop/v6 pending no pool with auto-assign has IPv6 addresses (name one with \
+         metallb.universe.tf/address-pool) (status: none)",
+        "service shop/waits holds 203.0.113.3 (pool public) newly allocated (status: none)",
+        "service shop/wants-taken pending 203.0.113.2 is in use by shop/kept and cannot be \
+         shared: one of the two has no metallb.universe.tf/allow-shared-ip (status: none)",
+        "service shop/zz-full pending every pool with auto-assign is out of IPv4 addresses \
+         (status: none)",
+        "status addresses outside every pool: 192.0.2.50 (held by shop/orphan): an allocator \
+         running on an earlier config refuses this one until those Services change",
+    ];
+    assert_eq!(section, want, "in:\n{out}");
+
+    let v: Value = serde_json::from_str(&ok(&[&args[..], &["-o", "json"]].concat())).unwrap();
+    let a = &v["allocation"];
+    assert!(
+        a["what"]
+            .as_str()
+            .unwrap()
+            .contains("not what the cluster has"),
+        "{a:#}"
+    );
+    assert_eq!(
+        a["pools"],
+        serde_json::json!([
+            {"name": "public", "in_use": 4, "total": 4},
+            {"name": "reserved", "in_use": 2, "total": 2},
+        ])
+    );
+    let services = a["services"].as_array().unwrap();
+    let names: Vec<&str> = services
+        .iter()
+        .map(|s| s["service"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "shop/bad-edit",
+            "shop/fresh",
+            "shop/kept",
+            "shop/named",
+            "shop/orphan",
+            "shop/outside-request",
+            "shop/typo",
+            "shop/v6",
+            "shop/waits",
+            "shop/wants-taken",
+            "shop/zz-full"
+        ]
+    );
+    let of = |name: &str| {
+        services
+            .iter()
+            .find(|s| s["service"] == name)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(
+        of("shop/kept"),
+        serde_json::json!({
+            "service": "shop/kept", "status": ["203.0.113.2"], "warning": null,
+            "state": "holds", "ips": ["203.0.113.2"], "pool": "public", "origin": "kept",
+        })
+    );
+    assert_eq!(
+        of("shop/bad-edit")["warning"],
+        "spec.loadBalancerIP: \"not-an-ip\" is not an IP address"
+    );
+    assert_eq!(of("shop/bad-edit")["origin"], "kept");
+    assert_eq!(
+        of("shop/orphan"),
+        serde_json::json!({
+            "service": "shop/orphan", "status": ["192.0.2.50"], "warning": null,
+            "state": "holds", "ips": ["203.0.113.1"], "pool": "public", "origin": "new",
+        })
+    );
+    let reasons: Vec<(&str, &str)> = services
+        .iter()
+        .filter(|s| s["state"] == "pending")
+        .map(|s| {
+            (
+                s["service"].as_str().unwrap(),
+                s["reason"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        reasons,
+        [
+            ("shop/outside-request", "not_in_pool"),
+            ("shop/typo", "unknown_pool"),
+            ("shop/v6", "no_auto_pool"),
+            ("shop/wants-taken", "in_use"),
+            ("shop/zz-full", "pools_full"),
+        ]
+    );
+    assert_eq!(
+        of("shop/typo")["reason_text"],
+        "metallb.universe.tf/address-pool names pool nope, which the config does not have"
+    );
+    assert_eq!(a["pending"], 5);
+    assert_eq!(
+        a["status_outside_pools"],
+        serde_json::json!([{"ip": "192.0.2.50", "services": ["shop/orphan"]}])
+    );
+    assert_eq!(a["unreadable"], serde_json::json!([]));
+
+    // `--lb-class` as `run` takes it: other-class is served and keeps its status.
+    let classy: Value = serde_json::from_str(&ok(&[
+        &args[..],
+        &["--lb-class", "example.com/other", "-o", "json"],
+    ]
+    .concat()))
+    .unwrap();
+    let services = classy["allocation"]["services"].as_array().unwrap();
+    let other = services
+        .iter()
+        .find(|s| s["service"] == "shop/other-class")
+        .unwrap();
+    assert_eq!(other["origin"], "kept", "{other:#}");
+    // --lb-class replaces the default: Services without a class are not served then.
+    assert_eq!(services.len(), 1, "{services:#?}");
+}
+
+/// Without address pools, or without Services, there is nothing to allocate: no section
+/// and `null` in the JSON (the plan of a cluster without Services says nothing of it).
+#[test]
+fn plan_without_pools_or_services_shows_no_allocation() {
+    let config = sample("config/cilium-bgp-config.yaml");
+    let state = sample("config/cluster-state/outage");
+    let args = [
+        "--bgp-config",
+        config.as_str(),
+        "--cluster-state",
+        state.as_str(),
+        "--node",
+        "master1",
+    ];
+    assert!(!ok(&args).contains("loadbalancer ip allocation"));
+    let v: Value = serde_json::from_str(&ok(&[&args[..], &["-o", "json"]].concat())).unwrap();
+    assert_eq!(v["allocation"], Value::Null);
+}

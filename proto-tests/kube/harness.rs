@@ -57,6 +57,7 @@ pub enum Route {
     Secrets,
     Services,
     EndpointSlices,
+    Leases,
 }
 
 fn route(request: &Request<KubeBody>) -> Route {
@@ -69,6 +70,7 @@ fn route(request: &Request<KubeBody>) -> Route {
         "/api/v1/services" => Route::Services,
         "/apis/discovery.k8s.io/v1/endpointslices" => Route::EndpointSlices,
         p if p.starts_with("/apis/events.k8s.io/") => Route::Events,
+        p if p.starts_with("/apis/coordination.k8s.io/") => Route::Leases,
         p if p.contains("/secrets") => Route::Secrets,
         p if p.ends_with("/configmaps") && query.contains("metadata.name%3Dcilium-config") => {
             Route::CiliumConfig
@@ -116,6 +118,7 @@ impl MockApi {
             Route::Secrets,
             Route::Services,
             Route::EndpointSlices,
+            Route::Leases,
         ] {
             let (tx, rx) = mpsc::unbounded_channel();
             senders.insert(r, tx);

@@ -217,6 +217,21 @@ fn the_built_binary_exits_1_on_the_outage_0_when_healthy_2_when_unreadable() {
         Some(2),
         "clap refuses the value: {out:?}"
     );
+
+    // --lb-class acts on the in-cluster allocation check only: with files it would be
+    // ignored, so it is refused.
+    let out = doctor_binary(&[
+        "--cluster-state",
+        single.to_str().unwrap(),
+        "--lb-class",
+        "example.com/x",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--lb-class") && stderr.contains("--cluster-state"),
+        "{stderr}"
+    );
 }
 
 /// The outage's objects as the API server returns them, from the sample files.
@@ -248,6 +263,7 @@ async fn in_cluster(client: kube::Client, ipam: IpamOverride) -> (u8, String, St
         client,
         &ConfigMapRef::cilium_config(),
         ipam,
+        &[],
         None,
         &mut out,
         &mut err,
@@ -449,6 +465,7 @@ async fn in_cluster_lists_loadbalancer_services_against_the_bgp_config() {
             client,
             &ConfigMapRef::cilium_config(),
             IpamOverride::Kubernetes,
+            &[],
             Some(&config),
             &mut out,
             &mut err,
@@ -513,7 +530,9 @@ async fn in_cluster_lists_loadbalancer_services_against_the_bgp_config() {
         ],
         "2",
     );
-    let (_, out, err) = tokio::time::timeout(harness::WAIT, run)
+    // The config has pools: the allocator's Lease is read too.
+    api.next(Route::Leases).await.status_error(404, "NotFound");
+    let (code, out, err) = tokio::time::timeout(harness::WAIT, run)
         .await
         .unwrap()
         .unwrap();
@@ -529,6 +548,14 @@ async fn in_cluster_lists_loadbalancer_services_against_the_bgp_config() {
     }
     assert!(!out.contains("shop/web"), "{out}");
     assert!(!out.contains("shop/internal"), "{out}");
+    // Issue 30: the status addresses outside every pool are also the allocator's
+    // refusal of this config, a problem (the layer2 one is in a pool: allocatable).
+    let refusal = "loadbalancer ip allocation: the bgp-config leaves addresses in use outside \
+                   every address-pool (or on an address avoid-buggy-ips skips): 10.0.1.7 (held \
+                   by shop/inside); 192.0.2.1 (held by shop/stray): a running \
+                   podcidr-speaker allocate refuses this config";
+    assert!(out.contains(refusal), "{out}");
+    assert_eq!(code, 1, "{out}");
 }
 
 /// Issue 29: cilium-config turning Cilium's embedded BGP speaker on is a problem doctor
@@ -582,6 +609,9 @@ struct SetupCase {
     /// The bgp-config ConfigMap's data; `None`: no such ConfigMap.
     bgp_config: Option<Value>,
     services: Vec<Value>,
+    /// Whether doctor reads the allocator's Lease (a valid config with address pools),
+    /// answered 404.
+    lease_read: bool,
 }
 
 /// `doctor` in a cluster without `--bgp-config`: the bgp-config ConfigMap (read by name,
@@ -596,6 +626,7 @@ async fn setup(case: SetupCase) -> (u8, String, String) {
             &ConfigMapRef::cilium_config(),
             &BgpConfigMapRef::default(),
             IpamOverride::Kubernetes,
+            &[],
             &mut out,
             &mut err,
         )
@@ -644,10 +675,15 @@ async fn setup(case: SetupCase) -> (u8, String, String) {
     api.next(Route::Services)
         .await
         .list("Service", "v1", case.services, "4");
-    tokio::time::timeout(harness::WAIT, run)
+    if case.lease_read {
+        api.next(Route::Leases).await.status_error(404, "NotFound");
+    }
+    let done = tokio::time::timeout(harness::WAIT, run)
         .await
         .expect("doctor finishes")
-        .unwrap()
+        .unwrap();
+    assert!(api.idle(Route::Leases), "a Lease read not expected");
+    done
 }
 
 const BGP_CONFIG: &str = "peers:\n- peer-address: 10.0.0.1\n  peer-asn: 64512\n  my-asn: 64513\n\
@@ -684,18 +720,30 @@ async fn in_cluster_setup_checks_the_bgp_config_and_the_allocator() {
     let (code, out, err) = setup(SetupCase {
         bgp_config: Some(json!({"config.yaml": BGP_CONFIG})),
         services: pending.clone(),
+        lease_read: true,
     })
     .await;
     assert!(err.is_empty(), "{err}");
+    // Issue 30: the allocator's answer replaces the guess. From scratch web keeps
+    // 203.0.113.10 and p1..p7 get 203.0.113.0 to .6 in key order: 8 in use; no Lease,
+    // so the advice to run an allocator stays.
     for line in [
         "  cilium's embedded BGP: off",
         "  bgp-config: kube-system/bgp-config:config.yaml: found and valid, 1 peer(s), 1 bgp address-pool(s)",
-        "  loadbalancer ip allocation: 7 Service(s) pending an IP (see warnings)",
-        "  7 LoadBalancer Service(s) pending an IP (shop/p1, shop/p2, shop/p3, shop/p4, shop/p5 and 2 more) \
-         while the bgp-config has bgp address-pools (public): no allocator has written their \
-         status.loadBalancer.ingress. Run one on the same ranges: MetalLB's controller alone on this \
-         same bgp-config (its speaker not deployed), Cilium LB-IPAM (a CiliumLoadBalancerIPPool with \
-         the pools' addresses, Cilium 1.13 and later), or podcidr-speaker's planned `allocate`",
+        "  loadbalancer ip allocation: 7 Service(s) pending an IP (see warnings); addresses in \
+         use from scratch: public 8/256",
+        "  allocator: none of ours is running (no Lease kube-system/podcidr-speaker-allocator); \
+         Cilium LB-IPAM or MetalLB's controller may be the allocator instead",
+        "  7 LoadBalancer Service(s) pending an IP (shop/p1: the allocator would give it \
+         203.0.113.0 from pool public; shop/p2: the allocator would give it 203.0.113.1 from \
+         pool public; shop/p3: the allocator would give it 203.0.113.2 from pool public; \
+         shop/p4: the allocator would give it 203.0.113.3 from pool public; shop/p5: the \
+         allocator would give it 203.0.113.4 from pool public; and 2 more)",
+        "  the allocator would give 7 of them an address, but no allocator has written their \
+         status.loadBalancer.ingress. Run one on the same ranges: podcidr-speaker allocate, \
+         MetalLB's controller alone on this same bgp-config (its speaker not deployed), or \
+         Cilium LB-IPAM (a CiliumLoadBalancerIPPool with the pools' addresses, Cilium 1.13 and \
+         later)",
     ] {
         assert!(out.contains(line), "missing {line:?} in:\n{out}");
     }
@@ -706,6 +754,7 @@ async fn in_cluster_setup_checks_the_bgp_config_and_the_allocator() {
     let (code, out, _) = setup(SetupCase {
         bgp_config: Some(json!({"config.yaml": BGP_CONFIG})),
         services: pending[7..].to_vec(),
+        lease_read: true,
     })
     .await;
     assert!(
@@ -721,6 +770,7 @@ async fn in_cluster_setup_checks_the_bgp_config_and_the_allocator() {
         bgp_config: Some(json!({"config.yaml":
             "peers:\n- peer-address: 10.0.0.1\n  peer-asn: 64512\n  my-asn: 64513\n"})),
         services: pending.clone(),
+        lease_read: false,
     })
     .await;
     assert!(
@@ -735,6 +785,7 @@ async fn in_cluster_setup_checks_the_bgp_config_and_the_allocator() {
     let (code, out, _) = setup(SetupCase {
         bgp_config: None,
         services: vec![],
+        lease_read: false,
     })
     .await;
     assert!(
@@ -747,6 +798,7 @@ async fn in_cluster_setup_checks_the_bgp_config_and_the_allocator() {
     let (code, out, _) = setup(SetupCase {
         bgp_config: Some(json!({"other.yaml": BGP_CONFIG})),
         services: vec![],
+        lease_read: false,
     })
     .await;
     assert!(out.contains("NOT FOUND"), "{out}");
@@ -757,6 +809,7 @@ async fn in_cluster_setup_checks_the_bgp_config_and_the_allocator() {
         bgp_config: Some(json!({"config.yaml":
             "peers:\n- peer-address: 10.0.0.1\n  peer-asn: 64512\n  my-asn: 64513\n  hold-time: 2s\n"})),
         services: vec![],
+        lease_read: false,
     })
     .await;
     assert!(
@@ -765,4 +818,223 @@ async fn in_cluster_setup_checks_the_bgp_config_and_the_allocator() {
         "{out}"
     );
     assert_eq!(code, 1, "{out}");
+}
+
+/// How the mocked API answers doctor's read of the allocator's Lease.
+enum LeaseAnswer {
+    /// A Lease held by `allocator-0`, renewed this many seconds ago, for 15 s.
+    Renewed(i64),
+    Forbidden,
+}
+
+/// Doctor in a cluster with a bgp-config, the allocator's Lease answered as `lease`:
+/// the live Services are real API objects; returns (exit code, stdout).
+async fn allocation_case(lease: LeaseAnswer, lb_classes: &[&str]) -> (u8, String) {
+    let lb_classes: Vec<String> = lb_classes.iter().map(|c| (*c).to_owned()).collect();
+    let config = podcidr_speaker::config::parse(
+        "peers:\n- peer-address: 10.0.0.1\n  peer-asn: 64512\n  my-asn: 64513\n\
+         address-pools:\n- name: public\n  protocol: bgp\n  addresses: [203.0.113.0/29]\n\
+         - name: l2\n  protocol: layer2\n  auto-assign: false\n  addresses: [198.51.100.0/30]\n",
+    )
+    .expect("a valid bgp-config");
+    let (client, mut api) = MockApi::start();
+    let run = tokio::spawn(async move {
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let code = doctor::diagnose_in_cluster(
+            client,
+            &ConfigMapRef::cilium_config(),
+            IpamOverride::Kubernetes,
+            &lb_classes,
+            Some(&config),
+            &mut out,
+            &mut err,
+        )
+        .await;
+        let err = String::from_utf8(err).unwrap();
+        assert!(err.is_empty(), "{err}");
+        (code, String::from_utf8(out).unwrap())
+    });
+    api.next(Route::Nodes).await.list(
+        "Node",
+        "v1",
+        vec![node("a", "1", &["10.0.1.0/24"], json!({}))],
+        "1",
+    );
+    api.next(Route::CiliumNodes)
+        .await
+        .list("CiliumNode", "cilium.io/v2", vec![], "1");
+    api.next(Route::CiliumConfig)
+        .await
+        .list("ConfigMap", "v1", vec![], "1");
+    let lb = |name: &str, rv: &str, ingress: &[&str]| {
+        service("shop", name, rv, "LoadBalancer", "Cluster", ingress)
+    };
+    let mut typo = lb("typo", "13", &[]);
+    typo["metadata"]["annotations"] = json!({"metallb.universe.tf/address-pool": "nope"});
+    let mut clash = lb("clash", "14", &[]);
+    clash["spec"]["loadBalancerIP"] = json!("203.0.113.5");
+    api.next(Route::Services).await.list(
+        "Service",
+        "v1",
+        vec![
+            lb("web", "10", &["203.0.113.5"]),
+            lb("moved", "11", &["192.0.2.9"]),
+            lb("new", "12", &[]),
+            typo,
+            clash,
+        ],
+        "20",
+    );
+    let call = api.next(Route::Leases).await;
+    assert_eq!(
+        call.request.uri().path(),
+        "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/podcidr-speaker-allocator"
+    );
+    match lease {
+        LeaseAnswer::Renewed(ago) => {
+            let renewed = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs() as i64
+                - ago;
+            let renewed = k8s_openapi::jiff::Timestamp::from_second(renewed).unwrap();
+            call.json(
+                http::StatusCode::OK,
+                &json!({
+                    "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                    "metadata": {"name": "podcidr-speaker-allocator", "namespace": "kube-system",
+                        "resourceVersion": "30", "uid": "uid-lease"},
+                    "spec": {"holderIdentity": "allocator-0", "leaseDurationSeconds": 15,
+                        "acquireTime": renewed.strftime("%Y-%m-%dT%H:%M:%S.000000Z").to_string(),
+                        "renewTime": renewed.strftime("%Y-%m-%dT%H:%M:%S.000000Z").to_string(),
+                        "leaseTransitions": 2}
+                }),
+            );
+        }
+        LeaseAnswer::Forbidden => call.status_error(403, "Forbidden"),
+    }
+    tokio::time::timeout(harness::WAIT, run)
+        .await
+        .expect("doctor finishes")
+        .unwrap()
+}
+
+/// Issue 30: doctor in a cluster runs the allocator over the live Services and the live
+/// bgp-config. From scratch (worked out by hand): web keeps 203.0.113.5; the waiting
+/// ones in key order: clash requests web's address without allow-shared-ip (pending),
+/// moved's status 192.0.2.9 is in no pool (a new one, 203.0.113.0, and the config is
+/// one the allocator refuses: a problem), new gets 203.0.113.1, typo names a pool that
+/// does not exist (pending). The allocator's Lease: held and fresh, stale, unreadable.
+#[tokio::test]
+async fn in_cluster_runs_the_allocator_and_reads_its_lease() {
+    let (code, out) = allocation_case(LeaseAnswer::Renewed(2), &[]).await;
+    for line in [
+        "  loadbalancer ip allocation: 3 Service(s) pending an IP (see warnings); addresses in \
+         use from scratch: public 3/8, l2 0/4",
+        "  allocator: podcidr-speaker allocate is running: allocator-0 holds Lease \
+         kube-system/podcidr-speaker-allocator (renewed ",
+        "  3 LoadBalancer Service(s) pending an IP (shop/clash: 203.0.113.5 is in use by \
+         shop/web and cannot be shared: one of the two has no \
+         metallb.universe.tf/allow-shared-ip; shop/new: the allocator would give it \
+         203.0.113.1 from pool public; shop/typo: metallb.universe.tf/address-pool names pool \
+         nope, which the config does not have)",
+        "  the allocator would give 1 of them an address, and podcidr-speaker allocate runs: a \
+         Service created a moment ago waits for its write",
+        "  the allocator, starting now, would change the status of 1 LoadBalancer Service(s) \
+         (shop/moved: 192.0.2.9 -> 203.0.113.0 from pool public)",
+        "  loadbalancer ip allocation: the bgp-config leaves addresses in use outside every \
+         address-pool (or on an address avoid-buggy-ips skips): 192.0.2.9 (held by \
+         shop/moved): a running podcidr-speaker allocate refuses this config and keeps its \
+         last good one until those Services change; one starting on it would move those \
+         Services to new addresses",
+    ] {
+        assert!(out.contains(line), "missing {line:?} in:\n{out}");
+    }
+    assert!(!out.contains("Run one on the same ranges"), "{out}");
+    assert_eq!(code, 1, "the refused config is a problem:\n{out}");
+
+    // Its holder stopped renewing an hour ago: none of ours runs.
+    let (_, out) = allocation_case(LeaseAnswer::Renewed(3600), &[]).await;
+    for line in [
+        "  allocator: none of ours is running: Lease kube-system/podcidr-speaker-allocator is \
+         not held (holder allocator-0, last renewed 36",
+        "Cilium LB-IPAM or MetalLB's controller may be the allocator instead",
+        "but no allocator has written their status.loadBalancer.ingress. Run one on the same \
+         ranges: podcidr-speaker allocate,",
+    ] {
+        assert!(out.contains(line), "missing {line:?} in:\n{out}");
+    }
+
+    // Not allowed to read Leases: said, not fatal; the rest is still diagnosed.
+    let (code, out) = allocation_case(LeaseAnswer::Forbidden, &[]).await;
+    assert!(
+        out.contains("  allocator: Lease kube-system/podcidr-speaker-allocator cannot be read (")
+            && out.contains("): not checked"),
+        "{out}"
+    );
+    assert!(
+        out.contains("3 LoadBalancer Service(s) pending an IP"),
+        "{out}"
+    );
+    assert_eq!(code, 1, "{out}");
+
+    // --lb-class as the allocator takes it: serving another class, none of these
+    // Services (all without a class) is the allocator's: nothing pending, nothing
+    // refused, nothing in use.
+    let (code, out) = allocation_case(LeaseAnswer::Renewed(2), &["example.com/other"]).await;
+    assert!(
+        out.contains(
+            "  loadbalancer ip allocation: no LoadBalancer Service pending an IP; addresses in \
+             use from scratch: public 0/8, l2 0/4"
+        ),
+        "{out}"
+    );
+    assert!(!out.contains("refuses this config"), "{out}");
+    assert_eq!(code, 0, "{out}");
+}
+
+/// Services that cannot be listed give the allocator nothing to answer from: no
+/// allocation check (an empty list would read as "nothing pending"), no Lease read.
+#[tokio::test]
+async fn in_cluster_without_the_services_makes_no_allocation_check() {
+    let config =
+        podcidr_speaker::config::parse(BGP_CONFIG).expect("a valid bgp-config with a pool");
+    let (client, mut api) = MockApi::start();
+    let run = tokio::spawn(async move {
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        doctor::diagnose_in_cluster(
+            client,
+            &ConfigMapRef::cilium_config(),
+            IpamOverride::Kubernetes,
+            &[],
+            Some(&config),
+            &mut out,
+            &mut err,
+        )
+        .await;
+        String::from_utf8(out).unwrap()
+    });
+    api.next(Route::Nodes).await.list(
+        "Node",
+        "v1",
+        vec![node("a", "1", &["10.0.1.0/24"], json!({}))],
+        "1",
+    );
+    api.next(Route::CiliumNodes)
+        .await
+        .list("CiliumNode", "cilium.io/v2", vec![], "1");
+    api.next(Route::CiliumConfig)
+        .await
+        .list("ConfigMap", "v1", vec![], "1");
+    api.next(Route::Services)
+        .await
+        .status_error(403, "Forbidden");
+    let out = tokio::time::timeout(harness::WAIT, run)
+        .await
+        .expect("doctor finishes without reading the Lease")
+        .unwrap();
+    assert!(api.idle(Route::Leases), "{out}");
+    assert!(out.contains("Services cannot be listed"), "{out}");
+    assert!(!out.contains("  allocator: "), "{out}");
+    assert!(!out.contains("addresses in use from scratch"), "{out}");
 }

@@ -403,12 +403,36 @@ impl Allocator {
         let new = Pools::new(pools);
         self.addresses
             .iter()
-            .filter(|(ip, _)| {
-                !new.locate(**ip)
-                    .is_some_and(|place| new.allocatable(place, **ip))
-            })
+            .filter(|(ip, _)| !keeps_address(&new, **ip))
             .map(|(ip, a)| (*ip, a.holders.iter().map(|(k, _)| k.clone()).collect()))
             .collect()
+    }
+
+    /// The status addresses of the Services it serves that its own pools leave outside
+    /// (outside every pool, or skipped by `avoid-buggy-ips`), with those Services: the
+    /// refusal's rule applied to the status as the cluster has it. An allocator that
+    /// handed them out under an earlier config refuses this one ([`Allocator::reload`]);
+    /// one starting on it gives them up. What `doctor` checks against the live state.
+    pub fn status_outside(&self) -> BTreeMap<IpAddr, Vec<ObjectKey>> {
+        let mut out: BTreeMap<IpAddr, Vec<ObjectKey>> = BTreeMap::new();
+        for (key, e) in &self.services {
+            if e.state == State::NotOurs {
+                continue;
+            }
+            for ip in e
+                .facts
+                .status_ips
+                .iter()
+                .filter(|ip| !keeps_address(&self.pools, **ip))
+            {
+                let holders = out.entry(*ip).or_default();
+                // Keys arrive sorted; a status listing an address twice names it once.
+                if holders.last() != Some(key) {
+                    holders.push(key.clone());
+                }
+            }
+        }
+        out
     }
 
     /// A new config: refused whole when it orphans an address in use; else taken, and
@@ -854,6 +878,14 @@ impl Allocator {
             }
         }
     }
+}
+
+/// Whether `pools` may hold `ip`: inside a pool and not skipped there. The one rule of
+/// a reload's refusal and of [`Allocator::status_outside`].
+fn keeps_address(pools: &Pools, ip: IpAddr) -> bool {
+    pools
+        .locate(ip)
+        .is_some_and(|place| pools.allocatable(place, ip))
 }
 
 #[cfg(test)]

@@ -793,3 +793,65 @@ fn a_family_listed_twice_gets_one_address() {
     assert_eq!(about(&d, "s1").write, None);
     assert_eq!(a.usage()[0].in_use, 1);
 }
+
+// Rule (doctor's check against the live state): the status addresses a config leaves
+// outside every pool or on a skipped address are named with their holders, by the same
+// rule a reload is refused on; addresses it keeps, and Services not ours, are not.
+#[test]
+fn status_outside_is_the_refusal_rule_on_the_status() {
+    let before = [pool("p", &["10.0.0.0/24"])];
+    let after = [avoiding(pool("p", &["10.0.0.0/24"]))];
+    let status = |ips_: &[&str], sharing: Option<&str>| AllocFacts {
+        status_ips: ips(ips_),
+        ..sharing.map_or_else(svc, |k| shared(k, &[]))
+    };
+    let services = [
+        ("kept", status(&["10.0.0.5"], None)),
+        ("edge", status(&["10.0.0.255"], None)),
+        ("gone-a", status(&["192.0.2.1"], Some("k"))),
+        ("gone-b", status(&["192.0.2.1"], Some("k"))),
+        (
+            "not-lb",
+            AllocFacts {
+                load_balancer: false,
+                ..status(&["192.0.2.9"], None)
+            },
+        ),
+    ];
+    let fresh = |pools: &[AddressPool]| {
+        let mut a = Allocator::new(pools, BTreeSet::new());
+        for (name, facts) in &services {
+            add(&mut a, name, facts.clone());
+        }
+        a.synced();
+        a
+    };
+    let want = BTreeMap::from([
+        (ip("10.0.0.255"), vec![key("edge")]),
+        (ip("192.0.2.1"), vec![key("gone-a"), key("gone-b")]),
+    ]);
+    let a = fresh(&after);
+    assert_eq!(a.status_outside(), want);
+    // From scratch the skipped address is given up (a new one for "edge").
+    assert_ne!(held(&a, "edge"), Some(ips(&["10.0.0.255"])));
+    assert_eq!(held(&a, "kept"), Some(ips(&["10.0.0.5"])));
+    // An allocator that kept 10.0.0.255 under the earlier config refuses this one and
+    // names the same address and Service; 192.0.2.1 it never held (the two sharing
+    // Services got 10.0.0.0 instead, the first free address, which the new config skips
+    // too).
+    let mut running = fresh(&before);
+    assert_eq!(
+        running.status_outside(),
+        BTreeMap::from([(ip("192.0.2.1"), vec![key("gone-a"), key("gone-b")])])
+    );
+    assert_eq!(held(&running, "edge"), Some(ips(&["10.0.0.255"])));
+    let refused = running.reload(&after).unwrap_err();
+    assert_eq!(held(&running, "gone-a"), Some(ips(&["10.0.0.0"])));
+    assert_eq!(
+        refused.orphans,
+        BTreeMap::from([
+            (ip("10.0.0.0"), vec![key("gone-a"), key("gone-b")]),
+            (ip("10.0.0.255"), vec![key("edge")])
+        ])
+    );
+}

@@ -4,10 +4,12 @@
 //! `run` is the daemon's (`crate::daemon`).
 //!
 //! Owns: what each command reads, its wording and its exit status; [`table`], the text
-//! table `status` and `doctor` share. Must not: decide anything the library decides
+//! table `status` and `doctor` share; [`allocation`], the allocator's answer from
+//! scratch that `plan` and `doctor` show. Must not: decide anything the library decides
 //! (what is in force, what is announced, what a session does): the commands read those
 //! answers and present them.
 
+pub mod allocation;
 pub mod check;
 pub mod decode;
 pub mod doctor;

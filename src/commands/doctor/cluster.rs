@@ -1,16 +1,20 @@
 //! `doctor`'s one-shot in-cluster read: Nodes, CiliumNodes, CiliumPodIPPools,
 //! cilium-config and Services listed once from the API server, in pages, into a
-//! [`ClusterState`] and LoadBalancer facts. Must not: diagnose (that is `diagnose.rs`)
-//! or watch (the daemon's sources do).
+//! [`ClusterState`] and LoadBalancer facts (and the Services themselves, for the
+//! allocator); the allocator's Lease read once. Must not: diagnose (that is
+//! `diagnose.rs`) or watch (the daemon's sources do).
 
 use std::collections::BTreeMap;
 use std::fmt;
 
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Service};
 use kube::api::{ListParams, ObjectList};
 use kube::{Api, Client};
 use serde::de::DeserializeOwned;
 
+use super::diagnose::LeaseCheck;
+use crate::allocate::lease::LeaseRef;
 use crate::sources::kube::{BgpConfigMapRef, ConfigMapRef};
 use crate::sources::model::ClusterState;
 use crate::sources::objects::{self, CiliumNode, CiliumPodIpPool};
@@ -149,20 +153,24 @@ pub(super) async fn load_bgp_config(
 }
 
 /// Every Service of the cluster as LoadBalancer facts (EndpointSlices are not needed
-/// for the findings). Not fatal when Services cannot be listed (a user without the
-/// grant): a note says the LoadBalancer findings are missing.
+/// for the findings), and the Service objects themselves (the allocator reads more of
+/// them than those facts keep; `None` when they cannot be listed, so that no answer is
+/// made from an empty list). Not fatal when Services cannot be listed (a user without
+/// the grant): a note says the LoadBalancer findings are missing.
 pub(super) async fn load_services(
     client: Client,
     unreadable: &mut Vec<SourceError>,
     notes: &mut Vec<String>,
-) -> Result<LbFacts, DoctorError> {
+) -> Result<(LbFacts, Option<Vec<Service>>), DoctorError> {
     let mut lb = LbFacts::default();
+    let mut objects = Vec::new();
     match list_all(&Api::<Service>::all(client), "services", None).await {
         Ok(list) => {
             for service in list {
                 match service_objects::service_facts(&service) {
                     Ok((key, facts)) => {
                         lb.services.insert(key, facts);
+                        objects.push(service);
                     }
                     Err(e) => unreadable.push(e),
                 }
@@ -176,10 +184,29 @@ pub(super) async fn load_services(
                 "Services cannot be listed ({}): LoadBalancer IPs are not checked",
                 status.message
             ));
+            return Ok((lb, None));
         }
         Err(e) => return Err(e),
     }
-    Ok(lb)
+    Ok((lb, Some(objects)))
+}
+
+/// The allocator's Lease (`LeaseRef::default()`, what `allocate --lease` defaults to),
+/// read once and judged at this moment. Never fatal: a Lease that cannot be read is
+/// said so, as doctor's user may lack the grant.
+pub(super) async fn load_allocator_lease(client: Client) -> LeaseCheck {
+    let at = LeaseRef::default();
+    let name = at.to_string();
+    match Api::<Lease>::namespaced(client, &at.namespace)
+        .get_opt(&at.name)
+        .await
+    {
+        Ok(lease) => LeaseCheck::of(&name, lease.as_ref(), k8s_openapi::jiff::Timestamp::now()),
+        Err(e) => LeaseCheck::Unreadable {
+            lease: name,
+            reason: e.to_string(),
+        },
+    }
 }
 
 async fn list_all<K>(

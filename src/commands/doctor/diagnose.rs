@@ -9,10 +9,15 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 
 use ipnet::IpNet;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::jiff::Timestamp;
+
+use super::super::allocation::{AllocationView, Outcome};
+use crate::alloc::PoolUsage;
 
 use crate::config::Config;
 use crate::routes::cilium::{self, CiliumBgpConflict};
@@ -22,7 +27,7 @@ use crate::sources::model::{
     node_view, CidrList, CidrRefusal, CidrSource, ClusterState, IpamError, IpamMode, IpamOverride,
     NodeEntry, NodeView, PoolRanges,
 };
-use crate::sources::services::LbFacts;
+use crate::sources::services::{LbFacts, ObjectKey};
 
 /// An overlap seen from one node: (its CIDR, the other node, the other node's CIDR).
 pub type OverlapWith = (IpNet, Arc<str>, IpNet);
@@ -102,8 +107,239 @@ pub struct Diagnosis {
     pub cilium_bgp: Option<CiliumBgpConflict>,
     /// The bgp-config: where it was read and whether it is there and valid.
     pub bgp_config: BgpConfigCheck,
-    /// LoadBalancer Services pending an IP while the bgp-config has bgp pools.
+    /// LoadBalancer Services pending an IP while the bgp-config has bgp pools (the
+    /// guess made from the status alone, without the allocator: `--cluster-state`).
     pub allocator: Option<AllocatorMissing>,
+    /// In a cluster, with a bgp-config that has address-pools: the allocator's answer
+    /// over the live Services, and whether an allocator of ours runs. When present it
+    /// is shown instead of [`Diagnosis::allocator`].
+    pub allocation: Option<AllocationCheck>,
+}
+
+/// The allocator run from scratch over the live Services and the live bgp-config
+/// ([`AllocationView`]), held against what the cluster shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AllocationCheck {
+    /// The LoadBalancer Services (of the classes the allocator serves, `--lb-class`)
+    /// whose status has no address, in key order, with the allocator's answer: the
+    /// reason it leaves them pending too, or what it would give them.
+    pub pending: Vec<(ObjectKey, Outcome)>,
+    /// The Services with status addresses that the allocator, starting now, would not
+    /// keep: their status, and what it would write instead (other addresses, or none
+    /// and why). Another allocator wrote them, or the config changed under them.
+    pub changed: Vec<(ObjectKey, Vec<IpAddr>, Outcome)>,
+    /// Status addresses the config leaves outside every pool, with their Services: the
+    /// allocator refuses such a config (a problem).
+    pub outside: BTreeMap<IpAddr, Vec<ObjectKey>>,
+    /// Per pool: in use (from scratch) / total.
+    pub pools: Vec<PoolUsage>,
+    /// Services the allocator cannot read.
+    pub unreadable: Vec<String>,
+    /// The allocator's Lease.
+    pub lease: LeaseCheck,
+}
+
+impl AllocationCheck {
+    /// The check of `view` (from the live Services) with the Lease as read.
+    pub fn new(view: AllocationView, lease: LeaseCheck) -> AllocationCheck {
+        AllocationCheck {
+            pending: view
+                .services
+                .iter()
+                .filter(|s| s.status.is_empty())
+                .map(|s| (s.service.clone(), s.outcome.clone()))
+                .collect(),
+            changed: view
+                .services
+                .iter()
+                .filter(|s| !s.status.is_empty() && !matches!(s.outcome, Outcome::Kept(_)))
+                .map(|s| (s.service.clone(), s.status.clone(), s.outcome.clone()))
+                .collect(),
+            outside: view.outside,
+            pools: view.pools,
+            unreadable: view.unreadable,
+            lease,
+        }
+    }
+
+    /// The pending Services, a few named with the allocator's answer, the rest counted.
+    pub fn pending_text(&self) -> String {
+        let named: Vec<String> = self
+            .pending
+            .iter()
+            .take(lb_findings::PENDING_NAMED)
+            .map(|(key, outcome)| match outcome {
+                Outcome::Pending(r) => format!("{key}: {r}"),
+                Outcome::Kept(h) | Outcome::New(h) => format!(
+                    "{key}: the allocator would give it {} from pool {}",
+                    h.ips
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    h.pool
+                ),
+            })
+            .collect();
+        let more = self
+            .pending
+            .len()
+            .saturating_sub(lb_findings::PENDING_NAMED);
+        let more = if more > 0 {
+            format!("; and {more} more")
+        } else {
+            String::new()
+        };
+        format!(
+            "{} LoadBalancer Service(s) pending an IP ({}{more})",
+            self.pending.len(),
+            named.join("; ")
+        )
+    }
+
+    /// The Services whose status the allocator would change, a few named, the rest
+    /// counted.
+    pub fn changed_text(&self) -> String {
+        let ips = |l: &[IpAddr]| {
+            l.iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let named: Vec<String> = self
+            .changed
+            .iter()
+            .take(lb_findings::PENDING_NAMED)
+            .map(|(key, status, outcome)| match outcome {
+                Outcome::Pending(r) => format!("{key}: {} -> none: {r}", ips(status)),
+                Outcome::Kept(h) | Outcome::New(h) => {
+                    format!(
+                        "{key}: {} -> {} from pool {}",
+                        ips(status),
+                        ips(&h.ips),
+                        h.pool
+                    )
+                }
+            })
+            .collect();
+        let more = self
+            .changed
+            .len()
+            .saturating_sub(lb_findings::PENDING_NAMED);
+        let more = if more > 0 {
+            format!("; and {more} more")
+        } else {
+            String::new()
+        };
+        format!(
+            "the allocator, starting now, would change the status of {} LoadBalancer \
+             Service(s) ({}{more})",
+            self.changed.len(),
+            named.join("; ")
+        )
+    }
+
+    /// Pending Services the allocator would serve: nothing has allocated them.
+    pub fn allocatable_pending(&self) -> usize {
+        self.pending
+            .iter()
+            .filter(|(_, o)| o.holding().is_some())
+            .count()
+    }
+}
+
+/// The `podcidr-speaker-allocator` Lease as doctor read it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LeaseCheck {
+    /// Held, and renewed within its duration: an allocator of ours is running.
+    Held {
+        lease: String,
+        holder: String,
+        /// Seconds since the last renewal.
+        renewed_ago: i64,
+    },
+    /// There, but nobody holds it or its holder stopped renewing it.
+    Stale {
+        lease: String,
+        holder: Option<String>,
+        /// Seconds since the last renewal, when the Lease says.
+        renewed_ago: Option<i64>,
+    },
+    /// No such Lease: no allocator of ours ever ran with it.
+    Missing { lease: String },
+    /// Not readable with these credentials.
+    Unreadable { lease: String, reason: String },
+}
+
+impl LeaseCheck {
+    /// What `lease` (named `name`) says at `now`, by client-go's rule: held while
+    /// `renewTime + leaseDurationSeconds` is not past.
+    pub fn of(name: &str, lease: Option<&Lease>, now: Timestamp) -> LeaseCheck {
+        let lease_name = name.to_owned();
+        let Some(spec) = lease.map(|l| l.spec.clone().unwrap_or_default()) else {
+            return LeaseCheck::Missing { lease: lease_name };
+        };
+        let holder = spec.holder_identity.filter(|h| !h.is_empty());
+        let renewed_ago = spec
+            .renew_time
+            .map(|t| (now.as_millisecond() - t.0.as_millisecond()).div_euclid(1000));
+        let duration = spec.lease_duration_seconds.map(i64::from);
+        match (holder, renewed_ago, duration) {
+            (Some(holder), Some(ago), Some(d)) if ago <= d => LeaseCheck::Held {
+                lease: lease_name,
+                holder,
+                renewed_ago: ago,
+            },
+            (holder, renewed_ago, _) => LeaseCheck::Stale {
+                lease: lease_name,
+                holder,
+                renewed_ago,
+            },
+        }
+    }
+
+    pub fn is_held(&self) -> bool {
+        matches!(self, LeaseCheck::Held { .. })
+    }
+}
+
+impl fmt::Display for LeaseCheck {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const OTHERS: &str = "Cilium LB-IPAM or MetalLB's controller may be the allocator instead";
+        match self {
+            LeaseCheck::Held {
+                lease,
+                holder,
+                renewed_ago,
+            } => write!(
+                f,
+                "podcidr-speaker allocate is running: {holder} holds Lease {lease} \
+                 (renewed {renewed_ago}s ago)"
+            ),
+            LeaseCheck::Stale {
+                lease,
+                holder,
+                renewed_ago,
+            } => {
+                let holder = holder.as_deref().unwrap_or("nobody");
+                let ago = renewed_ago.map_or_else(
+                    || "never renewed".to_owned(),
+                    |s| format!("last renewed {s}s ago"),
+                );
+                write!(
+                    f,
+                    "none of ours is running: Lease {lease} is not held (holder {holder}, \
+                     {ago}); {OTHERS}"
+                )
+            }
+            LeaseCheck::Missing { lease } => {
+                write!(f, "none of ours is running (no Lease {lease}); {OTHERS}")
+            }
+            LeaseCheck::Unreadable { lease, reason } => {
+                write!(f, "Lease {lease} cannot be read ({reason}): not checked")
+            }
+        }
+    }
 }
 
 /// The bgp-config as doctor found it.
@@ -183,6 +419,10 @@ impl Diagnosis {
     pub fn ok(&self) -> bool {
         self.ipam.is_ok()
             && self.unreadable.is_empty()
+            && self
+                .allocation
+                .as_ref()
+                .is_none_or(|a| a.outside.is_empty())
             && self.cilium_bgp.is_none()
             && !self.bgp_config.is_problem()
             && self.nodes.iter().all(|n| n.ok())
@@ -211,6 +451,24 @@ impl Diagnosis {
         }
         for u in &self.unreadable {
             out.push(format!("unreadable object: {u}"));
+        }
+        if let Some(a) = self.allocation.as_ref().filter(|a| !a.outside.is_empty()) {
+            let items: Vec<String> = a
+                .outside
+                .iter()
+                .map(|(ip, by)| {
+                    let names: Vec<String> = by.iter().map(ToString::to_string).collect();
+                    format!("{ip} (held by {})", names.join(", "))
+                })
+                .collect();
+            out.push(format!(
+                "loadbalancer ip allocation: the bgp-config leaves addresses in use outside \
+                 every address-pool (or on an address avoid-buggy-ips skips): {}: a running \
+                 podcidr-speaker allocate refuses this config and keeps its last good one \
+                 until those Services change; one starting on it would move those Services \
+                 to new addresses",
+                items.join("; ")
+            ));
         }
         let mode = self.ipam.as_ref().ok();
         for n in &self.nodes {
@@ -358,6 +616,7 @@ pub fn diagnose(state: &ClusterState, ipam: IpamOverride) -> Diagnosis {
         cilium_bgp: CiliumBgpConflict::of(state.cilium_config.as_ref()),
         bgp_config: BgpConfigCheck::NotChecked,
         allocator: None,
+        allocation: None,
         pool_v4,
         pool_v6,
         pod_ip_pools: state.pod_ip_pools.clone(),
@@ -517,6 +776,55 @@ mod tests {
                 "service a/pending: LoadBalancer pending an IP: nothing to announce".to_owned(),
             ]
         );
+    }
+
+    // client-go's rule: held while renewTime + leaseDurationSeconds is not past, and
+    // only with a holder; a Lease that says less is not held.
+    #[test]
+    fn the_allocator_lease_is_held_only_when_renewed_within_its_duration() {
+        let now = Timestamp::from_second(1_000_000).unwrap();
+        let lease = |holder: Option<&str>, renewed: Option<i64>, duration: Option<i32>| {
+            serde_json::from_value::<Lease>(serde_json::json!({
+                "metadata": {"name": "podcidr-speaker-allocator", "namespace": "kube-system"},
+                "spec": {
+                    "holderIdentity": holder,
+                    "renewTime": renewed.map(|s| {
+                        Timestamp::from_second(s).unwrap().to_string()
+                    }),
+                    "leaseDurationSeconds": duration,
+                }
+            }))
+            .unwrap()
+        };
+        let of = |l: Option<&Lease>| LeaseCheck::of("kube-system/a", l, now);
+        assert_eq!(
+            of(Some(&lease(Some("pod-1"), Some(999_985), Some(15)))),
+            LeaseCheck::Held {
+                lease: "kube-system/a".into(),
+                holder: "pod-1".into(),
+                renewed_ago: 15
+            }
+        );
+        assert_eq!(
+            of(Some(&lease(Some("pod-1"), Some(999_984), Some(15)))),
+            LeaseCheck::Stale {
+                lease: "kube-system/a".into(),
+                holder: Some("pod-1".into()),
+                renewed_ago: Some(16)
+            }
+        );
+        // Released (holderIdentity cleared on a clean hand-over), or never renewed.
+        assert!(!of(Some(&lease(Some(""), Some(999_999), Some(15)))).is_held());
+        assert!(!of(Some(&lease(Some("pod-1"), None, Some(15)))).is_held());
+        assert!(!of(Some(&lease(Some("pod-1"), Some(999_999), None))).is_held());
+        assert_eq!(
+            of(None),
+            LeaseCheck::Missing {
+                lease: "kube-system/a".into()
+            }
+        );
+        let text = of(None).to_string();
+        assert!(text.contains("Cilium LB-IPAM or MetalLB"), "{text}");
     }
 
     #[test]

@@ -4,7 +4,10 @@
 //! when anything is wrong. Also, from the cluster-state files or the cluster, the
 //! LoadBalancer Services pending an IP and LoadBalancer IPs inside a node's pod CIDR,
 //! and with `--bgp-config` the IPs outside every bgp address-pool ([`lb_findings`], as
-//! warnings).
+//! warnings). In a cluster, with a bgp-config that has address pools, the allocator's
+//! answer ([`AllocationCheck`]): why each pending Service is pending, status addresses
+//! the config leaves outside every pool (a problem: the allocator refuses such a
+//! config) and whether an allocator of ours holds its Lease.
 //!
 //! Owns the command: its request, the reading of its inputs and the exit status. The
 //! diagnosis is `diagnose.rs` ([`diagnose`]), its rendering `render.rs`, the one-shot
@@ -16,11 +19,13 @@ mod cluster;
 mod diagnose;
 mod render;
 
-use cluster::{load_bgp_config, load_services, parse_config_map_ref, READ_TIMEOUT};
+use cluster::{
+    load_allocator_lease, load_bgp_config, load_services, parse_config_map_ref, READ_TIMEOUT,
+};
 pub use cluster::{load_in_cluster, DoctorError};
 pub use diagnose::{
-    allocator, diagnose, lb_findings, BgpConfigCheck, Diagnosis, ModeOrigin, NodeDiagnosis,
-    OverlapWith,
+    allocator, diagnose, lb_findings, AllocationCheck, BgpConfigCheck, Diagnosis, LeaseCheck,
+    ModeOrigin, NodeDiagnosis, OverlapWith,
 };
 
 use std::io::Write;
@@ -28,6 +33,7 @@ use std::path::Path;
 
 use kube::Client;
 
+use super::allocation::AllocationView;
 use crate::config::Config;
 use crate::sources::file::load_files;
 use crate::sources::kube::{self as kube_source, BgpConfigMapRef, ConfigMapRef};
@@ -51,6 +57,8 @@ pub struct DoctorRequest {
     /// `--bgp-config-map`: in-cluster without `--bgp-config`, the bgp-config read from
     /// this ConfigMap (and checked to be there and valid).
     pub bgp_config_map: BgpConfigMapRef,
+    /// `--lb-class`: the classes the allocator serves (empty: Services without one).
+    pub lb_classes: Vec<String>,
 }
 
 /// Diagnoses, writes the table to `out` and trouble to `err`; the exit status.
@@ -79,6 +87,7 @@ pub fn run(
             Ok(runtime) => runtime.block_on(command_in_cluster(
                 &request.cilium_config,
                 request.ipam,
+                &request.lb_classes,
                 match config {
                     Some(c) => BgpInput::Given(c),
                     None => BgpInput::ConfigMap(&request.bgp_config_map),
@@ -138,6 +147,7 @@ pub fn command_file(
 pub async fn command_in_cluster(
     cilium_config: &str,
     ipam: IpamOverride,
+    lb_classes: &[String],
     bgp: BgpInput<'_>,
     out: &mut (dyn Write + Send),
     err: &mut (dyn Write + Send),
@@ -162,10 +172,19 @@ pub async fn command_in_cluster(
     };
     match bgp {
         BgpInput::Given(config) => {
-            diagnose_in_cluster(client, &cilium_config, ipam, Some(config), out, err).await
+            diagnose_in_cluster(
+                client,
+                &cilium_config,
+                ipam,
+                lb_classes,
+                Some(config),
+                out,
+                err,
+            )
+            .await
         }
         BgpInput::ConfigMap(map) => {
-            diagnose_cluster_setup(client, &cilium_config, map, ipam, out, err).await
+            diagnose_cluster_setup(client, &cilium_config, map, ipam, lb_classes, out, err).await
         }
     }
 }
@@ -187,6 +206,7 @@ pub async fn diagnose_cluster_setup(
     cilium_config: &ConfigMapRef,
     bgp_config_map: &BgpConfigMapRef,
     ipam: IpamOverride,
+    lb_classes: &[String],
     out: &mut (dyn Write + Send),
     err: &mut (dyn Write + Send),
 ) -> u8 {
@@ -218,6 +238,7 @@ pub async fn diagnose_cluster_setup(
         client,
         cilium_config,
         ipam,
+        lb_classes,
         config.as_ref(),
         check,
         out,
@@ -226,11 +247,14 @@ pub async fn diagnose_cluster_setup(
     .await
 }
 
-/// Reads the cluster with `client`, prints the diagnosis; the exit status.
+/// Reads the cluster with `client`, prints the diagnosis; the exit status. The
+/// allocation check decides for the Services of `lb_classes` (empty: those without
+/// a class), as `allocate --lb-class`.
 pub async fn diagnose_in_cluster(
     client: Client,
     cilium_config: &ConfigMapRef,
     ipam: IpamOverride,
+    lb_classes: &[String],
     config: Option<&Config>,
     out: &mut (dyn Write + Send),
     err: &mut (dyn Write + Send),
@@ -239,13 +263,25 @@ pub async fn diagnose_in_cluster(
         Some(c) => BgpConfigCheck::valid("--bgp-config", c),
         None => BgpConfigCheck::NotChecked,
     };
-    read_and_report(client, cilium_config, ipam, config, check, out, err).await
+    read_and_report(
+        client,
+        cilium_config,
+        ipam,
+        lb_classes,
+        config,
+        check,
+        out,
+        err,
+    )
+    .await
 }
 
+#[allow(clippy::too_many_arguments)] // the inputs of one diagnosis, passed through
 async fn read_and_report(
     client: Client,
     cilium_config: &ConfigMapRef,
     ipam: IpamOverride,
+    lb_classes: &[String],
     config: Option<&Config>,
     check: BgpConfigCheck,
     out: &mut (dyn Write + Send),
@@ -253,19 +289,30 @@ async fn read_and_report(
 ) -> u8 {
     match load_in_cluster(client.clone(), cilium_config).await {
         Ok((state, mut unreadable, mut notes)) => {
-            let lb = match load_services(client, &mut unreadable, &mut notes).await {
-                Ok(lb) => lb,
-                Err(e) => {
-                    let _ = writeln!(err, "podcidr-speaker doctor: {e}");
-                    return EXIT_UNREADABLE;
-                }
-            };
+            let (lb, services) =
+                match load_services(client.clone(), &mut unreadable, &mut notes).await {
+                    Ok(found) => found,
+                    Err(e) => {
+                        let _ = writeln!(err, "podcidr-speaker doctor: {e}");
+                        return EXIT_UNREADABLE;
+                    }
+                };
             let mut d = diagnose(&state, ipam);
             d.unreadable = unreadable.iter().map(ToString::to_string).collect();
             d.warnings.extend(notes);
             d.warnings.extend(lb_findings(&d, &lb, config));
             d.bgp_config = check;
             d.allocator = config.and_then(|c| allocator(&d, &lb, c));
+            // The allocator's answer replaces the guess wherever it can be had: a
+            // config with address pools (of any protocol: MetalLB allocates from
+            // layer2 pools too) and the Services listed.
+            if let (Some(c), Some(services)) =
+                (config.filter(|c| !c.pools.is_empty()), services.as_ref())
+            {
+                let view = AllocationView::from_scratch(&c.pools, lb_classes, services);
+                let lease = load_allocator_lease(client).await;
+                d.allocation = Some(AllocationCheck::new(view, lease));
+            }
             report(&d, out, err)
         }
         Err(e) => {

@@ -6,7 +6,7 @@ use std::fmt;
 use ipnet::IpNet;
 
 use super::super::table::Table;
-use super::diagnose::{BgpConfigCheck, Diagnosis, NodeDiagnosis};
+use super::diagnose::{AllocationCheck, BgpConfigCheck, Diagnosis, NodeDiagnosis};
 use crate::sources::model::{CidrList, CidrSource, IpamMode};
 
 impl fmt::Display for Diagnosis {
@@ -116,7 +116,32 @@ impl fmt::Display for Diagnosis {
             Some(_) => writeln!(f, "  cilium's embedded BGP: ON (see problems)")?,
         }
         writeln!(f, "  bgp-config: {}", self.bgp_config)?;
+        let allocation_warnings = self.allocation.as_ref().map(allocation_warnings);
         match (&self.bgp_config, &self.allocator) {
+            _ if self.allocation.is_some() => {
+                if let Some(a) = &self.allocation {
+                    let pools: Vec<String> = a
+                        .pools
+                        .iter()
+                        .map(|p| format!("{} {}/{}", p.name, p.in_use, p.total))
+                        .collect();
+                    let pending = if a.pending.is_empty() {
+                        "no LoadBalancer Service pending an IP".to_owned()
+                    } else {
+                        format!(
+                            "{} Service(s) pending an IP (see warnings)",
+                            a.pending.len()
+                        )
+                    };
+                    writeln!(
+                        f,
+                        "  loadbalancer ip allocation: {pending}; addresses in use from \
+                         scratch: {}",
+                        pools.join(", ")
+                    )?;
+                    writeln!(f, "  allocator: {}", a.lease)?;
+                }
+            }
             (_, Some(a)) => writeln!(
                 f,
                 "  loadbalancer ip allocation: {} Service(s) pending an IP (see warnings)",
@@ -132,13 +157,21 @@ impl fmt::Display for Diagnosis {
             )?,
             _ => {}
         }
-        if !self.warnings.is_empty() || self.allocator.is_some() {
+        let allocation_warnings = allocation_warnings.unwrap_or_default();
+        let allocator = self
+            .allocator
+            .as_ref()
+            .filter(|_| self.allocation.is_none());
+        if !self.warnings.is_empty() || allocator.is_some() || !allocation_warnings.is_empty() {
             writeln!(f, "\nwarnings:")?;
             for w in &self.warnings {
                 writeln!(f, "  {w}")?;
             }
-            if let Some(a) = &self.allocator {
+            if let Some(a) = allocator {
                 writeln!(f, "  {a}")?;
+            }
+            for w in &allocation_warnings {
+                writeln!(f, "  {w}")?;
             }
         }
         let problems = self.problems();
@@ -160,6 +193,43 @@ impl fmt::Display for Diagnosis {
             if self.ok() { "ok" } else { "NOT OK" }
         )
     }
+}
+
+/// The allocation check's warnings: the pending Services with the allocator's answer,
+/// what to do when it would serve some of them, the Services whose status it would
+/// change, the Services it cannot read.
+fn allocation_warnings(a: &AllocationCheck) -> Vec<String> {
+    let mut out = Vec::new();
+    if !a.pending.is_empty() {
+        out.push(a.pending_text());
+    }
+    let n = a.allocatable_pending();
+    if n > 0 {
+        out.push(if a.lease.is_held() {
+            format!(
+                "the allocator would give {n} of them an address, and podcidr-speaker \
+                 allocate runs: a Service created a moment ago waits for its write; else \
+                 its log, its /status and its podcidr_allocator_status_writes_total say why"
+            )
+        } else {
+            format!(
+                "the allocator would give {n} of them an address, but no allocator has \
+                 written their status.loadBalancer.ingress. Run one on the same ranges: \
+                 podcidr-speaker allocate, MetalLB's controller alone on this same \
+                 bgp-config (its speaker not deployed), or Cilium LB-IPAM (a \
+                 CiliumLoadBalancerIPPool with the pools' addresses, Cilium 1.13 and later)"
+            )
+        });
+    }
+    if !a.changed.is_empty() {
+        out.push(a.changed_text());
+    }
+    for u in &a.unreadable {
+        out.push(format!(
+            "not read by the allocator (it leaves it alone): {u}"
+        ));
+    }
+    out
 }
 
 fn cidrs(list: &[IpNet]) -> String {

@@ -5,8 +5,9 @@
 //! Owns the command's I/O: reading the two inputs once, and the wording ([`report`]).
 //! The decisions are [`sources::node_view`], [`routes::plan()`] and, for the
 //! LoadBalancer Services of the cluster-state files, [`routes::lb`] (each Service's
-//! decision, the routes per peer). Must not: decide anything, connect anywhere or show
-//! a password.
+//! decision, the routes per peer) and the allocator from scratch
+//! ([`AllocationView`]: what `podcidr-speaker allocate` would write). Must not: decide
+//! anything, connect anywhere or show a password.
 
 pub mod report;
 
@@ -14,6 +15,7 @@ use std::io::Write;
 use std::net::IpAddr;
 use std::path::PathBuf;
 
+use super::allocation::AllocationView;
 use super::check::{check_text, FileReport, Outcome};
 use crate::routes::cilium::ConflictPolicy;
 use crate::routes::lb::{LbContext, LbEnabled, LbPlanner, LbSwitch};
@@ -23,11 +25,13 @@ use crate::sources::{self, file, IpamError, IpamOverride, SourceError};
 pub use report::{render_plan, Format};
 
 /// The LoadBalancer side of a plan: the on/off decision and the planner fed with every
-/// Service and EndpointSlice of the cluster-state files.
+/// Service and EndpointSlice of the cluster-state files; and the allocator's answer
+/// over those Services when the config has address pools and the files have Services.
 #[derive(Debug)]
 pub struct LbPlanned {
     pub enabled: LbEnabled,
     pub planner: LbPlanner,
+    pub allocation: Option<AllocationView>,
 }
 
 impl LbPlanned {
@@ -37,6 +41,7 @@ impl LbPlanned {
         LbPlanned {
             enabled: LbSwitch::Auto.decide_for(plan.mode, config),
             planner: LbPlanner::new(plan.node.clone()),
+            allocation: None,
         }
     }
 
@@ -61,7 +66,11 @@ impl LbPlanned {
             planner.apply(update);
         }
         planner.apply(LbUpdate::Synced);
-        LbPlanned { enabled, planner }
+        LbPlanned {
+            enabled,
+            planner,
+            allocation: None,
+        }
     }
 }
 
@@ -182,7 +191,15 @@ pub fn render(request: &PlanRequest) -> Result<String, PlanCommandError> {
             source_address: request.source_address,
         },
     );
-    let lb = LbPlanned::new(&config, &view, request, &files.lb);
+    let mut lb = LbPlanned::new(&config, &view, request, &files.lb);
+    if !config.pools.is_empty() && !files.lb.services.is_empty() {
+        let services = file::load_services(&request.cluster_state)?;
+        lb.allocation = Some(AllocationView::from_scratch(
+            &config.pools,
+            &request.lb_classes,
+            &services,
+        ));
+    }
     let cilium = routes::cilium::decide(request.cilium_bgp_conflict, state.cilium_config.as_ref());
     Ok(render_plan(
         &plan,

@@ -23,6 +23,7 @@ use crate::routes::pools::PoolFinding;
 use crate::routes::{Conflict, NextHop, Plan, PlannedRoute, RouteAttrs, UnannounceableReason};
 use crate::sources::model::{NodeView, ViewWarning};
 
+use super::super::allocation::{AllocationView, Outcome};
 use super::LbPlanned;
 
 /// `-o`: how to render a plan.
@@ -295,6 +296,169 @@ fn lb_table(s: &mut String, config: &Config, lb: &LbPlanned) {
     write_rows(s, "  ", &rows);
 }
 
+/// Says what the section is: a fresh allocator's answer, which may differ from the
+/// cluster's status (another allocator wrote it, or none did).
+const ALLOCATION_WHAT: &str = "what `podcidr-speaker allocate` would write, starting now from \
+     these Services and this config; not what the cluster has";
+
+/// The allocation section of the table: each pool's use, then each LoadBalancer Service
+/// with what it would hold (kept from its status or new) or why it would be pending,
+/// status addresses outside every pool and Services the allocator cannot read.
+fn allocation_table(s: &mut String, a: &AllocationView) {
+    let _ = writeln!(s, "loadbalancer ip allocation ({ALLOCATION_WHAT}):");
+    let rows: Vec<Vec<String>> = a
+        .pools
+        .iter()
+        .map(|p| {
+            vec![
+                format!("pool {}", p.name),
+                format!("{}/{} in use", p.in_use, p.total),
+            ]
+        })
+        .collect();
+    write_rows(s, "  ", &rows);
+    let rows: Vec<Vec<String>> = a
+        .services
+        .iter()
+        .map(|sa| {
+            let status = if sa.status.is_empty() {
+                "none".to_owned()
+            } else {
+                let ips: Vec<String> = sa
+                    .status
+                    .iter()
+                    .map(|ip| {
+                        if a.outside.contains_key(ip) {
+                            format!("{ip} (outside every pool)")
+                        } else {
+                            ip.to_string()
+                        }
+                    })
+                    .collect();
+                ips.join(", ")
+            };
+            let mut cells = vec![format!("service {}", sa.service)];
+            match &sa.outcome {
+                Outcome::Kept(h) => {
+                    cells.push(format!("holds {} (pool {})", ips_text(&h.ips), h.pool));
+                    cells.push("kept from its status".to_owned());
+                }
+                Outcome::New(h) => {
+                    cells.push(format!("holds {} (pool {})", ips_text(&h.ips), h.pool));
+                    cells.push(format!("newly allocated (status: {status})"));
+                }
+                Outcome::Pending(r) => {
+                    cells.push("pending".to_owned());
+                    cells.push(format!("{r} (status: {status})"));
+                }
+            }
+            if let Some(w) = &sa.warning {
+                let last = cells.len() - 1;
+                // The allocator keeps what a Service holds while its request cannot be
+                // read (a bad edit never takes an address away): say so beside it.
+                cells[last].push_str(&format!("; request unreadable, ignored until fixed: {w}"));
+            }
+            cells
+        })
+        .collect();
+    if rows.is_empty() {
+        s.push_str("  (no LoadBalancer Services of the classes served)\n");
+    }
+    write_rows(s, "  ", &rows);
+    if !a.outside.is_empty() {
+        let _ = writeln!(
+            s,
+            "  status addresses outside every pool: {}: an allocator running on an earlier \
+             config refuses this one until those Services change",
+            outside_text(a)
+        );
+    }
+    for u in &a.unreadable {
+        let _ = writeln!(s, "  not read by the allocator (left alone): {u}");
+    }
+}
+
+/// `IP (held by NS/NAME, ...)`, as the allocator's reload refusal names them.
+fn outside_text(a: &AllocationView) -> String {
+    a.outside
+        .iter()
+        .map(|(ip, by)| {
+            let names: Vec<String> = by.iter().map(ToString::to_string).collect();
+            format!("{ip} (held by {})", names.join(", "))
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+fn ips_text(ips: &[std::net::IpAddr]) -> String {
+    ips.iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A pool's size as a JSON number, or a string past `u64` (an IPv6 pool may hold more
+/// addresses than a JSON number carries exactly).
+fn count_json(n: u128) -> Value {
+    u64::try_from(n).map_or_else(|_| json!(n.to_string()), |n| json!(n))
+}
+
+fn allocation_json(a: &AllocationView) -> Value {
+    let strings =
+        |ips: &[std::net::IpAddr]| -> Vec<String> { ips.iter().map(ToString::to_string).collect() };
+    let pools: Vec<Value> = a
+        .pools
+        .iter()
+        .map(|p| json!({ "name": &*p.name, "in_use": count_json(p.in_use), "total": count_json(p.total) }))
+        .collect();
+    let services: Vec<Value> = a
+        .services
+        .iter()
+        .map(|sa| {
+            let mut v = json!({
+                "service": sa.service.to_string(),
+                "status": strings(&sa.status),
+                "warning": sa.warning.as_ref().map(ToString::to_string),
+            });
+            let fields = match &sa.outcome {
+                Outcome::Kept(h) | Outcome::New(h) => json!({
+                    "state": "holds",
+                    "ips": strings(&h.ips),
+                    "pool": &*h.pool,
+                    "origin": if matches!(sa.outcome, Outcome::Kept(_)) { "kept" } else { "new" },
+                }),
+                Outcome::Pending(r) => json!({
+                    "state": "pending",
+                    "reason": r.label(),
+                    "reason_text": r.to_string(),
+                }),
+            };
+            if let (Value::Object(map), Value::Object(more)) = (&mut v, fields) {
+                map.extend(more);
+            }
+            v
+        })
+        .collect();
+    let outside: Vec<Value> = a
+        .outside
+        .iter()
+        .map(|(ip, by)| {
+            json!({
+                "ip": ip.to_string(),
+                "services": by.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    json!({
+        "what": ALLOCATION_WHAT,
+        "pools": pools,
+        "services": services,
+        "pending": a.pending().count(),
+        "status_outside_pools": outside,
+        "unreadable": a.unreadable,
+    })
+}
+
 fn lb_json(lb: &LbPlanned) -> Value {
     let services: Vec<Value> = lb
         .planner
@@ -564,6 +728,9 @@ pub fn table(
         );
     }
     lb_table(&mut s, config, lb);
+    if let Some(a) = &lb.allocation {
+        allocation_table(&mut s, a);
+    }
     let warnings = warnings(plan, view, config, lb, cilium);
     if warnings.is_empty() {
         s.push_str("warnings: none\n");
@@ -675,6 +842,7 @@ pub fn json_value(
         "peers": peers,
         "unselected_peers": unselected,
         "lb": lb_json(lb),
+        "allocation": lb.allocation.as_ref().map(allocation_json),
         "warnings": warnings,
     })
 }

@@ -84,6 +84,26 @@ pub fn load_files(path: &Path) -> Result<ClusterFiles, SourceError> {
     Ok(builder.finish())
 }
 
+/// Every Service object of a cluster-state path, file by file in order: for `plan`,
+/// which hands them to the allocator (it reads annotations, ports and families that the
+/// speaker's facts do not keep). Only the Services are kept, not the files' text.
+pub fn load_services(path: &Path) -> Result<Vec<k8s_openapi::api::core::v1::Service>, SourceError> {
+    let mut out = Vec::new();
+    for file in list_files(path)? {
+        let text = std::fs::read_to_string(&file).map_err(|e| SourceError::Io {
+            path: file.clone(),
+            reason: e.to_string(),
+        })?;
+        parse::for_each_object(&file, &text, &mut |object| {
+            if let parse::Object::Service(service) = object {
+                out.push(*service);
+            }
+            Ok(())
+        })?;
+    }
+    Ok(out)
+}
+
 /// Follows `config.path` until the receiver is dropped.
 #[tracing::instrument(name = "file_source", skip_all, fields(path = %config.path.display(), ipam = %config.ipam))]
 pub async fn run(config: FileSourceConfig, out: SourceSender) -> Result<(), Closed> {
