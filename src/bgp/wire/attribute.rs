@@ -693,6 +693,35 @@ mod tests {
         }
     }
 
+    /// Around the one-octet length's limit: 63 communities (252 octets) keep the short
+    /// header, 64 (256) take the extended one; so does a 2-octet session's AS_PATH
+    /// that outgrows it only in four octets.
+    #[test]
+    fn the_header_follows_the_value_length_at_the_limit() {
+        for (n, extended) in [(63usize, false), (64, true)] {
+            let attr = PathAttribute::Communities((0..n as u32).collect());
+            let wire = enc(&attr, true);
+            let len = 4 * n;
+            let head = if extended {
+                vec![0xd0, 0x08, (len >> 8) as u8, len as u8]
+            } else {
+                vec![0xc0, 0x08, len as u8]
+            };
+            assert_eq!(wire[..head.len()], head[..], "{n} communities");
+            assert_eq!(wire.len(), head.len() + len);
+            assert_eq!(dec(&wire, true), Ok(attr));
+        }
+        let path = PathAttribute::AsPath(AsPath {
+            segments: vec![AsSegment {
+                kind: SegmentType::AsSequence,
+                asns: (1..=100).collect(),
+            }],
+        });
+        assert_eq!(enc(&path, false)[..3], [0x40, 0x02, 202]);
+        assert_eq!(enc(&path, true)[..4], [0x50, 0x02, 0x01, 0x92]);
+        assert_eq!(dec(&enc(&path, true), true), Ok(path));
+    }
+
     #[test]
     fn as_path_width_follows_context() {
         let path = PathAttribute::AsPath(AsPath {
