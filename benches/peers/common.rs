@@ -28,7 +28,15 @@ pub const ALL: [IpAddr; 8] = [
 /// The receivers' AS; the senders of the table use it too (iBGP), so that every sender's
 /// next hops (one per node) reach the receiver unchanged and all three send one table.
 pub const AS: u32 = 65000;
-pub const SPEAKER_BIN: &str = env!("CARGO_BIN_EXE_podcidr-speaker");
+/// The speaker this bench was built with.
+const BUILT_SPEAKER: &str = env!("CARGO_BIN_EXE_podcidr-speaker");
+
+/// The speaker binary to run: `PODCIDR_BENCH_SPEAKER` when set (an earlier build, so a
+/// before and an after are measured in one sitting with the same peers), else the one
+/// built with this bench.
+pub fn speaker_bin() -> String {
+    std::env::var("PODCIDR_BENCH_SPEAKER").unwrap_or_else(|_| BUILT_SPEAKER.to_owned())
+}
 
 const fn a(n: u8) -> IpAddr {
     IpAddr::V4(Ipv4Addr::new(100, 64, 0, n))
@@ -178,7 +186,7 @@ pub fn start_speaker_with(
     y.push_str("speaker:\n  connect-retry-time: 1s\n");
     let cfg = dir.join("bgp-config.yaml");
     write_file(&cfg, &y).expect("write bgp-config");
-    let mut cmd = Command::new(SPEAKER_BIN);
+    let mut cmd = Command::new(speaker_bin());
     cmd.arg("run")
         .arg("--node=n000000")
         .arg(format!("--bgp-config={}", cfg.display()))

@@ -3,7 +3,7 @@
 //! routes) with two sessions, to two BIRD receivers. Once both hold the table and three
 //! seconds have passed, RSS is read and CPU, threads and wake-ups (context switches of
 //! all its threads: each is a wake-up from a sleep or a preemption) are counted over 30
-//! seconds.
+//! seconds ([`idle`], which `kubeidle` shares).
 
 use std::time::Duration;
 
@@ -56,23 +56,16 @@ pub fn run(who: &str, n: usize, runs: usize) {
             rx.iter().all(|b| bird_session(b, from).1 >= want)
         });
         assert!(ok, "{who}: receivers never held {want} routes");
-        std::thread::sleep(Duration::from_secs(3));
-        let a = proc_stat(pid);
-        let switched = context_switches(pid);
-        std::thread::sleep(IDLE);
-        let b = proc_stat(pid);
-        let pct = (b.cpu_ticks - a.cpu_ticks) as f64 / clock_ticks() / IDLE.as_secs_f64() * 100.0;
-        let per_s = context_switches(pid).saturating_sub(switched) as f64 / IDLE.as_secs_f64();
-        let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).map_or(0, |d| d.count());
+        let m = idle(pid);
         eprintln!(
-            "footprint {who} n={n}: RSS {} kB, peak {} kB, CPU {pct:.2} %, {tasks} threads, {per_s:.2} wake-ups/s",
-            b.rss_kb, b.hwm_kb
+            "footprint {who} n={n}: RSS {} kB, peak {} kB, CPU {:.2} %, {} threads, {:.2} wake-ups/s ({})",
+            m.rss_kb, m.hwm_kb, m.cpu_pct, m.threads, m.wakeups_per_s, m.by_thread()
         );
-        wakes.push(per_s);
-        threads.push(tasks as f64);
-        rss.push(b.rss_kb as f64);
-        hwm.push(b.hwm_kb as f64);
-        cpu.push(pct);
+        wakes.push(m.wakeups_per_s);
+        threads.push(m.threads as f64);
+        rss.push(m.rss_kb as f64);
+        hwm.push(m.hwm_kb as f64);
+        cpu.push(m.cpu_pct);
         if let Some(mut p) = speaker {
             let _ = p.stop();
         }
@@ -96,16 +89,69 @@ pub fn run(who: &str, n: usize, runs: usize) {
     }));
 }
 
-/// Context switches of every thread of `pid` so far (a thread that exits takes its
-/// count along: the idle window has none that do, or its count is low, never high).
-fn context_switches(pid: u32) -> u64 {
+/// What a process costs at idle: RSS, CPU, threads and wake-ups over [`IDLE`].
+pub(crate) struct Idle {
+    pub(crate) rss_kb: u64,
+    pub(crate) hwm_kb: u64,
+    pub(crate) cpu_pct: f64,
+    pub(crate) threads: usize,
+    pub(crate) wakeups_per_s: f64,
+    /// Wake-ups a second per thread name (`comm`), most first: where they go.
+    pub(crate) per_thread: Vec<(String, f64)>,
+}
+
+impl Idle {
+    pub(crate) fn by_thread(&self) -> String {
+        self.per_thread
+            .iter()
+            .map(|(name, w)| format!("{name} {w:.2}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// Lets `pid` settle for 3 s, then measures it over [`IDLE`].
+pub(crate) fn idle(pid: u32) -> Idle {
+    std::thread::sleep(Duration::from_secs(3));
+    let a = proc_stat(pid);
+    let before = context_switches(pid);
+    std::thread::sleep(IDLE);
+    let b = proc_stat(pid);
+    let after = context_switches(pid);
+    let secs = IDLE.as_secs_f64();
+    let mut names: std::collections::BTreeMap<String, f64> = Default::default();
+    for (tid, (name, n)) in &after {
+        let was = before.get(tid).map_or(0, |(_, n)| *n);
+        *names.entry(name.clone()).or_default() += n.saturating_sub(was) as f64 / secs;
+    }
+    let mut per_thread: Vec<(String, f64)> = names.into_iter().collect();
+    per_thread.sort_by(|x, y| y.1.total_cmp(&x.1));
+    Idle {
+        rss_kb: b.rss_kb,
+        hwm_kb: b.hwm_kb,
+        cpu_pct: (b.cpu_ticks - a.cpu_ticks) as f64 / clock_ticks() / secs * 100.0,
+        threads: after.len(),
+        wakeups_per_s: per_thread.iter().map(|(_, w)| w).sum(),
+        per_thread,
+    }
+}
+
+/// Context switches of every thread of `pid` so far, by thread id, with the thread's
+/// name (a thread that exits takes its count along: the idle window has none that do,
+/// or its count is low, never high).
+fn context_switches(pid: u32) -> std::collections::BTreeMap<u64, (String, u64)> {
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return 0;
+        return Default::default();
     };
     tasks
         .flatten()
-        .map(|t| {
-            std::fs::read_to_string(t.path().join("status"))
+        .filter_map(|t| {
+            let tid = t.file_name().to_str()?.parse().ok()?;
+            let name = std::fs::read_to_string(t.path().join("comm"))
+                .unwrap_or_default()
+                .trim()
+                .to_string();
+            let n = std::fs::read_to_string(t.path().join("status"))
                 .unwrap_or_default()
                 .lines()
                 .filter(|l| {
@@ -113,7 +159,8 @@ fn context_switches(pid: u32) -> u64 {
                         || l.starts_with("nonvoluntary_ctxt_switches:")
                 })
                 .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-                .sum::<u64>()
+                .sum::<u64>();
+            Some((tid, (name, n)))
         })
-        .sum()
+        .collect()
 }

@@ -122,7 +122,7 @@ fn start(dir: &Path, cluster: &Path) -> Process {
         ),
     )
     .expect("write bgp-config");
-    let mut cmd = Command::new(SPEAKER_BIN);
+    let mut cmd = Command::new(speaker_bin());
     cmd.arg("run")
         .arg("--node=n000000")
         .arg(format!("--bgp-config={}", cfg.display()))

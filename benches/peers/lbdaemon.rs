@@ -54,9 +54,9 @@ type Watch = mpsc::UnboundedSender<Bytes>;
 
 /// What the API server served since the last reset.
 #[derive(Default)]
-struct Served {
-    requests: u64,
-    octets: u64,
+pub(crate) struct Served {
+    pub(crate) requests: u64,
+    pub(crate) octets: u64,
     slice_watches: u64,
     /// The open EndpointSlice watches with what they select.
     watches: Vec<(Selected, Watch)>,
@@ -68,11 +68,11 @@ struct Served {
 }
 
 /// The objects served, by list path.
-struct Objects {
-    cluster: Arc<Cluster>,
-    nodes: Vec<Value>,
-    cilium_nodes: Vec<Value>,
-    cilium_config: Vec<Value>,
+pub(crate) struct Objects {
+    pub(crate) cluster: Arc<Cluster>,
+    pub(crate) nodes: Vec<Value>,
+    pub(crate) cilium_nodes: Vec<Value>,
+    pub(crate) cilium_config: Vec<Value>,
 }
 
 /// A query parameter, decoded.
@@ -242,7 +242,7 @@ async fn connection(
 }
 
 /// Serves the API on 127.0.0.1; returns its address.
-async fn serve(objects: Arc<Objects>, served: Arc<Mutex<Served>>) -> SocketAddr {
+pub(crate) async fn serve(objects: Arc<Objects>, served: Arc<Mutex<Served>>) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind api");
     let addr = listener.local_addr().expect("api address");
     tokio::spawn(async move {
@@ -269,18 +269,18 @@ fn modify(served: &Mutex<Served>, cluster: &Cluster, i: usize, rv: u64, unready:
     octets
 }
 
-fn host(ip: Ipv4Addr) -> IpNet {
+pub(crate) fn host(ip: Ipv4Addr) -> IpNet {
     IpNet::V4(Ipv4Net::new(ip, 32).expect("/32"))
 }
 
 /// Service `i`'s LoadBalancer IP (as `lbkube::service` gives it).
-fn service_ip(i: usize) -> Ipv4Addr {
+pub(crate) fn service_ip(i: usize) -> Ipv4Addr {
     Ipv4Addr::new(10, 96, (i >> 8) as u8, i as u8)
 }
 
 /// Which LoadBalancer watches the daemon runs.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Watches {
+pub(crate) enum Watches {
     /// `--lb-slice-watch all`: every Service and EndpointSlice.
     All,
     /// The default: the LoadBalancer Services and their slices.
@@ -289,7 +289,7 @@ enum Watches {
     Off,
 }
 
-fn start(dir: &Path, api: SocketAddr, watches: Watches) -> Process {
+pub(crate) fn start(dir: &Path, api: SocketAddr, watches: Watches) -> Process {
     let cfg = dir.join("bgp-config.yaml");
     write_file(
         &cfg,
@@ -306,7 +306,7 @@ fn start(dir: &Path, api: SocketAddr, watches: Watches) -> Process {
         ),
     )
     .expect("write kubeconfig");
-    let mut cmd = Command::new(SPEAKER_BIN);
+    let mut cmd = Command::new(speaker_bin());
     cmd.arg("run")
         .arg("--node=n000000")
         .arg(format!("--bgp-config={}", cfg.display()))

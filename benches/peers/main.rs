@@ -9,6 +9,7 @@
 //! peers --bench event NODES EVENTS                      item 3
 //! peers --bench receive speaker|bird|frr|gobgpd N RUNS  item 4
 //! peers --bench footprint speaker|gobgpd N RUNS         item 5
+//! peers --bench kubeidle LOADBALANCERS[,L...] RUNS      item 5b (issue 31)
 //! peers --bench kube N[,N...]                         item 6 (no namespace needed)
 //! peers --bench lb SERVICES ENDPOINTS EVENTS             item 7
 //! peers --bench lbplan SERVICES[,S...] ENDPOINTS EVENTS  item 7b (no namespace needed)
@@ -43,6 +44,7 @@ mod common;
 mod event;
 mod footprint;
 mod kube;
+mod kubeidle;
 mod lb;
 mod lbdaemon;
 mod lbkube;
@@ -73,6 +75,9 @@ fn main() {
         ["event", nodes, events] => event::run(num(nodes), num(events)),
         ["receive", who, n, runs] => receive::run(who, num(n), num(runs)),
         ["footprint", who, n, runs] => footprint::run(who, num(n), num(runs)),
+        ["kubeidle", lbs, runs] => {
+            kubeidle::run(&lbs.split(',').map(num).collect::<Vec<_>>(), num(runs))
+        }
         ["lb", services, endpoints, events] => lb::run(num(services), num(endpoints), num(events)),
         ["lbplan", sizes, endpoints, events] => lbplan::run(
             &sizes.split(',').map(num).collect::<Vec<_>>(),

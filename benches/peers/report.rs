@@ -50,6 +50,7 @@ pub fn run(results: &Path, out: &Path) {
     event(&rows, &mut md);
     receive(&rows, out, &mut md);
     footprint(&rows, out, &mut md);
+    kubeidle(&rows, &mut md);
     kube(&rows, &mut md);
     lb(&rows, &mut md);
     lbplan(&rows, &mut md);
@@ -262,6 +263,43 @@ fn footprint(rows: &[Value], out: &Path, md: &mut String) {
     }
     md.push('\n');
     std::fs::write(out.join("footprint.dat"), dat).expect("footprint.dat");
+}
+
+fn kubeidle(rows: &[Value], md: &mut String) {
+    let rows: Vec<&Value> = rows.iter().filter(|r| r["item"] == "kubeidle").collect();
+    if rows.is_empty() {
+        return;
+    }
+    md.push_str("### 5b. Idle in kube mode (issue 31): the daemon against an API server in the bench, one session to ExaBGP (median of runs; CPU, wake-ups and API requests over 30 s once the routes are held)\n\n");
+    md.push_str("| source | LoadBalancer Services | routes | RSS | CPU | wake-ups/s | threads | API requests, octets at idle | RSS / file source's |\n|---|---|---|---|---|---|---|---|---|\n");
+    let file_rss = rows
+        .iter()
+        .find(|r| r["source"] == "file")
+        .and_then(|r| r["rss_kb"].as_f64());
+    for r in &rows {
+        let f = |k: &str| r[k].as_f64();
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            r["source"].as_str().unwrap_or("-"),
+            r["load_balancers"],
+            r["routes"],
+            f("rss_kb").map(mib).unwrap_or("-".into()),
+            f("cpu_pct")
+                .map(|c| format!("{c:.2} %"))
+                .unwrap_or("-".into()),
+            f("wakeups_per_s")
+                .map(|w| format!("{w:.2}"))
+                .unwrap_or("-".into()),
+            r["threads"],
+            match (f("idle_requests"), f("idle_octets")) {
+                (Some(q), Some(o)) => format!("{q}, {o}"),
+                _ => "-".into(),
+            },
+            ratio(f("rss_kb"), file_rss),
+        );
+    }
+    md.push('\n');
 }
 
 fn kube(rows: &[Value], md: &mut String) {

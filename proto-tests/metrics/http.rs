@@ -226,6 +226,49 @@ async fn healthz_turns_503_when_the_main_loop_stops_beating() {
     ep.stop().await;
 }
 
+/// An idle daemon has no tick: a request asks its main loop, which beats when it
+/// answers; a loop that no longer answers is judged by its last beat, after a bounded
+/// wait.
+#[tokio::test]
+async fn healthz_asks_the_main_loop_and_a_silent_one_fails_after_the_window() {
+    let m = Metrics::with_liveness(Duration::from_millis(300));
+    let ep = Endpoint::start(Arc::clone(&m)).await;
+    let (stop, mut stopped) = tokio::sync::watch::channel(false);
+    let main_loop = {
+        let m = Arc::clone(&m);
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    () = m.asked() => {
+                        if *stopped.borrow() {
+                            // Wedged: asked, never answers again.
+                            std::future::pending::<()>().await;
+                        }
+                        m.heartbeat();
+                        m.answered();
+                    }
+                    _ = stopped.changed() => {}
+                }
+            }
+        })
+    };
+    // Idle well past the window: the request's ask brings the beat.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(get(ep.addr, "/healthz").await.0, 200);
+    assert_eq!(get(ep.addr, "/healthz").await.0, 200);
+    stop.send_replace(true);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let asked = Instant::now();
+    assert_eq!(get(ep.addr, "/healthz").await.0, 503);
+    let waited = asked.elapsed();
+    assert!(
+        waited >= server::REFRESH_WAIT && waited < server::REFRESH_WAIT * 3,
+        "waited {waited:?} for a silent loop"
+    );
+    main_loop.abort();
+    ep.stop().await;
+}
+
 #[tokio::test]
 async fn an_oversized_head_gets_431_and_a_silent_client_blocks_nobody() {
     let m = Metrics::new();

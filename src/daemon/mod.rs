@@ -71,18 +71,15 @@ const SOURCE_QUEUE: usize = 16;
 /// How long the sessions get to say goodbye after SIGTERM.
 pub const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The main loop's idle tick: heartbeat for /healthz, pending-prefix gauges, and the
-/// check for peer tasks that ended on their own.
-const TICK: Duration = Duration::from_secs(1);
-
 /// The RFC 9003 message of the Cease that stops a session attempt under way when the
 /// Cilium conflict holds new sessions back (`--cilium-bgp-conflict hold`).
 const HOLD_MESSAGE: &str = "podcidr-speaker: held, cilium's embedded bgp speaker is on";
 
-/// A peer task whose loop has not turned for this long is wedged: it turns at least
-/// every `peer::IDLE_WAKE` (5 s), and no step of it takes seconds. The main loop then
-/// stops its heartbeat, so `/healthz` fails after the liveness window and the kubelet
-/// restarts the speaker (graceful restart keeps the routes meanwhile).
+/// A peer task that has not turned its loop this long after it was asked to is wedged:
+/// a live one turns at once (`peer::Beat::ask`), and no step of it takes seconds. The
+/// main loop asks every task whenever `/healthz` (or a scrape) asks it, and stops its
+/// heartbeat while one is wedged, so `/healthz` fails after the liveness window and the
+/// kubelet restarts the speaker (graceful restart keeps the routes meanwhile).
 const PEER_WEDGED_AFTER: Duration = Duration::from_secs(30);
 
 /// Why `run` could not start (once running, nothing a peer, the API server or a file
@@ -196,8 +193,9 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
         "podcidr-speaker started"
     );
 
-    let mut tick = tokio::time::interval(TICK);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // No periodic tick: an idle daemon sleeps until an event, a protocol timer or a
+    // request to its endpoint (which asks it for the heartbeat and the per-peer figures).
+    let metrics = Arc::clone(&daemon.metrics);
     let mut status_open = true;
     let signal = loop {
         daemon.liveness();
@@ -248,11 +246,19 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
                 daemon.lb_pending.then(delta);
                 daemon.flush_lb(now);
             }
-            _ = tick.tick() => {
+            () = metrics.asked() => {
+                // A probe, a scrape or /status: the figures it reads brought up to
+                // date, every peer task asked to turn (answered by the next asks'
+                // wedge check), this loop's heartbeat given.
                 daemon.peers.report();
                 if daemon.cilium_bgp.holding() {
                     daemon.record_held();
                 }
+                daemon.peers.ask(Instant::now());
+                daemon.liveness();
+                metrics.answered();
+            }
+            () = daemon.peers.ended() => {
                 daemon.peers.reap_stopped();
                 if daemon.peers.reap_dead() {
                     daemon.replan(Instant::now()).await;

@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use tokio::sync::watch;
+use tokio::sync::{watch, Notify};
 use tokio::task::{JoinHandle, JoinSet};
 use tracing::{error, info, warn};
 
@@ -98,6 +98,9 @@ pub struct Peers {
     /// The hold on new sessions every task follows (`peer::Feeds::hold`): `Some(why)`
     /// while it stands.
     hold: watch::Sender<Option<Arc<str>>>,
+    /// Woken when a task ends (a running one on its own, or a stopping one done): the
+    /// main loop then reaps them, instead of looking every second.
+    ended: Arc<Notify>,
 }
 
 /// A task saying goodbye after it was de-configured.
@@ -117,6 +120,30 @@ impl Peers {
             grace,
             bfd: None,
             hold: watch::Sender::new(None),
+            ended: Arc::new(Notify::new()),
+        }
+    }
+
+    /// Completes when a task ended since the last call (then [`Peers::reap_stopped`]
+    /// and [`Peers::reap_dead`] have something to do).
+    pub async fn ended(&self) {
+        self.ended.notified().await;
+    }
+
+    /// Wakes [`Peers::ended`] when the task of `beat` ends.
+    fn watch_end(&self, beat: Arc<peer::Beat>) {
+        let ended = Arc::clone(&self.ended);
+        tokio::spawn(async move {
+            beat.finished().await;
+            ended.notify_one();
+        });
+    }
+
+    /// Asks every running task to turn its loop: the answer to `/healthz` and to a
+    /// scrape, which [`Peers::wedged`] reads (`peer::Beat::ask`).
+    pub fn ask(&self, now: Instant) {
+        for r in self.running.values() {
+            r.handle.beat.ask(now);
         }
     }
 
@@ -300,7 +327,11 @@ impl Peers {
         for (key, ..) in &restart {
             if let Some(r) = self.running.remove(key) {
                 r.stop(Shutdown::Admin(RESET_MESSAGE.into()));
-                waiting.spawn(join_bounded(r.handle, STOP_TIMEOUT));
+                waiting.spawn(join_bounded(
+                    r.handle,
+                    STOP_TIMEOUT,
+                    Arc::clone(&self.ended),
+                ));
             }
         }
         for (key, ..) in &blocked {
@@ -309,7 +340,11 @@ impl Peers {
             }
             if let Some(r) = self.running.remove(key) {
                 r.stop(Shutdown::Admin(KEY_GONE_MESSAGE.into()));
-                waiting.spawn(join_bounded(r.handle, STOP_TIMEOUT));
+                waiting.spawn(join_bounded(
+                    r.handle,
+                    STOP_TIMEOUT,
+                    Arc::clone(&self.ended),
+                ));
             }
         }
         while waiting.join_next().await.is_some() {}
@@ -342,7 +377,7 @@ impl Peers {
         let dead: Vec<PeerKey> = self
             .running
             .iter()
-            .filter(|(_, r)| r.handle.join.is_finished())
+            .filter(|(_, r)| r.handle.beat.has_ended() || r.handle.join.is_finished())
             .map(|(k, _)| *k)
             .collect();
         for key in &dead {
@@ -367,12 +402,14 @@ impl Peers {
         }
     }
 
-    /// Running tasks whose loop has not turned for `limit` (a live one turns at least
-    /// every `peer::IDLE_WAKE`); a task that ended is not wedged, it is gone.
+    /// Running tasks that left an ask ([`Peers::ask`]) unanswered for `limit` (a live
+    /// one answers at once); a task that ended is not wedged, it is gone.
     pub fn wedged(&self, now: std::time::Instant, limit: Duration) -> Vec<PeerKey> {
         self.running
             .iter()
-            .filter(|(_, r)| !r.handle.join.is_finished() && r.handle.beat.silent_for(now) > limit)
+            .filter(|(_, r)| {
+                !r.handle.join.is_finished() && r.handle.beat.unanswered_for(now) > limit
+            })
             .map(|(key, _)| *key)
             .collect()
     }
@@ -478,6 +515,8 @@ impl Peers {
             inbound,
         ) {
             Ok(handle) => {
+                // A task that ends on its own is started again by the main loop.
+                self.watch_end(Arc::clone(&handle.beat));
                 self.metrics.set_routes_queries(key, handle.queries.clone());
                 self.refused.remove(&key);
                 info!(peer = %key, asn, routes = routes.len(), lb_routes, "peer task started");
@@ -509,7 +548,11 @@ impl Peers {
         }
         if let Some(r) = self.running.remove(&key) {
             r.stop(mode);
-            let join = tokio::spawn(join_bounded(r.handle, STOP_TIMEOUT + self.grace));
+            let join = tokio::spawn(join_bounded(
+                r.handle,
+                STOP_TIMEOUT + self.grace,
+                Arc::clone(&self.ended),
+            ));
             self.stopping.insert(
                 key,
                 Stopping {
@@ -546,8 +589,8 @@ impl Peers {
     }
 }
 
-/// Waits for a stopping task, aborting it after `bound`.
-async fn join_bounded(handle: PeerHandle, bound: Duration) {
+/// Waits for a stopping task, aborting it after `bound`; then wakes `ended`.
+async fn join_bounded(handle: PeerHandle, bound: Duration, ended: Arc<Notify>) {
     let key = handle.key;
     let mut join = handle.join;
     if tokio::time::timeout(bound, &mut join).await.is_err() {
@@ -555,6 +598,8 @@ async fn join_bounded(handle: PeerHandle, bound: Duration) {
         join.abort();
         let _ = join.await;
     }
+    // The main loop reaps it once this task is finished: a turn later at most.
+    ended.notify_one();
 }
 
 #[cfg(test)]
@@ -750,6 +795,34 @@ mod tests {
         assert_eq!(feed.take(), None, "an empty delta sends nothing");
     }
 
+    /// With no tick to look every second, a task's end itself wakes the main loop,
+    /// which reaps it as dead (to start it again) even before its join handle says so.
+    #[tokio::test]
+    async fn a_task_that_ends_wakes_the_main_loop_and_is_reaped() {
+        let mut peers = Peers::new(Metrics::new(), None, Duration::ZERO);
+        let p = peer("");
+        let key = p.key();
+        let beat = Arc::new(peer::Beat::new(Instant::now()));
+        let stuck = tokio::spawn(std::future::pending::<()>());
+        peers
+            .running
+            .insert(key, running(p, Arc::clone(&beat), stuck));
+        peers.watch_end(Arc::clone(&beat));
+        assert!(
+            tokio::time::timeout(Duration::from_millis(200), peers.ended())
+                .await
+                .is_err(),
+            "nothing ended yet"
+        );
+        assert!(!peers.reap_dead());
+        beat.mark_ended();
+        tokio::time::timeout(Duration::from_secs(2), peers.ended())
+            .await
+            .expect("the end wakes the loop");
+        assert!(peers.reap_dead(), "reaped as dead");
+        assert!(peers.running.is_empty());
+    }
+
     #[tokio::test]
     async fn a_task_that_stopped_turning_is_wedged_and_an_ended_one_is_not() {
         let now = Instant::now();
@@ -757,9 +830,11 @@ mod tests {
         let long_ago = now.checked_sub(Duration::from_secs(60)).unwrap();
         let mut peers = Peers::new(Metrics::new(), None, Duration::ZERO);
         let stuck = std::future::pending::<()>;
-        // Turned just now; silent for a minute; silent for a minute but ended.
+        // Each asked a minute ago (an idle task turns only when asked): one turned just
+        // now; one silent since; one silent but ended.
         let live = peer("");
         let beat = Arc::new(peer::Beat::new(long_ago));
+        beat.ask(long_ago);
         beat.beat(now);
         peers
             .running
@@ -773,6 +848,7 @@ mod tests {
         let silent = at("192.0.2.2");
         let key = silent.key();
         let beat = Arc::new(peer::Beat::new(long_ago));
+        beat.ask(long_ago);
         peers
             .running
             .insert(key, running(silent, beat, tokio::spawn(stuck())));
@@ -782,6 +858,7 @@ mod tests {
             tokio::task::yield_now().await;
         }
         let beat = Arc::new(peer::Beat::new(long_ago));
+        beat.ask(long_ago);
         peers
             .running
             .insert(ended.key(), running(ended, beat, done));

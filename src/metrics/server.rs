@@ -6,7 +6,9 @@
 //! dependency tree as it is (hyper is only a dev-dependency here) and keeps every limit
 //! in sight: a request head is at most [`MAX_HEAD`] octets and must arrive within
 //! [`IO_TIMEOUT`], at most [`MAX_CONNECTIONS`] are served at once (more are closed
-//! unanswered), and every path answers from memory without waiting on the daemon.
+//! unanswered), and every path answers from memory after asking the daemon's main loop
+//! to bring it up to date, waiting at most [`REFRESH_WAIT`] ([`Metrics::refresh`]: an
+//! idle daemon has no tick of its own that would).
 //!
 //! Owns: the listener socket and the HTTP framing. Must not: compute anything the
 //! [`Metrics`] does not already hold.
@@ -35,6 +37,10 @@ pub const DEFAULT_ROUTES_LIMIT: usize = 100;
 /// The most routes listed per peer and list, whatever is asked: bounds the document
 /// (the counts are always whole).
 pub const MAX_ROUTES_LIMIT: usize = 10_000;
+/// How long the main loop gets to answer before a request is answered from what the
+/// metrics hold: well inside the liveness probe's 2 s timeout; a live loop answers
+/// within milliseconds, a busy one (a large re-plan) within this.
+pub const REFRESH_WAIT: Duration = Duration::from_secs(1);
 /// How long a peer task gets to answer a routes query (it answers between two events).
 pub const ROUTES_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -208,10 +214,14 @@ pub fn routes_limit(target: &str) -> Option<Result<usize, String>> {
     })
 }
 
-/// [`respond`], plus `/status?routes=N`: the status document with each peer's
+/// [`respond`] once the main loop has brought the figures up to date ([`Metrics::refresh`],
+/// bounded by [`REFRESH_WAIT`]), plus `/status?routes=N`: the status document with each peer's
 /// Adj-RIB-Out, asked of every peer task at once (each bounded by [`ROUTES_TIMEOUT`]; a
 /// task that does not answer is reported as such).
 pub async fn respond_async(head: &[u8], metrics: &Metrics) -> (Response, bool) {
+    if request_line(head).is_some() {
+        metrics.refresh(REFRESH_WAIT).await;
+    }
     let asked = request_line(head)
         .filter(|(method, target)| {
             matches!(*method, "GET" | "HEAD")

@@ -63,10 +63,10 @@ use crate::config::PeerKey;
 use crate::routes::DesiredRoutes;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot, watch, Notify};
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
@@ -175,22 +175,35 @@ pub struct PeerHandle {
     /// [`CLOSE_TIMEOUT`] twice).
     pub join: JoinHandle<()>,
     pub status: watch::Receiver<PeerStatus>,
-    /// When the task last turned its loop: at least every [`IDLE_WAKE`], so a task
-    /// silent for much longer is wedged (the daemon's `/healthz` says so).
+    /// When the task last turned its loop, and whether it answers: a task asked
+    /// ([`Beat::ask`]) turns at once, so one that leaves an ask unanswered for long is
+    /// wedged (the daemon's `/healthz` says so).
     pub beat: Arc<Beat>,
     /// Where [`RoutesQuery`]s go ([`query_routes`]).
     pub queries: mpsc::Sender<RoutesQuery>,
 }
 
-/// The longest a peer task sleeps without turning its loop, even with nothing to do.
-pub const IDLE_WAKE: Duration = Duration::from_secs(5);
-
-/// The last turn of a peer task's loop, readable from other tasks without a lock.
+/// The last turn of a peer task's loop, readable from other tasks without a lock; the
+/// asks that make an idle task turn, and its end.
+///
+/// An idle task has nothing to wake it (an Idle session has no timer). Rather than
+/// turning every few seconds to show it is alive, it answers when asked: whoever wants
+/// to know (the daemon, when `/healthz` or a scrape asks it) calls [`Beat::ask`], and
+/// [`Beat::unanswered_for`] says how long the oldest ask has waited.
 #[derive(Debug)]
 pub struct Beat {
     origin: Instant,
     /// Milliseconds from `origin` to the last turn.
     last: AtomicU64,
+    /// One more than the milliseconds from `origin` to the oldest ask not answered by a
+    /// turn yet; 0: none pending.
+    asked: AtomicU64,
+    /// Wakes the task's loop for an ask.
+    wake: Notify,
+    /// The task ended (returned, panicked or was aborted): its future is gone.
+    ended: AtomicBool,
+    /// Wakes [`Beat::finished`].
+    end: Notify,
 }
 
 impl Beat {
@@ -198,19 +211,84 @@ impl Beat {
         Self {
             origin: now,
             last: AtomicU64::new(0),
+            asked: AtomicU64::new(0),
+            wake: Notify::new(),
+            ended: AtomicBool::new(false),
+            end: Notify::new(),
         }
     }
 
+    fn ms(&self, now: Instant) -> u64 {
+        u64::try_from(now.saturating_duration_since(self.origin).as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// A turn of the loop: answers every ask made so far.
     pub fn beat(&self, now: Instant) {
-        let ms = now.saturating_duration_since(self.origin).as_millis();
-        self.last
-            .store(u64::try_from(ms).unwrap_or(u64::MAX), Ordering::Relaxed);
+        self.last.store(self.ms(now), Ordering::Relaxed);
+        self.asked.store(0, Ordering::Relaxed);
     }
 
     /// How long ago the last turn was.
     pub fn silent_for(&self, now: Instant) -> Duration {
         let last = self.origin + Duration::from_millis(self.last.load(Ordering::Relaxed));
         now.saturating_duration_since(last)
+    }
+
+    /// Asks the task to turn its loop, which a live one does at once. An ask already
+    /// pending keeps its time: the wait is measured from the oldest.
+    pub fn ask(&self, now: Instant) {
+        let at = self.ms(now).saturating_add(1);
+        let _ = self
+            .asked
+            .compare_exchange(0, at, Ordering::Relaxed, Ordering::Relaxed);
+        // Stores a permit when the task is busy elsewhere: its next wait ends at once.
+        self.wake.notify_one();
+    }
+
+    /// How long the oldest ask has waited for a turn; zero with none pending.
+    pub fn unanswered_for(&self, now: Instant) -> Duration {
+        match self.asked.load(Ordering::Relaxed) {
+            0 => Duration::ZERO,
+            at => now.saturating_duration_since(self.origin + Duration::from_millis(at - 1)),
+        }
+    }
+
+    /// Completes when the task is asked ([`Beat::ask`]): the loop's wait for an ask.
+    pub async fn asked(&self) {
+        self.wake.notified().await;
+    }
+
+    /// Whether the task ended.
+    pub fn has_ended(&self) -> bool {
+        self.ended.load(Ordering::SeqCst)
+    }
+
+    /// Completes once the task has ended.
+    pub async fn finished(&self) {
+        let end = self.end.notified();
+        tokio::pin!(end);
+        // Registered before the check: an end between the two still wakes it.
+        end.as_mut().enable();
+        if self.has_ended() {
+            return;
+        }
+        end.await;
+    }
+
+    /// The task ended (its [`EndGuard`] dropped; also for the daemon's tests).
+    pub(crate) fn mark_ended(&self) {
+        self.ended.store(true, Ordering::SeqCst);
+        self.end.notify_waiters();
+    }
+}
+
+/// Marks the task's [`Beat`] ended when its future is dropped: on return, on a panic
+/// (unwinding drops it) and on an abort alike.
+struct EndGuard(Arc<Beat>);
+
+impl Drop for EndGuard {
+    fn drop(&mut self) {
+        self.0.mark_ended();
     }
 }
 
@@ -281,9 +359,13 @@ pub fn spawn_with(
         feeds.bfd,
         feeds.hold,
     )?;
+    let guard = EndGuard(Arc::clone(&beat));
     let join = tokio::spawn(
-        task.run(desired, feeds.lb, shutdown, inbound)
-            .instrument(span),
+        async move {
+            let _guard = guard;
+            task.run(desired, feeds.lb, shutdown, inbound).await;
+        }
+        .instrument(span),
     );
     Ok(PeerHandle {
         key,
@@ -310,10 +392,29 @@ mod tests {
         assert_eq!(beat.silent_for(start), Duration::ZERO, "never negative");
     }
 
-    /// A passive peer that nobody dials has no timer running: without the idle wake its
-    /// loop would sleep for ever and look wedged.
+    #[test]
+    fn an_ask_waits_until_the_next_turn_and_the_oldest_counts() {
+        let start = Instant::now();
+        let at = |s: u64| start + Duration::from_secs(s);
+        let beat = Beat::new(start);
+        assert_eq!(beat.unanswered_for(at(100)), Duration::ZERO, "never asked");
+        beat.ask(at(10));
+        beat.ask(at(20));
+        assert_eq!(beat.unanswered_for(at(45)), Duration::from_secs(35));
+        beat.beat(at(46));
+        assert_eq!(beat.unanswered_for(at(100)), Duration::ZERO, "answered");
+        beat.ask(at(50));
+        assert_eq!(
+            beat.unanswered_for(at(40)),
+            Duration::ZERO,
+            "never negative"
+        );
+    }
+
+    /// A passive peer that nobody dials has no timer running: it sleeps without waking
+    /// (no periodic turn) and answers an ask at once; its end is seen.
     #[tokio::test]
-    async fn an_idle_task_keeps_turning() {
+    async fn an_idle_task_sleeps_until_asked_and_answers() {
         let text = "peers:\n  - peer-address: 127.0.0.2\n    peer-asn: 65000\n    my-asn: 65001\n    passive: true\n";
         let peer = crate::config::parse(text).unwrap().peers[0].clone();
         let run = RunOverrides {
@@ -333,14 +434,32 @@ mod tests {
             Some(inbound),
         )
         .unwrap();
-        tokio::time::sleep(IDLE_WAKE + Duration::from_millis(1500)).await;
+        tokio::time::sleep(Duration::from_millis(1500)).await;
         let silent = handle.beat.silent_for(Instant::now());
-        assert!(silent < IDLE_WAKE, "silent for {silent:?}");
+        assert!(
+            silent >= Duration::from_secs(1),
+            "turned without a cause: {silent:?}"
+        );
+        handle.beat.ask(Instant::now());
+        let answered = tokio::time::timeout(Duration::from_secs(2), async {
+            while handle.beat.unanswered_for(Instant::now()) > Duration::ZERO {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await;
+        assert!(answered.is_ok(), "the ask was never answered");
+        assert!(handle.beat.silent_for(Instant::now()) < Duration::from_secs(1));
         assert_eq!(handle.status().state, State::Active);
+        assert!(!handle.beat.has_ended());
+        let beat = Arc::clone(&handle.beat);
         stop.send_replace(Some(Shutdown::Deconfigured));
         tokio::time::timeout(Duration::from_secs(5), handle.join)
             .await
             .expect("the task ends")
             .unwrap();
+        assert!(beat.has_ended());
+        tokio::time::timeout(Duration::from_secs(1), beat.finished())
+            .await
+            .expect("an ended task's beat says so");
     }
 }

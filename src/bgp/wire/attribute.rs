@@ -420,9 +420,13 @@ pub(crate) fn encode(
     // Reserve the long header and move the value down if the short one suffices: the
     // copy is a few octets for every attribute but MP_*, which the builder writes
     // itself.
-    out.put_u8(attr.flags() & !attr_flags::EXTENDED_LENGTH);
-    out.put_u8(attr.type_code());
-    out.put_u16(0);
+    // One write for the header: each small put is a call with its own growth check.
+    out.put_slice(&[
+        attr.flags() & !attr_flags::EXTENDED_LENGTH,
+        attr.type_code(),
+        0,
+        0,
+    ]);
     let value_start = out.len();
     put_value(attr, ctx, out)?;
     let len = out.len() - value_start;
@@ -460,7 +464,13 @@ fn put_value(attr: &PathAttribute, ctx: &Context, out: &mut BytesMut) -> Result<
         PathAttribute::AtomicAggregate => {}
         PathAttribute::Aggregator(a) => put_aggregator(a, ctx.four_octet_as, out),
         PathAttribute::As4Aggregator(a) => put_aggregator(a, true, out),
-        PathAttribute::Communities(list) => list.iter().for_each(|c| out.put_u32(*c)),
+        PathAttribute::Communities(list) => {
+            let at = out.len();
+            out.resize(at + 4 * list.len(), 0);
+            for (slot, c) in out[at..].chunks_exact_mut(4).zip(list) {
+                slot.copy_from_slice(&c.to_be_bytes());
+            }
+        }
         PathAttribute::ClusterList(list) => list.iter().for_each(|a| out.put_slice(&a.octets())),
         PathAttribute::ExtendedCommunities(list) => list.iter().for_each(|e| out.put_slice(e)),
         PathAttribute::LargeCommunities(list) => list.iter().for_each(|l| {
@@ -572,10 +582,14 @@ fn put_as_path(p: &AsPath, four: bool, out: &mut BytesMut) -> Result<(), EncodeE
         if n == 0 || n > 255 {
             return Err(EncodeError::AsPathSegment { len: n });
         }
-        out.put_u8(seg.kind as u8);
-        out.put_u8(n as u8);
+        out.put_slice(&[seg.kind as u8, n as u8]);
         if four {
-            seg.asns.iter().for_each(|a| out.put_u32(*a));
+            // Room made once, then fixed-width copies (see nlri::put_all).
+            let at = out.len();
+            out.resize(at + 4 * n, 0);
+            for (slot, a) in out[at..].chunks_exact_mut(4).zip(&seg.asns) {
+                slot.copy_from_slice(&a.to_be_bytes());
+            }
         } else {
             let confed = matches!(
                 seg.kind,
@@ -677,6 +691,35 @@ mod tests {
             assert_eq!(enc(&attr, true), wire, "{attr:?}");
             assert_eq!(dec(&wire, true), Ok(attr));
         }
+    }
+
+    /// Around the one-octet length's limit: 63 communities (252 octets) keep the short
+    /// header, 64 (256) take the extended one; so does a 2-octet session's AS_PATH
+    /// that outgrows it only in four octets.
+    #[test]
+    fn the_header_follows_the_value_length_at_the_limit() {
+        for (n, extended) in [(63usize, false), (64, true)] {
+            let attr = PathAttribute::Communities((0..n as u32).collect());
+            let wire = enc(&attr, true);
+            let len = 4 * n;
+            let head = if extended {
+                vec![0xd0, 0x08, (len >> 8) as u8, len as u8]
+            } else {
+                vec![0xc0, 0x08, len as u8]
+            };
+            assert_eq!(wire[..head.len()], head[..], "{n} communities");
+            assert_eq!(wire.len(), head.len() + len);
+            assert_eq!(dec(&wire, true), Ok(attr));
+        }
+        let path = PathAttribute::AsPath(AsPath {
+            segments: vec![AsSegment {
+                kind: SegmentType::AsSequence,
+                asns: (1..=100).collect(),
+            }],
+        });
+        assert_eq!(enc(&path, false)[..3], [0x40, 0x02, 202]);
+        assert_eq!(enc(&path, true)[..4], [0x50, 0x02, 0x01, 0x92]);
+        assert_eq!(dec(&enc(&path, true), true), Ok(path));
     }
 
     #[test]

@@ -18,6 +18,7 @@ mod inputs;
 mod peers;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -40,8 +41,9 @@ use crate::sources::{Resource, SourceStatus};
 use tokio::sync::mpsc;
 
 /// How long the main loop may go without a heartbeat before `/healthz` fails, unless
-/// [`Metrics::with_liveness`] says otherwise. The daemon beats every few seconds even
-/// when idle; a minute without one is a wedged loop, not a busy one.
+/// [`Metrics::with_liveness`] says otherwise. An idle daemon beats when asked (every
+/// `/healthz`, scrape or `/status` asks it, [`Metrics::refresh`]); a minute without a
+/// beat is a wedged loop, not a busy one.
 pub const DEFAULT_LIVENESS: Duration = Duration::from_secs(60);
 
 /// The series and the status behind the HTTP endpoint. Create one with [`Metrics::new`]
@@ -51,8 +53,13 @@ pub struct Metrics {
     families: Families,
     inner: Mutex<Inner>,
     liveness: Duration,
-    /// The main loop's last heartbeat.
+    /// The main loop's last heartbeat, and the endpoint's asks to it.
     beat: Beat,
+    /// Woken each time the main loop answers an ask ([`Metrics::answered`]).
+    answered: tokio::sync::Notify,
+    /// Whether a main loop waits for asks at all ([`Metrics::asked`]); without one
+    /// (tools, tests) [`Metrics::refresh`] does not wait.
+    listened: AtomicBool,
 }
 
 /// What the status document holds, plus which labelled series exist (so that removing
@@ -159,6 +166,8 @@ impl Metrics {
             inner: Mutex::new(Inner::default()),
             liveness,
             beat: Beat::new(Instant::now()),
+            answered: tokio::sync::Notify::new(),
+            listened: AtomicBool::new(false),
         })
     }
 
@@ -175,7 +184,37 @@ impl Metrics {
 
     // --- liveness and readiness -------------------------------------------------------
 
-    /// The daemon's main loop calls this on every turn (and on an idle tick).
+    /// Asks the main loop to bring what it copies into the metrics up to date (the
+    /// per-peer figures) and to show that it, and every peer task, still turns; waits
+    /// for its answer at most `wait`. `false`: no answer in time (a busy or wedged
+    /// loop, or none). What is then read is as last recorded, and `/healthz` judges the
+    /// last heartbeat against the liveness window, as ever.
+    ///
+    /// This is what wakes an idle daemon: it keeps no periodic tick for the endpoint.
+    pub async fn refresh(&self, wait: Duration) -> bool {
+        if !self.listened.load(Ordering::Relaxed) {
+            return false;
+        }
+        let answered = self.answered.notified();
+        tokio::pin!(answered);
+        // Registered before the ask: an answer in between still counts.
+        answered.as_mut().enable();
+        self.beat.ask(Instant::now());
+        tokio::time::timeout(wait, answered).await.is_ok()
+    }
+
+    /// Completes when the endpoint asks ([`Metrics::refresh`]): the main loop's wait.
+    pub async fn asked(&self) {
+        self.listened.store(true, Ordering::Relaxed);
+        self.beat.asked().await;
+    }
+
+    /// The main loop answered an ask (after its heartbeat, when it gave one).
+    pub fn answered(&self) {
+        self.answered.notify_waiters();
+    }
+
+    /// The daemon's main loop calls this on every turn.
     pub fn heartbeat(&self) {
         self.beat_at(Instant::now());
     }

@@ -342,8 +342,9 @@ impl Metrics {
 
     /// What the peer driver's status snapshot adds to its observer reports: the
     /// prefixes still to send (`pending`) and the session's own last error (a hold
-    /// timer, a closed connection) for `/status`. The daemon calls it when a peer's
-    /// status changes, or on its heartbeat tick.
+    /// timer, a closed connection) for `/status`. The daemon calls it for every peer
+    /// when the endpoint asks it, before each scrape, probe or `/status`
+    /// ([`Metrics::refresh`]).
     pub fn record_peer_status(&self, status: &PeerStatus, now: SystemTime) {
         let mut inner = self.lock();
         let Some(entry) = self.peer_entry(&mut inner, status.key, now) else {

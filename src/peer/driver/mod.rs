@@ -33,7 +33,6 @@ use super::socket;
 use super::spec::PeerSpec;
 use super::{
     Beat, PeerError, PeerStatus, RoutesAnswer, RoutesQuery, Shutdown, DAEMON_GONE_MESSAGE,
-    IDLE_WAKE,
 };
 use crate::bfd::coupling::Coupling;
 use crate::bgp::session::{
@@ -341,6 +340,7 @@ impl Task {
         let queries = self.queries.as_mut();
         let bfd = self.bfd.as_mut();
         let hold = self.hold.as_mut();
+        let beat = Arc::clone(&self.beat);
         tokio::select! {
             biased;
             r = shutdown.changed(), if shutdown_open => match r {
@@ -383,9 +383,9 @@ impl Task {
             },
             // Last of the ready ones: more of the table, once nothing else is pending.
             () = std::future::ready(()), if refill => Event::Nothing,
-            // Nothing else for a while (an Idle session has no timer): turn anyway, so
-            // the beat shows the loop is alive.
-            () = tokio::time::sleep(IDLE_WAKE) => Event::Nothing,
+            // Asked whether the loop is alive (an Idle session has no timer, and nothing
+            // else need wake it): the turn is the answer, no periodic wake-up.
+            () = beat.asked() => Event::Nothing,
         }
     }
 
