@@ -3,9 +3,10 @@
 //! `status.loadBalancer.ingress`, the decisions being `crate::alloc`'s.
 //!
 //! What exists: [`objects`], the mapping of a Service object to the facts the allocator
-//! decides on; [`lease`]'s shared types of the leader election. What does not yet: the
-//! command, the Service watch, the Lease elector, the status writes, the Events and the
-//! metrics (ARCHITECTURE.md says the same).
+//! decides on; [`lease`], the leader election on a Lease (its pure decisions in
+//! `lease::election`, the `Elector` driving them). What does not yet: the command, the
+//! Service watch, the status writes, the Events and the metrics (ARCHITECTURE.md says
+//! the same).
 //!
 //! Must not: decide anything (`crate::alloc` does); know about BGP.
 
