@@ -180,6 +180,7 @@ impl Cluster {
             config: ConfigInput::ConfigMap(BgpConfigMapRef::default()),
             retry: Retry::Fixed(Duration::from_millis(50)),
             leadership: leader_rx,
+            rewrite: Duration::from_millis(200),
         };
         let runner = tokio::spawn(drive(inputs, Arc::clone(&metrics), async {
             let _ = stopped.await;
@@ -758,7 +759,7 @@ async fn sharing() {
     // allow-shared-ip: same non-empty key, no (protocol, port) in common, and for Local
     // the same selector; automatic allocation packs a sharer onto the first compatible
     // address (MetalLB's allocator.go sharing checks).
-    let config = pools(&[("default", &["192.0.2.0/30"])]);
+    let config = pools(&[("default", &["192.0.2.0/29"])]);
     check(Rule {
         name: "compatible, incompatible key, same port, Local selectors",
         config,
@@ -775,9 +776,14 @@ async fn sharing() {
                 shared(port(svc("f"), "TCP", 53), "l"),
                 json!({"app": "dns"}),
             ),
-            local(
-                shared(port(svc("g"), "SCTP", 53), "l"),
-                json!({"app": "other"}),
+            // Same key, no port in common, but another selector under Local: it may
+            // not have the address it asks for.
+            requested(
+                local(
+                    shared(port(svc("g"), "SCTP", 53), "l"),
+                    json!({"app": "other"}),
+                ),
+                "192.0.2.3",
             ),
         ],
         start: expect(
@@ -996,4 +1002,137 @@ async fn reload_accepted_decides_every_service_again() {
         )],
     })
     .await;
+}
+
+#[tokio::test]
+async fn a_status_claims_its_address_before_a_request_for_it() {
+    // The status of "b" is claimed at start before "a", listed first, is decided:
+    // "a" asks for that very address and is pending (in use), "b" is not touched.
+    check(Rule {
+        name: "a status is kept against an earlier request",
+        config: pools(&[("default", &["192.0.2.0/30"])]),
+        listed: vec![
+            requested(svc("a"), "192.0.2.2"),
+            status(svc("b"), &["192.0.2.2"]),
+        ],
+        start: expect(&[], &[("a", "AllocationFailed")]),
+        steps: vec![(
+            // "b" goes: the address is free, "a" is retried at once and gets it.
+            Step::Delete("b"),
+            expect(&[("a", &["192.0.2.2"])], &[("a", "IPAllocated")]),
+        )],
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_unreadable_service_never_panics_nor_loses_its_address() {
+    // A Service whose facts cannot be read (a policy Kubernetes does not know) is
+    // logged and skipped when new; one holding an address keeps it (its last good facts
+    // stay, as the allocator keeps an address over a bad request).
+    let bad_policy = |s: Value| with(s, &["spec", "ipFamilyPolicy"], json!("Sometimes"));
+    let metrics = check(Rule {
+        name: "unreadable Services",
+        config: pools(&[("default", &["192.0.2.0/30"])]),
+        listed: vec![bad_policy(svc("a")), svc("b")],
+        start: expect(&[("b", &["192.0.2.0"])], &[("b", "IPAllocated")]),
+        steps: vec![
+            (
+                Step::Apply(bad_policy(status(svc("b"), &["192.0.2.0"]))),
+                expect(&[], &[]),
+            ),
+            (
+                // A bad request keeps the address too (the allocator warns).
+                Step::Apply(requested_ann(status(svc("b"), &["192.0.2.0"]), "not-an-ip")),
+                expect(&[], &[]),
+            ),
+            (
+                Step::Apply(svc("c")),
+                expect(&[("c", &["192.0.2.1"])], &[("c", "IPAllocated")]),
+            ),
+        ],
+    })
+    .await;
+    has(&metrics, "podcidr_allocator_services_pending 0");
+}
+
+#[tokio::test]
+async fn a_failed_write_is_tried_again() {
+    // A 409 waits for the watch (a_conflict_is_not_retried_blindly); any other failure
+    // leaves no event to wait for: tried again after REWRITE (200 ms here).
+    let config = pools(&[("default", &["192.0.2.0/30"])]);
+    let mut c = Cluster::start(&config, vec![svc("a")], Leadership::Leader { term: 1 }).await;
+    let call = loop {
+        c.pump();
+        if let Some(call) = c.api.try_next(Route::ServiceStatus) {
+            break call;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    call.status_error(500, "InternalError");
+    c.expect_patches("written again after a 500", &[("a", &["192.0.2.0"])])
+        .await;
+    let text = c.metrics.encode();
+    has(
+        &text,
+        "podcidr_allocator_status_writes_total{result=\"refused\"} 1",
+    );
+    has(
+        &text,
+        "podcidr_allocator_status_writes_total{result=\"ok\"} 1",
+    );
+    c.stop().await;
+}
+
+#[tokio::test]
+async fn the_config_file_is_followed_live() {
+    // --bgp-config FILE: read at start, reloaded on change, as `run` follows it.
+    let dir = std::env::temp_dir().join(format!("allocate-config-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("bgp-config.yaml");
+    std::fs::write(&path, pools(&[("default", &["192.0.2.0/32"])])).unwrap();
+    let (client, mut api) = MockApi::start();
+    let (_leader, leader_rx) = watch::channel(Leadership::Leader { term: 1 });
+    let metrics = AllocMetrics::new("allocator-0").unwrap();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let runner = tokio::spawn(drive(
+        Inputs {
+            client,
+            identity: "allocator-0".into(),
+            classes: BTreeSet::new(),
+            config: ConfigInput::File(path.clone()),
+            retry: Retry::Fixed(Duration::from_millis(50)),
+            leadership: leader_rx,
+            rewrite: Duration::from_millis(200),
+        },
+        Arc::clone(&metrics),
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    api.next(Route::Services)
+        .await
+        .list("Service", "v1", vec![svc("a"), svc("b")], "100");
+    let mut call = api.next(Route::ServiceStatus).await;
+    assert!(call.uri().contains("/services/a/status"), "{}", call.uri());
+    assert_eq!(
+        call.body_json().await["status"]["loadBalancer"]["ingress"],
+        json!([{"ip": "192.0.2.0"}])
+    );
+    call.json(StatusCode::OK, &status(svc("a"), &["192.0.2.0"]));
+    // The file grows the pool: "b", pending, gets the new address.
+    std::fs::write(&path, pools(&[("default", &["192.0.2.0/31"])])).unwrap();
+    let mut call = api.next(Route::ServiceStatus).await;
+    assert!(call.uri().contains("/services/b/status"), "{}", call.uri());
+    assert_eq!(
+        call.body_json().await["status"]["loadBalancer"]["ingress"],
+        json!([{"ip": "192.0.2.1"}])
+    );
+    call.json(StatusCode::OK, &status(svc("b"), &["192.0.2.1"]));
+    assert!(metrics
+        .encode()
+        .contains("podcidr_allocator_config_reloads_total{result=\"applied\"} 2"));
+    let _ = stop.send(());
+    tokio::time::timeout(WAIT, runner).await.unwrap().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
 }

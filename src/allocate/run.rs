@@ -55,6 +55,10 @@ use crate::sources::{self, Resource, ResourceStatus, SourceUpdate};
 /// How often the loop shows it is alive (`/healthz`).
 const BEAT: Duration = Duration::from_secs(1);
 
+/// How often a status write that got no answer, or an error other than a 409, is tried
+/// again (a 409 is not: the Service's watch event decides it again).
+pub const REWRITE: Duration = Duration::from_secs(10);
+
 /// Where the bgp-config comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ConfigInput {
@@ -84,6 +88,8 @@ pub struct Inputs {
     pub config: ConfigInput,
     pub retry: Retry,
     pub leadership: watch::Receiver<Leadership>,
+    /// [`REWRITE`] (tests shorten it).
+    pub rewrite: Duration,
 }
 
 /// Runs the loop until `shutdown` completes.
@@ -95,6 +101,7 @@ pub async fn drive(inputs: Inputs, metrics: Arc<AllocMetrics>, shutdown: impl Fu
         config,
         retry,
         mut leadership,
+        rewrite,
     } = inputs;
     let (tx, mut config_rx) = sources::channel(4);
     let mut tasks = JoinSet::new();
@@ -119,6 +126,8 @@ pub async fn drive(inputs: Inputs, metrics: Arc<AllocMetrics>, shutdown: impl Fu
     let first = *leadership.borrow_and_update();
     runner.leadership(first).await;
     let mut tick = tokio::time::interval(BEAT);
+    let mut rewrite = tokio::time::interval(rewrite);
+    rewrite.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut leadership_open = true;
     let mut config_open = true;
     tokio::pin!(shutdown);
@@ -152,6 +161,7 @@ pub async fn drive(inputs: Inputs, metrics: Arc<AllocMetrics>, shutdown: impl Fu
                 None => break,
             },
             _ = tick.tick() => metrics.beat(),
+            _ = rewrite.tick() => runner.rewrite().await,
         }
     }
     runner.leadership(Leadership::Follower).await;
@@ -216,6 +226,7 @@ pub async fn run(settings: Settings) -> Result<(), AllocateError> {
         config: settings.config.clone(),
         retry: Retry::KubeDefault,
         leadership: elector.leadership(),
+        rewrite: REWRITE,
     };
     drive(inputs, metrics, signal()).await;
     // The loop wrote its last; the successor may start at once.
@@ -294,6 +305,9 @@ struct Runner {
     /// What was written to a Service at the version it still has here: its watch
     /// event is on its way, and the same write again would only meet a 409.
     written: BTreeMap<ObjectKey, (Option<String>, Vec<IpAddr>)>,
+    /// Services whose last write failed other than by a 409: tried again every
+    /// [`REWRITE`] with what the allocator holds for them then.
+    unwritten: BTreeSet<ObjectKey>,
     leadership: watch::Receiver<Leadership>,
     writer: Writer,
     metrics: Arc<AllocMetrics>,
@@ -318,6 +332,7 @@ impl Runner {
             term: None,
             leading: false,
             written: BTreeMap::new(),
+            unwritten: BTreeSet::new(),
             leadership,
             writer,
             metrics,
@@ -342,6 +357,7 @@ impl Runner {
                 self.alloc = None;
                 self.term = None;
                 self.written.clear();
+                self.unwritten.clear();
             }
             Leadership::Leader { term } if self.term != Some(term) => {
                 self.alloc = None;
@@ -613,12 +629,7 @@ impl Runner {
                 if self.written.get(&d.service) == Some(&sent) {
                     debug!(service = %d.service, "written already, its watch event is on its way");
                 } else {
-                    let result = self.writer.status(&target, ips).await;
-                    self.metrics.write(result);
-                    if result == WriteResult::Ok {
-                        debug!(service = %d.service, ips = ?ips, "status written");
-                        self.written.insert(d.service.clone(), sent);
-                    }
+                    self.write(&target, ips).await;
                 }
             }
             if let Some(event) = &event {
@@ -626,6 +637,59 @@ impl Runner {
                     self.writer.decision_event(&target, event);
                 }
             }
+        }
+    }
+
+    /// Writes one status and notes how it went.
+    async fn write(&mut self, target: &Target, ips: &[IpAddr]) {
+        let result = self.writer.status(target, ips).await;
+        self.metrics.write(result);
+        match result {
+            WriteResult::Ok => {
+                debug!(service = %target.key, ips = ?ips, "status written");
+                self.unwritten.remove(&target.key);
+                self.written.insert(
+                    target.key.clone(),
+                    (target.resource_version.clone(), ips.to_vec()),
+                );
+            }
+            WriteResult::Conflict => {
+                self.unwritten.remove(&target.key);
+            }
+            WriteResult::Refused | WriteResult::Failed => {
+                self.unwritten.insert(target.key.clone());
+            }
+        }
+    }
+
+    /// Tries the failed writes again, with what the allocator holds now.
+    async fn rewrite(&mut self) {
+        if self.unwritten.is_empty() || !self.may_write() {
+            return;
+        }
+        let keys: Vec<ObjectKey> = self.unwritten.iter().cloned().collect();
+        for key in keys {
+            if !self.may_write() {
+                return;
+            }
+            let want = match self.alloc.as_ref().and_then(|a| a.state(&key)) {
+                Some(State::Holds(h)) => h.ips.clone(),
+                Some(State::Pending(_)) => Vec::new(),
+                _ => {
+                    self.unwritten.remove(&key);
+                    continue;
+                }
+            };
+            let Some(record) = self.services.live().get(&key) else {
+                self.unwritten.remove(&key);
+                continue;
+            };
+            if record.facts.status_ips == want {
+                self.unwritten.remove(&key);
+                continue;
+            }
+            let target = record.target.clone();
+            self.write(&target, &want).await;
         }
     }
 
