@@ -1136,3 +1136,28 @@ async fn the_config_file_is_followed_live() {
     tokio::time::timeout(WAIT, runner).await.unwrap().unwrap();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test]
+async fn a_leader_deposed_mid_batch_sends_not_one_write_more() {
+    // The elector publishes Follower while a write is in flight (its renew deadline
+    // passed): every write checks the leadership right before it goes, so the rest of
+    // the batch is never sent.
+    let config = pools(&[("default", &["192.0.2.0/30"])]);
+    let mut c = Cluster::start(
+        &config,
+        vec![svc("a"), svc("b"), svc("c")],
+        Leadership::Leader { term: 1 },
+    )
+    .await;
+    let call = loop {
+        c.pump();
+        if let Some(call) = c.api.try_next(Route::ServiceStatus) {
+            break call;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    c.leadership.send(Leadership::Follower).unwrap();
+    c.answer_patch(call).await;
+    c.quiet("deposed mid-batch: no further patch").await;
+    c.stop().await;
+}
