@@ -159,6 +159,8 @@ struct Cluster {
     stop: Option<oneshot::Sender<()>>,
     runner: tokio::task::JoinHandle<()>,
     events: Vec<(String, String)>,
+    /// Each Event's whole body, in arrival order.
+    bodies: Vec<Value>,
 }
 
 impl Cluster {
@@ -229,6 +231,7 @@ impl Cluster {
             stop: Some(stop),
             runner,
             events: Vec::new(),
+            bodies: Vec::new(),
         }
     }
 
@@ -425,8 +428,8 @@ impl Cluster {
                     .to_owned(),
                 body["reason"].as_str().unwrap_or_default().to_owned(),
             ));
-            let answer = body.clone();
-            call.json(StatusCode::CREATED, &answer);
+            call.json(StatusCode::CREATED, &body);
+            self.bodies.push(body);
         }
         self.events.clone()
     }
@@ -1159,5 +1162,106 @@ async fn a_leader_deposed_mid_batch_sends_not_one_write_more() {
     c.leadership.send(Leadership::Follower).unwrap();
     c.answer_patch(call).await;
     c.quiet("deposed mid-batch: no further patch").await;
+    c.stop().await;
+}
+
+#[tokio::test]
+async fn events_say_what_and_why_in_words() {
+    // MetalLB's controller records IPAllocated (Normal) and AllocationFailed (Warning,
+    // its reason); ours are events.k8s.io/v1 Events on the Service, the reason in words.
+    let config = pools(&[("default", &["192.0.2.0/32"])]);
+    let mut c = Cluster::start(
+        &config,
+        vec![svc("a"), svc("b")],
+        Leadership::Leader { term: 1 },
+    )
+    .await;
+    c.expect_patches("one address", &[("a", &["192.0.2.0"])])
+        .await;
+    c.events(2).await;
+    let by = |name: &str| {
+        c.bodies
+            .iter()
+            .find(|b| b["regarding"]["name"] == name)
+            .cloned()
+            .unwrap()
+    };
+    let a = by("a");
+    assert_eq!(a["type"], "Normal");
+    assert_eq!(a["reason"], "IPAllocated");
+    assert_eq!(a["note"], "assigned 192.0.2.0 from pool default");
+    assert_eq!(a["regarding"]["kind"], "Service");
+    assert_eq!(a["regarding"]["namespace"], "default");
+    assert_eq!(a["regarding"]["uid"], "uid-svc-a");
+    assert_eq!(a["reportingController"], "podcidr-speaker-allocator");
+    let b = by("b");
+    assert_eq!(b["type"], "Warning");
+    assert_eq!(b["reason"], "AllocationFailed");
+    assert_eq!(
+        b["note"],
+        "no address assigned: every pool with auto-assign is out of IPv4 addresses"
+    );
+    // The same in /status, and in the metrics.
+    let board = c.metrics.snapshot();
+    assert!(board.leader);
+    let pending: Vec<_> = board
+        .services
+        .iter()
+        .filter(|s| s.state == "pending")
+        .collect();
+    assert_eq!(pending.len(), 1);
+    assert_eq!(pending[0].service, "default/b");
+    assert_eq!(
+        pending[0].reason.as_deref(),
+        Some("every pool with auto-assign is out of IPv4 addresses")
+    );
+    let text = c.metrics.encode();
+    has(&text, "podcidr_allocator_leader 1");
+    has(&text, "podcidr_allocator_services_pending 1");
+    has(
+        &text,
+        "podcidr_allocator_failures_total{reason=\"pools_full\"} 1",
+    );
+    has(
+        &text,
+        "podcidr_allocator_allocations_total{pool=\"default\"} 1",
+    );
+    has(
+        &text,
+        "podcidr_allocator_pool_addresses{pool=\"default\"} 1",
+    );
+    has(
+        &text,
+        "podcidr_allocator_pool_addresses_in_use{pool=\"default\"} 1",
+    );
+    c.stop().await;
+}
+
+#[tokio::test]
+async fn at_start_a_config_orphaning_the_statuses_is_refused() {
+    // No last good config yet: one that would move the addresses the statuses show
+    // is refused all the same (a restart never moves an address), and nothing is
+    // allocated until it or the Services it names change.
+    let config = pools(&[("default", &["198.51.100.0/30"])]);
+    let mut c = Cluster::start(
+        &config,
+        vec![status(svc("a"), &["192.0.2.7"]), svc("b")],
+        Leadership::Leader { term: 1 },
+    )
+    .await;
+    c.quiet("refused at start: nothing written").await;
+    let events = c.events(1).await;
+    assert_eq!(events, vec![("a".to_owned(), "ConfigRefused".to_owned())]);
+    let board = c.metrics.snapshot();
+    assert_eq!(board.pools, None);
+    assert!(!board.not_ready().is_empty());
+    assert!(board
+        .config_refused
+        .as_deref()
+        .is_some_and(|r| r.contains("192.0.2.7 (held by default/a)")));
+    c.delete("a");
+    c.expect_patches("taken once a is gone", &[("b", &["198.51.100.0"])])
+        .await;
+    assert!(c.metrics.snapshot().not_ready().is_empty());
     c.stop().await;
 }

@@ -10,8 +10,8 @@
 //!   is dropped, and every write checks the leadership right before it is sent.
 //! - The config: parsed by `config::parse`, as `run` does. An invalid one is logged and
 //!   counted, and the last good one stays. A valid one that would orphan addresses in
-//!   use (`Allocator::reload`'s refusal; a follower, which has no allocator, asks the
-//!   same question of the statuses it sees) is refused whole, the Services named (log,
+//!   use (`Allocator::reload`'s refusal; without an allocator, the same question asked
+//!   of the statuses, once the Services are listed) is refused whole, the Services named (log,
 //!   metric, `ConfigRefused` Events from the leader), and tried again whenever one of
 //!   those Services changes. A deleted ConfigMap keeps the last good config.
 //! - Services: those of `type: LoadBalancer` (a field selector; every Service if the
@@ -296,6 +296,8 @@ struct Runner {
     /// The pools of the config in force.
     pools: Option<Vec<AddressPool>>,
     refused: Option<Refused>,
+    /// A valid config seen before the Services were listed.
+    unjudged: Option<Vec<AddressPool>>,
     invalid: Option<String>,
     last_text: Option<String>,
     /// The leader's allocator, and the term it was built for.
@@ -326,6 +328,7 @@ impl Runner {
             services_status: ResourceStatus::default(),
             pools: None,
             refused: None,
+            unjudged: None,
             invalid: None,
             last_text: None,
             alloc: None,
@@ -438,6 +441,9 @@ impl Runner {
         self.carry_out(decisions).await;
         if !was_synced && self.services.synced() {
             info!(services = self.services.live().len(), "services listed");
+            if let Some(pools) = self.unjudged.take() {
+                self.take(pools).await;
+            }
             self.start().await;
         }
         if named {
@@ -455,8 +461,9 @@ impl Runner {
             return;
         }
         self.last_text = Some(text.clone());
-        // A newer config supersedes a refused one, valid or not.
+        // A newer config supersedes a refused or unjudged one, valid or not.
         self.refused = None;
+        self.unjudged = None;
         match crate::config::parse(&text) {
             Err(errors) => {
                 warn!(error = %errors, "bgp-config invalid: the last good one stays");
@@ -486,6 +493,11 @@ impl Runner {
                 }
                 Err(refusal) => refusal,
             },
+            // What the statuses hold is known once the Services are listed: judged then.
+            None if !self.services.synced() => {
+                self.unjudged = Some(pools);
+                return;
+            }
             None => {
                 let orphans = self.status_orphans(&pools);
                 if orphans.is_empty() {
