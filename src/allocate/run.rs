@@ -55,6 +55,11 @@ use crate::sources::{self, Resource, ResourceStatus, SourceUpdate};
 /// How often the loop shows it is alive (`/healthz`).
 const BEAT: Duration = Duration::from_secs(1);
 
+/// The most often the per-Service figures (`/status`, pending, pool usage) are worked
+/// out again: each time walks every Service, and a burst of watch events (a leader
+/// writing 10,000 statuses hears 10,000 back) must not walk them 10,000 times.
+const PUBLISH: Duration = Duration::from_millis(250);
+
 /// How often a status write that got no answer, or an error other than a 409, is tried
 /// again (a 409 is not: the Service's watch event decides it again).
 pub const REWRITE: Duration = Duration::from_secs(10);
@@ -161,6 +166,8 @@ pub async fn drive(inputs: Inputs, metrics: Arc<AllocMetrics>, shutdown: impl Fu
                 None => break,
             },
             _ = tick.tick() => metrics.beat(),
+            // Armed only while figures wait: no wake-up when idle.
+            () = tokio::time::sleep_until(runner.next_publish), if runner.dirty => runner.publish(),
             _ = rewrite.tick() => runner.rewrite().await,
         }
     }
@@ -313,6 +320,10 @@ struct Runner {
     leadership: watch::Receiver<Leadership>,
     writer: Writer,
     metrics: Arc<AllocMetrics>,
+    /// Figures changed since they were last published.
+    dirty: bool,
+    /// Not before then (see [`PUBLISH`]).
+    next_publish: tokio::time::Instant,
 }
 
 impl Runner {
@@ -339,6 +350,8 @@ impl Runner {
             leadership,
             writer,
             metrics,
+            dirty: false,
+            next_publish: tokio::time::Instant::now(),
         }
     }
 
@@ -705,8 +718,18 @@ impl Runner {
         }
     }
 
-    /// The gauges and `/status` after a change.
-    fn refresh(&self) {
+    /// After a change: published now, or within [`PUBLISH`] of the last time.
+    fn refresh(&mut self) {
+        self.dirty = true;
+        if tokio::time::Instant::now() >= self.next_publish {
+            self.publish();
+        }
+    }
+
+    /// The gauges and `/status`.
+    fn publish(&mut self) {
+        self.dirty = false;
+        self.next_publish = tokio::time::Instant::now() + PUBLISH;
         let refused = match (&self.invalid, &self.refused) {
             (Some(e), _) => Some(format!("invalid: {e}")),
             (None, Some(r)) => Some(format!("refused: {}", r.refusal)),
