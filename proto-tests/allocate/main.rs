@@ -688,11 +688,22 @@ async fn requested_ips() {
                 ("d", "AllocationFailed"),
             ],
         ),
-        steps: vec![(
-            // A requested address already held is in use: no fallback.
-            Step::Apply(requested(svc("e"), "192.0.2.3")),
-            expect(&[], &[("e", "AllocationFailed")]),
-        )],
+        steps: vec![
+            (
+                // A requested address already held is in use: no fallback.
+                Step::Apply(requested(svc("e"), "192.0.2.3")),
+                expect(&[], &[("e", "AllocationFailed")]),
+            ),
+            (
+                // A changed request moves the Service (controller.go: the status no
+                // longer matches the request, released and taken anew).
+                Step::Apply(requested(
+                    status(svc("a"), &["198.51.100.2"]),
+                    "198.51.100.3",
+                )),
+                expect(&[("a", &["198.51.100.3"])], &[("a", "IPAllocated")]),
+            ),
+        ],
     })
     .await;
 }
