@@ -1276,3 +1276,32 @@ async fn at_start_a_config_orphaning_the_statuses_is_refused() {
     assert!(c.metrics.snapshot().not_ready().is_empty());
     c.stop().await;
 }
+
+#[tokio::test]
+async fn a_stop_mid_batch_sends_not_one_write_more() {
+    // SIGTERM while a long batch is being written: the rest is not sent, the loop
+    // ends (and the command then releases the Lease for the successor).
+    let config = pools(&[("default", &["192.0.2.0/30"])]);
+    let mut c = Cluster::start(
+        &config,
+        vec![svc("a"), svc("b"), svc("c")],
+        Leadership::Leader { term: 1 },
+    )
+    .await;
+    let call = loop {
+        c.pump();
+        if let Some(call) = c.api.try_next(Route::ServiceStatus) {
+            break call;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    c.stop.take().unwrap().send(()).unwrap();
+    // Given time to see the stop before the answer comes.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    c.answer_patch(call).await;
+    c.quiet("stopping: no further patch").await;
+    tokio::time::timeout(WAIT, &mut c.runner)
+        .await
+        .expect("the runner stops")
+        .unwrap();
+}

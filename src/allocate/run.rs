@@ -97,8 +97,13 @@ pub struct Inputs {
     pub rewrite: Duration,
 }
 
-/// Runs the loop until `shutdown` completes.
-pub async fn drive(inputs: Inputs, metrics: Arc<AllocMetrics>, shutdown: impl Future<Output = ()>) {
+/// Runs the loop until `shutdown` completes. From then on nothing more is written, even
+/// in the middle of a batch of writes.
+pub async fn drive(
+    inputs: Inputs,
+    metrics: Arc<AllocMetrics>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) {
     let Inputs {
         client,
         identity,
@@ -127,7 +132,19 @@ pub async fn drive(inputs: Inputs, metrics: Arc<AllocMetrics>, shutdown: impl Fu
     let mut services = service_watcher(client.clone(), kube_source::watch_config(), retry, true);
     let observer: Arc<dyn kube_source::events::EventObserver> = metrics.clone();
     let (writer, events_task) = Writer::spawn(client, identity, observer);
-    let mut runner = Runner::new(classes, leadership.clone(), writer, Arc::clone(&metrics));
+    // Seen by each write as well as by the loop (a batch of writes can be long).
+    let (stop_tx, mut stopping) = watch::channel(false);
+    let stopper = tokio::spawn(async move {
+        shutdown.await;
+        let _ = stop_tx.send(true);
+    });
+    let mut runner = Runner::new(
+        classes,
+        leadership.clone(),
+        stopping.clone(),
+        writer,
+        Arc::clone(&metrics),
+    );
     let first = *leadership.borrow_and_update();
     runner.leadership(first).await;
     let mut tick = tokio::time::interval(BEAT);
@@ -135,12 +152,11 @@ pub async fn drive(inputs: Inputs, metrics: Arc<AllocMetrics>, shutdown: impl Fu
     rewrite.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut leadership_open = true;
     let mut config_open = true;
-    tokio::pin!(shutdown);
     loop {
         tokio::select! {
             // A change of leadership goes before anything else waiting.
             biased;
-            () = &mut shutdown => break,
+            _ = stopping.changed() => break,
             changed = leadership.changed(), if leadership_open => {
                 let now = if changed.is_ok() {
                     *leadership.borrow_and_update()
@@ -172,6 +188,7 @@ pub async fn drive(inputs: Inputs, metrics: Arc<AllocMetrics>, shutdown: impl Fu
         }
     }
     runner.leadership(Leadership::Follower).await;
+    stopper.abort();
     tasks.shutdown().await;
     drop(runner);
     // The Events queued are sent if the API answers soon; none is worth a hung stop.
@@ -318,6 +335,8 @@ struct Runner {
     /// [`REWRITE`] with what the allocator holds for them then.
     unwritten: BTreeSet<ObjectKey>,
     leadership: watch::Receiver<Leadership>,
+    /// True once the command stops.
+    stopping: watch::Receiver<bool>,
     writer: Writer,
     metrics: Arc<AllocMetrics>,
     /// Figures changed since they were last published.
@@ -330,6 +349,7 @@ impl Runner {
     fn new(
         classes: BTreeSet<Arc<str>>,
         leadership: watch::Receiver<Leadership>,
+        stopping: watch::Receiver<bool>,
         writer: Writer,
         metrics: Arc<AllocMetrics>,
     ) -> Runner {
@@ -348,6 +368,7 @@ impl Runner {
             written: BTreeMap::new(),
             unwritten: BTreeSet::new(),
             leadership,
+            stopping,
             writer,
             metrics,
             dirty: false,
@@ -356,9 +377,10 @@ impl Runner {
     }
 
     /// Whether a write may go out now: this replica leads, in the term its allocator
-    /// was built for. Asked right before each write.
+    /// was built for, and is not stopping. Asked right before each write.
     fn may_write(&self) -> bool {
-        matches!(*self.leadership.borrow(), Leadership::Leader { term } if Some(term) == self.term)
+        !*self.stopping.borrow()
+            && matches!(*self.leadership.borrow(), Leadership::Leader { term } if Some(term) == self.term)
     }
 
     async fn leadership(&mut self, now: Leadership) {
@@ -667,6 +689,8 @@ impl Runner {
 
     /// Writes one status and notes how it went.
     async fn write(&mut self, target: &Target, ips: &[IpAddr]) {
+        // A long batch of writes is progress: `/healthz` must not fail during it.
+        self.metrics.beat();
         let result = self.writer.status(target, ips).await;
         self.metrics.write(result);
         match result {
