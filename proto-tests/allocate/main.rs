@@ -655,6 +655,12 @@ async fn a_conflict_is_not_retried_blindly() {
     c.emit("MODIFIED", edited);
     c.expect_patches("after the watch event", &[("a", &["192.0.2.0"])])
         .await;
+    // IPAllocated once, when the status says so: not for the write that met the 409.
+    assert_eq!(
+        c.events(1).await,
+        vec![("a".to_owned(), "IPAllocated".to_owned())]
+    );
+    assert!(c.api.idle(Route::Events), "one IPAllocated only");
     c.stop().await;
 }
 
@@ -1086,6 +1092,11 @@ async fn a_failed_write_is_tried_again() {
     call.status_error(500, "InternalError");
     c.expect_patches("written again after a 500", &[("a", &["192.0.2.0"])])
         .await;
+    assert_eq!(
+        c.events(1).await,
+        vec![("a".to_owned(), "IPAllocated".to_owned())]
+    );
+    assert!(c.api.idle(Route::Events), "one IPAllocated only");
     let text = c.metrics.encode();
     has(
         &text,

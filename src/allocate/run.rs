@@ -647,19 +647,6 @@ impl Runner {
                 warn!(service = %d.service, warning = %w,
                     "the request cannot be read: the service keeps its addresses");
             }
-            let event = d.event();
-            match &event {
-                Some(crate::alloc::AllocEvent::Allocated(h)) => {
-                    self.metrics
-                        .allocations
-                        .with_label_values(&[&*h.pool])
-                        .inc();
-                }
-                Some(crate::alloc::AllocEvent::Failed(r)) => {
-                    self.metrics.failures.with_label_values(&[r.label()]).inc();
-                }
-                None => {}
-            }
             let target = match self.services.live().get(&d.service) {
                 Some(r) => r.target.clone(),
                 None => match target.as_ref().filter(|t| t.key == d.service) {
@@ -667,28 +654,51 @@ impl Runner {
                     None => continue,
                 },
             };
-            if let Some(ips) = d.write.as_ref().filter(|_| last_write.contains(&i)) {
-                if !self.may_write() {
-                    debug!(service = %d.service, "not leading: nothing written");
-                    return;
-                }
+            if !self.may_write() {
+                debug!(service = %d.service, "not leading: nothing written");
+                return;
+            }
+            // Whether the Service's status now says what was decided (an address is
+            // announced as allocated only then; a 409's watch event decides it again).
+            let mut in_status = true;
+            if let Some(ips) = &d.write {
                 let sent = (target.resource_version.clone(), ips.clone());
-                if self.written.get(&d.service) == Some(&sent) {
+                if !last_write.contains(&i) {
+                    // A later decision of this batch writes it.
+                    in_status = false;
+                } else if self.written.get(&d.service) == Some(&sent) {
                     debug!(service = %d.service, "written already, its watch event is on its way");
                 } else {
-                    self.write(&target, ips).await;
+                    in_status = self.write(&target, ips).await == WriteResult::Ok;
                 }
             }
-            if let Some(event) = &event {
-                if self.may_write() {
-                    self.writer.decision_event(&target, event);
+            match d.event() {
+                Some(event @ crate::alloc::AllocEvent::Allocated(_)) if in_status => {
+                    if let crate::alloc::AllocEvent::Allocated(h) = &event {
+                        self.metrics
+                            .allocations
+                            .with_label_values(&[&*h.pool])
+                            .inc();
+                    }
+                    if self.may_write() {
+                        self.writer.decision_event(&target, &event);
+                    }
                 }
+                Some(event @ crate::alloc::AllocEvent::Failed(_)) => {
+                    if let crate::alloc::AllocEvent::Failed(r) = &event {
+                        self.metrics.failures.with_label_values(&[r.label()]).inc();
+                    }
+                    if self.may_write() {
+                        self.writer.decision_event(&target, &event);
+                    }
+                }
+                _ => {}
             }
         }
     }
 
     /// Writes one status and notes how it went.
-    async fn write(&mut self, target: &Target, ips: &[IpAddr]) {
+    async fn write(&mut self, target: &Target, ips: &[IpAddr]) -> WriteResult {
         // A long batch of writes is progress: `/healthz` must not fail during it.
         self.metrics.beat();
         let result = self.writer.status(target, ips).await;
@@ -709,6 +719,7 @@ impl Runner {
                 self.unwritten.insert(target.key.clone());
             }
         }
+        result
     }
 
     /// Tries the failed writes again, with what the allocator holds now.
@@ -738,7 +749,21 @@ impl Runner {
                 continue;
             }
             let target = record.target.clone();
-            self.write(&target, &want).await;
+            let held = match self.alloc.as_ref().and_then(|a| a.state(&key)) {
+                Some(State::Holds(h)) => Some(h.clone()),
+                _ => None,
+            };
+            if self.write(&target, &want).await == WriteResult::Ok {
+                // Its IPAllocated waited for the status to say so.
+                if let Some(h) = held {
+                    self.metrics
+                        .allocations
+                        .with_label_values(&[&*h.pool])
+                        .inc();
+                    self.writer
+                        .decision_event(&target, &crate::alloc::AllocEvent::Allocated(h));
+                }
+            }
         }
     }
 
