@@ -1316,3 +1316,32 @@ async fn a_stop_mid_batch_sends_not_one_write_more() {
         .expect("the runner stops")
         .unwrap();
 }
+
+#[tokio::test]
+async fn a_follower_refuses_what_would_orphan_the_statuses_and_leads_on_the_last_good() {
+    // The follower has no allocator: it asks the same question of the statuses it
+    // sees, so when it becomes the leader the config in force is the last good one
+    // (its Services' addresses stay), not the refused one.
+    let old = pools(&[("default", &["192.0.2.0/30"])]);
+    let new = pools(&[("default", &["198.51.100.0/30"])]);
+    let mut c = Cluster::start(
+        &old,
+        vec![status(svc("a"), &["192.0.2.0"]), svc("b")],
+        Leadership::Follower,
+    )
+    .await;
+    c.quiet("a follower writes nothing").await;
+    c.config(&new);
+    c.quiet("refused by the follower").await;
+    assert!(c.api.idle(Route::Events), "a follower posts no event");
+    let text = c.metrics.encode();
+    has(
+        &text,
+        "podcidr_allocator_config_reloads_total{result=\"refused\"} 1",
+    );
+    has(&text, "podcidr_allocator_config_refused 1");
+    c.leadership.send(Leadership::Leader { term: 1 }).unwrap();
+    c.expect_patches("leading on the last good config", &[("b", &["192.0.2.1"])])
+        .await;
+    c.stop().await;
+}
