@@ -224,3 +224,41 @@ async fn two_electors_hand_over_through_the_emulation() {
     .await
     .expect("bounded");
 }
+
+/// kube-rs' watcher, both ways it starts (a list then a watch; a streaming list ended by
+/// its bookmark), sees the existing LoadBalancer Service, then a new one.
+#[tokio::test]
+async fn kube_rs_watcher_starts_by_list_and_by_streaming_list() {
+    use kube::runtime::watcher::{watcher, Config, Event};
+    tokio::time::timeout(WAIT * 2, async {
+        let api = ApiServer::start().await;
+        let dir = tempdir("watcher");
+        let client = client(&api, &dir, "w").await;
+        api.create("services", "default", load_balancer("default", "a", 80))
+            .unwrap();
+        for config in [Config::default(), Config::default().streaming_lists()] {
+            let services: Api<Service> = Api::all(client.clone());
+            let mut events = watcher(services, config.fields("spec.type=LoadBalancer")).boxed();
+            let mut names = Vec::new();
+            loop {
+                match events.try_next().await.unwrap().unwrap() {
+                    Event::Init => {}
+                    Event::InitApply(s) => names.push(s.metadata.name.unwrap()),
+                    Event::InitDone => break,
+                    other => panic!("{other:?}"),
+                }
+            }
+            assert!(names.contains(&"a".to_owned()), "{names:?}");
+            let new = format!("n{}", names.len());
+            api.create("services", "default", load_balancer("default", &new, 80))
+                .unwrap();
+            match events.try_next().await.unwrap().unwrap() {
+                Event::Apply(s) => assert_eq!(s.metadata.name, Some(new)),
+                other => panic!("{other:?}"),
+            }
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    })
+    .await
+    .expect("bounded");
+}

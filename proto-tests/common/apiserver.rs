@@ -15,8 +15,10 @@
 //! delete. Every write is recorded with who made it: the bearer token of the client's
 //! kubeconfig (one per process: [`ApiServer::kubeconfig`]).
 //!
+//! Watches without a resourceVersion start with every selected object as ADDED (with
+//! `sendInitialEvents=true`, ended by the bookmark kube-rs' streaming lists wait for).
 //! Not emulated: authorization, admission, pagination (a list is one page), label
-//! selectors (refused), bookmarks, server-side apply.
+//! selectors (refused), other bookmarks, server-side apply.
 
 #![allow(dead_code)]
 
@@ -670,12 +672,25 @@ fn route(
                         .filter_map(|c| c.event_for(&selector))
                         .map(|e| format!("{e}\n"))
                         .collect(),
-                    None => s
-                        .store
-                        .list(&selector)
-                        .into_iter()
-                        .map(|o| format!("{}\n", json!({"type": "ADDED", "object": o})))
-                        .collect(),
+                    None => {
+                        let mut added: Vec<String> = s
+                            .store
+                            .list(&selector)
+                            .into_iter()
+                            .map(|o| format!("{}\n", json!({"type": "ADDED", "object": o})))
+                            .collect();
+                        // A streaming list (kube-rs `streaming_lists()`): the end of the
+                        // initial events is a bookmark saying so.
+                        if param(query, "sendInitialEvents").as_deref() == Some("true") {
+                            let end = json!({"type": "BOOKMARK", "object": {
+                                "kind": kind(&target.resource), "apiVersion": "v1",
+                                "metadata": {
+                                    "resourceVersion": s.store.resource_version().to_string(),
+                                    "annotations": {"k8s.io/initial-events-end": "true"}}}});
+                            added.push(format!("{end}\n"));
+                        }
+                        added
+                    }
                 };
                 let (tx, rx) = mpsc::unbounded_channel();
                 s.watches.push((selector, tx));
@@ -685,14 +700,8 @@ fn route(
                 return Ok(Answer::Watch(backlog, rx, timeout));
             }
             let items = s.store.list(&selector);
-            let kind = match target.resource.as_str() {
-                "services" => "ServiceList",
-                "leases" => "LeaseList",
-                "configmaps" => "ConfigMapList",
-                _ => "EventList",
-            };
             Ok(ok(json!({
-                "kind": kind, "apiVersion": "v1",
+                "kind": format!("{}List", kind(&target.resource)), "apiVersion": "v1",
                 "metadata": {"resourceVersion": s.store.resource_version().to_string()},
                 "items": items,
             })))
@@ -717,6 +726,16 @@ fn route(
             "MethodNotAllowed",
             format!("{method} {path}: not emulated"),
         )),
+    }
+}
+
+/// The kind of a resource served.
+fn kind(resource: &str) -> &'static str {
+    match resource {
+        "services" => "Service",
+        "leases" => "Lease",
+        "configmaps" => "ConfigMap",
+        _ => "Event",
     }
 }
 
