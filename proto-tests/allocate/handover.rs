@@ -11,6 +11,9 @@
 //! time: a replica's first status write follows its acquisition of the Lease, which
 //! follows the previous writer's last status write.
 //!
+//! [`a_leader_frozen_past_its_lease_writes_nothing_when_it_thaws`]: the leader frozen
+//! (SIGSTOP) past its Lease while the other takes over; thawed, it writes nothing.
+//!
 //! Loopback only (the emulation and the replicas' metrics on 127.0.0.1, ports chosen
 //! by the kernel): no namespace needed.
 
@@ -333,6 +336,57 @@ fn hand_over_by_kill_and_by_stop_never_moves_loses_or_doubles_an_address() {
     assert_eq!(order, ["a", "b", "c"]);
     c.signal("TERM");
     assert!(c.wait_exit(Duration::from_secs(10)).success());
+    drop(api);
+    drop(runtime);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The leader is frozen (SIGSTOP: its timers do not run, as in a long GC pause or a
+/// node under memory pressure) until its Lease has expired and the other has taken it
+/// over and allocated meanwhile; thawed, it must write nothing: not one request, even
+/// one the API server would refuse.
+#[test]
+fn a_leader_frozen_past_its_lease_writes_nothing_when_it_thaws() {
+    let dir = std::env::temp_dir().join(format!("podcidr-frozen-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("bgp-config.yaml");
+    std::fs::write(
+        &config,
+        "peers: []\naddress-pools:\n  - name: web\n    protocol: bgp\n    addresses: [198.51.100.0/27]\n",
+    )
+    .unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let api = runtime.block_on(ApiServer::start());
+    create(&api, &["before-1"]);
+    let mut a = Replica::start(&dir, &api, &config, "a");
+    wait_holder(&api, |h| h == "a", "a acquires", &[&a]);
+    let b = Replica::start(&dir, &api, &config, "b");
+    let state = converged(&api, &BTreeMap::new(), "before", &[&a, &b]);
+
+    a.signal("STOP");
+    let (_, took) = wait_holder(&api, |h| h == "b", "b takes over", &[&b]);
+    create(&api, &["frozen-1", "frozen-2"]);
+    let state = converged(&api, &state, "while a is frozen", &[&b]);
+    a.signal("CONT");
+    std::thread::sleep(Duration::from_secs(2));
+    create(&api, &["thawed-1"]);
+    let state = converged(&api, &state, "after a thawed", &[&a, &b]);
+    assert_eq!(state.len(), 4);
+    let late: Vec<WriteRecord> = api
+        .writes()
+        .into_iter()
+        .filter(|w| w.who == "a" && w.at > took && !w.path.contains("/leases"))
+        .collect();
+    assert!(
+        late.is_empty(),
+        "a wrote after b took over: {late:?}\n{}",
+        a.log_tail()
+    );
+    one_writer_at_a_time(&api.writes());
     drop(api);
     drop(runtime);
     let _ = std::fs::remove_dir_all(&dir);
