@@ -6,8 +6,8 @@
 //! bgp-config's pool, written by the allocator to `status.loadBalancer.ingress`; the
 //! test then does what a cluster's watch would do for the speakers: it writes that
 //! Service, with its status and an EndpointSlice with endpoints on both nodes, into
-//! their cluster-state directory, and BIRD learns the /32 from both. The Service
-//! deleted: the allocator releases its address (the next Service gets the same one,
+//! their cluster-state directory, and BIRD learns the /32 from both; an `IPAllocated`
+//! Event is kept on the Service. The Service deleted: the allocator releases its address (the next Service gets the same one,
 //! the first free), the file removed: both speakers withdraw it.
 
 use std::net::IpAddr;
@@ -144,6 +144,17 @@ fn allocator_writes_a_new_services_address_and_bird_learns_it_from_both_speakers
             && w.code == 200),
         "{writes:?}"
     );
+
+    // And says so on the Service, as an Event the emulation keeps.
+    wait_for("the IPAllocated Event of web", WAIT, || {
+        let events = api.list("events");
+        events
+            .iter()
+            .find(|e| e["reason"] == "IPAllocated" && e["regarding"]["name"] == "web")
+            .map(|e| assert_eq!(e["type"], "Normal", "{e}"))
+            .ok_or_else(|| format!("{events:?}"))
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
 
     // What the speakers' Service and EndpointSlice watches would see.
     let web = ServiceSpec::new("web", "Cluster", &[&ip]).endpoints(&["n1", "n2"], true);
