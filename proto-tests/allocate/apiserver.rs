@@ -81,13 +81,18 @@ async fn kube_rs_lists_watches_and_patches_status_with_its_precondition() {
         for _ in 0..3 {
             match events.try_next().await.unwrap().unwrap() {
                 WatchEvent::Added(s) => seen.push(format!("ADDED {}", s.metadata.name.unwrap())),
+                // As the API server sends it: the content it last had in this watch.
                 WatchEvent::Deleted(s) => {
-                    seen.push(format!("DELETED {}", s.metadata.name.unwrap()))
+                    let kind = s.spec.as_ref().and_then(|s| s.type_.clone());
+                    seen.push(format!("DELETED {} {kind:?}", s.metadata.name.unwrap()))
                 }
                 other => panic!("{other:?}"),
             }
         }
-        assert_eq!(seen, ["ADDED b", "ADDED c", "DELETED a"]);
+        assert_eq!(
+            seen,
+            ["ADDED b", "ADDED c", "DELETED a Some(\"LoadBalancer\")"]
+        );
 
         let ns: Api<Service> = Api::namespaced(client.clone(), "default");
         let b = ns.get("b").await.unwrap();

@@ -6,9 +6,10 @@
 //! for all of them (as etcd's), and serves: lists (with the `metadata.name` and
 //! `spec.type` field selectors; any other selector is refused with 400, so a test can
 //! never pass on a filter silently ignored), watches from a resourceVersion with
-//! ADDED/MODIFIED/DELETED fanned out to every matching watch (an object that stops or
-//! starts matching a field selector is DELETED from or ADDED to that watch, as the API
-//! server does), get, create (409 AlreadyExists), replace (409 Conflict on a stale
+//! ADDED/MODIFIED/DELETED fanned out to every matching watch (an object that starts
+//! matching a field selector is ADDED to that watch; one that stops is DELETED from it
+//! with its previous content at the new resourceVersion, as the API server's watch
+//! cache sends it), get, create (409 AlreadyExists), replace (409 Conflict on a stale
 //! `metadata.resourceVersion`), JSON merge patch of an object or of its `/status`
 //! (the same precondition when the patch carries `metadata.resourceVersion`; the status
 //! subresource changes only `status`, the object itself everything but `status`), and
@@ -172,10 +173,15 @@ impl Change {
             .as_ref()
             .is_some_and(|o| selector.matches(&self.key, o));
         let (kind, object) = match (was, is) {
-            (false, true) => ("ADDED", self.after.as_ref()?),
-            (true, true) => ("MODIFIED", self.after.as_ref()?),
-            // Deleted, or no longer selected: the last state it matched.
-            (true, false) => ("DELETED", self.after.as_ref().or(self.before.as_ref())?),
+            (false, true) => ("ADDED", self.after.clone()?),
+            (true, true) => ("MODIFIED", self.after.clone()?),
+            // Deleted, or no longer selected: as the API server's watch cache sends it,
+            // the last content the watch selected, at the change's resourceVersion.
+            (true, false) => {
+                let mut last = self.before.clone()?;
+                last["metadata"]["resourceVersion"] = json!(self.resource_version.to_string());
+                ("DELETED", last)
+            }
             (false, false) => return None,
         };
         Some(json!({"type": kind, "object": object}))
@@ -1044,6 +1050,13 @@ mod tests {
                 .collect()
         };
         assert_eq!(kinds(&lb), ["DELETED", "ADDED", "DELETED"]);
+        // Leaving the selector: the content it last had there, at the new version.
+        let left = s.since(start).next().unwrap().event_for(&lb).unwrap();
+        assert_eq!(left["object"]["spec"]["type"], "LoadBalancer");
+        assert_eq!(
+            left["object"]["metadata"]["resourceVersion"],
+            (start + 1).to_string()
+        );
         assert_eq!(kinds(&all), ["MODIFIED", "MODIFIED", "DELETED"]);
         let other_ns = Selector::parse("services", Some("kube-system"), "").unwrap();
         assert!(kinds(&other_ns).is_empty());
