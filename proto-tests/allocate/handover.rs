@@ -391,3 +391,50 @@ fn a_leader_frozen_past_its_lease_writes_nothing_when_it_thaws() {
     drop(runtime);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A Service changed from LoadBalancer to ClusterIP leaves the `spec.type` watch as the
+/// API server sends it: DELETED with the content it last had there (still a
+/// LoadBalancer). MetalLB clears the status of a Service that is no longer a
+/// LoadBalancer (`clearServiceState`); the runner means to (its `Event::Delete` of a
+/// non-LoadBalancer is decided once more), but only recognises the change when the
+/// DELETED object carries the new spec.
+#[test]
+#[ignore = "fails: allocate::run keeps the ingress of a Service no longer a LoadBalancer (see the lease helper's report)"]
+fn a_service_no_longer_a_load_balancer_has_its_ingress_cleared() {
+    let dir = std::env::temp_dir().join(format!("podcidr-retype-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("bgp-config.yaml");
+    std::fs::write(
+        &config,
+        "peers: []\naddress-pools:\n  - name: web\n    protocol: bgp\n    addresses: [198.51.100.0/27]\n",
+    )
+    .unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let api = runtime.block_on(ApiServer::start());
+    create(&api, &["x"]);
+    let a = Replica::start(&dir, &api, &config, "a");
+    let state = converged(&api, &BTreeMap::new(), "x allocated", &[&a]);
+    let key = Key::new("services", "default", "x");
+    api.patch(&key, &serde_json::json!({"spec": {"type": "ClusterIP"}}))
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let ingress = api.get(&key).unwrap()["status"]["loadBalancer"]["ingress"].clone();
+        if ingress.as_array().is_none_or(Vec::is_empty) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "x, now a ClusterIP Service, still shows {ingress} (was {state:?})\n{}",
+            a.log_tail()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(api);
+    drop(runtime);
+    let _ = std::fs::remove_dir_all(&dir);
+}
