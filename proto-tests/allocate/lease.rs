@@ -392,18 +392,22 @@ async fn a_leader_stops_at_the_renew_deadline_when_renewals_fail() {
     drop(elector);
 }
 
-/// release(): Follower at once, then holderIdentity cleared with the version we last
-/// wrote; a follower's release writes nothing.
+/// release(): Follower at once, then the Lease read again and its holderIdentity
+/// cleared with the version read, if the record is ours; a follower's release, or one
+/// that finds another holder, writes nothing.
 #[tokio::test(start_paused = true)]
 async fn release_publishes_follower_then_clears_the_holder() {
     let (client, mut api) = Api::start();
     let (elector, mut rx) = spawn(client);
     api.next().await.answer(200, &lease("", "1", 0));
-    api.next().await.accept("2");
+    let mine = api.next().await.accept("2");
     becomes(&mut rx, Leadership::Leader { term: 1 }).await;
     let releasing = tokio::spawn(elector.release());
     let call = api.next().await;
-    assert_eq!(*rx.borrow(), Leadership::Follower, "before the write");
+    assert_eq!(*rx.borrow(), Leadership::Follower, "before any request");
+    call.assert_get();
+    call.answer(200, &mine);
+    let call = api.next().await;
     call.assert_replace("2");
     assert_eq!(call.spec()["holderIdentity"], "");
     assert_eq!(call.spec()["leaseTransitions"], 1);
@@ -413,6 +417,21 @@ async fn release_publishes_follower_then_clears_the_holder() {
         .unwrap()
         .unwrap();
 
+    // b took the Lease since we last looked: nothing is cleared.
+    let (client, mut api) = Api::start();
+    let (elector, mut rx) = spawn(client);
+    api.next().await.answer(200, &lease("", "1", 0));
+    api.next().await.accept("2");
+    becomes(&mut rx, Leadership::Leader { term: 1 }).await;
+    let releasing = tokio::spawn(elector.release());
+    api.next().await.answer(200, &lease("b", "5", 2));
+    tokio::time::timeout(WAIT, releasing)
+        .await
+        .unwrap()
+        .unwrap();
+    api.quiet(Duration::from_secs(5)).await;
+
+    // Never wrote the Lease: no request at all.
     let (client, mut api) = Api::start();
     let (elector, rx) = spawn(client);
     api.next().await.answer(200, &lease("b", "9", 0));
@@ -434,11 +453,12 @@ async fn release_is_bounded_when_the_api_server_hangs() {
     let started = Instant::now();
     let releasing = tokio::spawn(elector.release());
     let held = api.next().await;
-    held.assert_replace("2");
+    held.assert_get();
+    assert_eq!(*rx.borrow(), Leadership::Follower);
     tokio::time::timeout(WAIT, releasing)
         .await
         .unwrap()
         .unwrap();
-    assert!(Instant::now() - started <= Duration::from_secs(3));
+    assert!(Instant::now() - started <= Duration::from_secs(4));
     drop(held);
 }

@@ -15,6 +15,8 @@
 //! - [`conflict`]: cilium-config turning Cilium's embedded BGP speaker on: new sessions
 //!   held, Established ones kept.
 //! - [`bfd`]: BFD with BIRD and FRR's bfdd over a veth that is cut: detection times.
+//! - [`alloc`]: `podcidr-speaker allocate` against the API emulation writes a new
+//!   Service's address, two speakers announce it to BIRD; deleted: released, withdrawn.
 //!
 //! The tests with real peers run each in a network namespace of its own through the
 //! interop harness (`isolated!`: the test re-executes itself under `unshare -rn`), BIRD
@@ -30,6 +32,10 @@
 #[path = "../interop/harness/mod.rs"]
 mod harness;
 
+#[path = "../common/apiserver.rs"]
+mod apiserver;
+
+mod alloc;
 mod bfd;
 mod bfd_rig;
 mod cli;

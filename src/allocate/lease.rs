@@ -150,7 +150,7 @@ impl Timings {
     }
 }
 
-/// The longest [`Elector::release`] takes: its one write, and the task's end.
+/// How long the release's read and write may take together.
 const RELEASE_LIMIT: Duration = Duration::from_secs(3);
 
 /// The leader election of this replica: a task that reads the Lease every retry period,
@@ -203,11 +203,10 @@ impl Elector {
             let _ = stop.send(());
         }
         if let Some(mut task) = self.task.take() {
-            if tokio::time::timeout(RELEASE_LIMIT, &mut task)
-                .await
-                .is_err()
-            {
-                tracing::warn!(limit = ?RELEASE_LIMIT, "lease release did not finish in time");
+            // A little over the task's own bound, so that it can log why it gave up.
+            let limit = RELEASE_LIMIT + Duration::from_millis(500);
+            if tokio::time::timeout(limit, &mut task).await.is_err() {
+                tracing::warn!(limit = ?limit, "lease release did not finish in time");
                 task.abort();
             }
         }
@@ -391,18 +390,39 @@ impl Driver {
         true
     }
 
-    /// On stop: clear the Lease if it is still ours, in one bounded write.
+    /// On stop: clear the Lease if it is still ours: read it (a renewal abandoned by the
+    /// stop may have landed), then one conditional write, both within `RELEASE_LIMIT`.
     async fn release(&mut self) {
-        let Some((record, resource_version)) = self.election.release(Timestamp::now()) else {
+        if !self.election.may_hold() {
+            self.election.release(Timestamp::now(), None);
             return;
-        };
-        let lease = self.object(&record, Some(resource_version));
-        let params = PostParams::default();
-        let write = self.api.replace(&self.lease.name, &params, &lease);
-        match tokio::time::timeout(RELEASE_LIMIT, write).await {
-            Ok(Ok(_)) => {
+        }
+        let released = tokio::time::timeout(RELEASE_LIMIT, async {
+            let current = match self.api.get_opt(&self.lease.name).await {
+                Ok(Some(lease)) => Some((
+                    Record::from_spec(lease.spec.as_ref()),
+                    lease.metadata.resource_version.unwrap_or_default(),
+                )),
+                // Gone, or unreadable: the record last seen decides.
+                Ok(None) | Err(_) => None,
+            };
+            let Some((record, resource_version)) = self.election.release(Timestamp::now(), current)
+            else {
+                return Ok(false);
+            };
+            let lease = self.object(&record, Some(resource_version));
+            let params = PostParams::default();
+            self.api
+                .replace(&self.lease.name, &params, &lease)
+                .await
+                .map(|_| true)
+        })
+        .await;
+        match released {
+            Ok(Ok(true)) => {
                 tracing::info!(lease = %self.lease, identity = %self.election.identity(), "lease released")
             }
+            Ok(Ok(false)) => {}
             Ok(Err(error)) => {
                 tracing::warn!(lease = %self.lease, error = %error, "lease not released: the others wait for it to expire")
             }

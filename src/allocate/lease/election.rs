@@ -290,22 +290,38 @@ impl Election {
         }
     }
 
-    /// What [`super::Elector::release`] writes: the last record we wrote with no holder,
-    /// on condition of its resourceVersion (so it clears the Lease only if nobody wrote
-    /// it since). `None` when the Lease we last saw is not ours.
-    pub fn release(&mut self, wall: Timestamp) -> Option<(Record, String)> {
+    /// Whether the Lease may be ours: this process wrote it (or sent a write whose
+    /// outcome is unknown). If not, a release has nothing to clear.
+    pub fn may_hold(&self) -> bool {
+        self.written.is_some() || self.pending.is_some()
+    }
+
+    /// What [`super::Elector::release`] writes: the Lease as `current`ly read (`None`:
+    /// as last seen) with no holder, on condition of its resourceVersion (so it clears
+    /// the Lease only if nobody wrote it since). `None` when that record is not one this
+    /// process wrote. Deposes first, whatever the answer.
+    pub fn release(
+        &mut self,
+        wall: Timestamp,
+        current: Option<(Record, String)>,
+    ) -> Option<(Record, String)> {
         let wall = microseconds(wall);
         self.depose();
-        let observed = self.observed.as_ref()?;
-        if !self.wrote(&observed.record) || self.written.as_ref() != Some(&observed.record) {
+        let (mut record, resource_version) = match current {
+            Some(read) => read,
+            None => {
+                let o = self.observed.as_ref()?;
+                (o.record.clone(), o.resource_version.clone())
+            }
+        };
+        if !self.wrote(&record) {
             return None;
         }
-        let mut record = observed.record.clone();
         record.holder.clear();
         // As client-go: the successor need not wait out our duration.
         record.lease_duration = Some(Duration::from_secs(1));
         record.renew_time = Some(wall);
-        Some((record, observed.resource_version.clone()))
+        Some((record, resource_version))
     }
 
     fn depose(&mut self) -> Option<Leadership> {
@@ -626,19 +642,37 @@ mod tests {
         let t0 = Instant::now();
         let mut e = Election::new("a".into(), timings());
         let mine = acquire(&mut e, t0, 0, None);
-        let (cleared, rv) = e.release(wall(3)).unwrap();
+        assert!(e.may_hold());
+        let (cleared, rv) = e.release(wall(3), None).unwrap();
         assert_eq!(e.leadership(), Leadership::Follower);
         assert_eq!(rv, "rv-0");
         assert_eq!(cleared.holder, "");
         assert_eq!(cleared.transitions, mine.transitions);
         assert_eq!(cleared.lease_duration, Some(S(1)));
+        // Read again at release: a renewal sent and abandoned that landed is ours too.
+        let mut e = Election::new("a".into(), timings());
+        let mine = acquire(&mut e, t0, 0, None);
+        let (step, _) = e.handle_read(t0 + S(2), wall(2), read(&mine, "rv-0"));
+        let Step::Replace { record: sent, .. } = step else {
+            panic!("{step:?}")
+        };
+        let (cleared, rv) = e.release(wall(3), read(&sent, "rv-2")).unwrap();
+        assert_eq!((cleared.holder.as_str(), rv.as_str()), ("", "rv-2"));
 
         let mut e = Election::new("a".into(), timings());
         acquire(&mut e, t0, 0, None);
         e.handle_read(t0 + S(20), wall(20), read(&held_by("b", 20, 1), "9"));
-        assert_eq!(e.release(wall(21)), None, "b holds it now");
+        assert_eq!(e.release(wall(21), None), None, "b holds it now");
+        let mut e = Election::new("a".into(), timings());
+        acquire(&mut e, t0, 0, None);
+        assert_eq!(
+            e.release(wall(21), read(&held_by("b", 20, 1), "9")),
+            None,
+            "b took it since we last looked"
+        );
         let mut never = Election::new("a".into(), timings());
-        assert_eq!(never.release(wall(0)), None);
+        assert!(!never.may_hold());
+        assert_eq!(never.release(wall(0), None), None);
     }
 
     #[test]
