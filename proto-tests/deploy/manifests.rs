@@ -149,6 +149,8 @@ fn every_install_renders_the_expected_objects() {
             "{}: PodMonitor only in the Prometheus Operator install",
             install.dir
         );
+        let unscraped = unscraped_workloads(&objects);
+        assert!(unscraped.is_empty(), "{}: {unscraped:#?}", install.dir);
         let ds = the_daemonset(&objects);
         let args = container_args(ds);
         let config_flag = format!(
@@ -751,6 +753,104 @@ fn allocator_check_rejects_unsafe_or_fragile_specs() {
     );
 }
 
+/// Where a render has a PodMonitor, the workloads (the speakers' DaemonSet, the
+/// allocator's Deployment) whose pods it does not select, or whose pods have no port of
+/// the name it scrapes.
+fn unscraped_workloads(objects: &[Value]) -> Vec<String> {
+    let monitors: Vec<&Value> = objects
+        .iter()
+        .filter(|o| kind_of(o) == "PodMonitor")
+        .collect();
+    let mut problems = Vec::new();
+    for monitor in monitors {
+        let wanted = at(monitor, &["spec", "selector", "matchLabels"])
+            .and_then(Value::as_mapping)
+            .cloned()
+            .unwrap_or_default();
+        let ports: Vec<&str> = at(monitor, &["spec", "podMetricsEndpoints"])
+            .and_then(Value::as_sequence)
+            .into_iter()
+            .flatten()
+            .filter_map(|e| str_at(e, &["port"]))
+            .collect();
+        for workload in objects
+            .iter()
+            .filter(|o| matches!(kind_of(o), "DaemonSet" | "Deployment"))
+        {
+            let name = str_at(workload, &["metadata", "name"]).unwrap_or("<unnamed>");
+            let labels = at(workload, &["spec", "template", "metadata", "labels"])
+                .and_then(Value::as_mapping)
+                .cloned()
+                .unwrap_or_default();
+            let selected =
+                !wanted.is_empty() && wanted.iter().all(|(k, v)| labels.get(k) == Some(v));
+            let named: Vec<&str> = containers_of(workload)
+                .into_iter()
+                .flat_map(|c| {
+                    c.get("ports")
+                        .and_then(Value::as_sequence)
+                        .into_iter()
+                        .flatten()
+                })
+                .filter_map(|p| str_at(p, &["name"]))
+                .collect();
+            if !selected || ports.is_empty() || !ports.iter().all(|p| named.contains(p)) {
+                problems.push(format!(
+                    "{} {name}: not scraped by the PodMonitor (selector {wanted:?}, ports {ports:?})",
+                    kind_of(workload)
+                ));
+            }
+        }
+    }
+    problems
+}
+
+#[test]
+fn the_podmonitor_check_finds_unscraped_workloads() {
+    let mut docs = allocator_component();
+    docs.truncate(1);
+    let text = std::fs::read_to_string(crate_root().join("deploy/base/daemonset.yaml")).unwrap();
+    docs.extend(parse_docs(&text).unwrap());
+    let text =
+        std::fs::read_to_string(crate_root().join("deploy/monitoring/podmonitor.yaml")).unwrap();
+    docs.extend(parse_docs(&text).unwrap());
+    assert_eq!(unscraped_workloads(&docs), Vec::<String>::new());
+    let monitor = docs.len() - 1;
+
+    // A selector of the speakers' component misses the allocator.
+    let mut speakers_only = docs.clone();
+    *at_mut(
+        &mut speakers_only[monitor],
+        &[
+            "spec",
+            "selector",
+            "matchLabels",
+            "app.kubernetes.io/component",
+        ],
+    ) = yaml("speaker");
+    let missed = unscraped_workloads(&speakers_only);
+    assert!(
+        missed.len() == 1 && missed[0].contains("podcidr-speaker-allocator"),
+        "{missed:?}"
+    );
+    // The allocator's port under another name is not scraped either.
+    let mut renamed = docs.clone();
+    *at_mut(
+        &mut renamed[0],
+        &[
+            "spec",
+            "template",
+            "spec",
+            "containers",
+            "0",
+            "ports",
+            "0",
+            "name",
+        ],
+    ) = yaml("http");
+    assert_eq!(unscraped_workloads(&renamed).len(), 1);
+}
+
 /// The allocator's permissions: exactly [`expected_allocator_grants`] where it runs,
 /// nothing bound to its account where it does not.
 fn assert_allocator_grants(label: &str, objects: &[Value], runs: bool, config_map: (&str, &str)) {
@@ -956,7 +1056,7 @@ const HELM_INSTALLS: &[HelmInstall] = &[
         config_map: ("kube-system", "podcidr-speaker-bgp-config"),
         extra_secrets: &["rack-7-bgp-keys"],
         listens: false,
-        monitored: false,
+        monitored: true,
         allocator: true,
     },
     HelmInstall {
@@ -1030,6 +1130,8 @@ fn helm_chart_renders_pass_every_install_check() {
             usize::from(install.monitored),
             "{label}: PodMonitor only when enabled"
         );
+        let unscraped = unscraped_workloads(&objects);
+        assert!(unscraped.is_empty(), "{label}: {unscraped:#?}");
 
         let problems = image_problems(&objects);
         assert!(problems.is_empty(), "{label}: {problems:#?}");
