@@ -84,6 +84,13 @@ const INSTALLS: &[Install] = &[
         monitored: false,
         allocator: true,
     },
+    Install {
+        dir: "deploy/overlays/metallb-allocator",
+        config_map: METALLB_CONFIG,
+        listens: false,
+        monitored: false,
+        allocator: true,
+    },
 ];
 
 const SPEAKER_NAMESPACE: &str = "kube-system";
@@ -1062,6 +1069,14 @@ const HELM_INSTALLS: &[HelmInstall] = &[
     HelmInstall {
         values: "allocator-values.yaml",
         config_map: CILIUM_CONFIG,
+        extra_secrets: &[],
+        listens: false,
+        monitored: false,
+        allocator: true,
+    },
+    HelmInstall {
+        values: "metallb-allocator-values.yaml",
+        config_map: METALLB_CONFIG,
         extra_secrets: &[],
         listens: false,
         monitored: false,
