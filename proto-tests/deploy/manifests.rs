@@ -760,6 +760,63 @@ fn allocator_check_rejects_unsafe_or_fragile_specs() {
     );
 }
 
+/// The listen component gives the "-listen" image to the speakers only: the allocator
+/// beside it keeps the plain image (its file capability would make the exec fail with
+/// every capability dropped), whichever of the two components comes first.
+#[test]
+fn the_allocator_keeps_the_plain_image_beside_the_listen_component() {
+    if render_all().is_none() {
+        return;
+    }
+    let version = env!("CARGO_PKG_VERSION");
+    let tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("allocator-listen");
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp).unwrap();
+    std::os::unix::fs::symlink(crate_root(), tmp.join("repo")).unwrap();
+    let orders = [["listen-179", "allocator"], ["allocator", "listen-179"]];
+    for order in orders {
+        let dir = tmp.join(order.join("-then-"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let components: Vec<String> = ["cilium-bgp-config", order[0], order[1]]
+            .iter()
+            .map(|c| format!("  - ../repo/deploy/components/{c}\n"))
+            .collect();
+        std::fs::write(
+            dir.join("kustomization.yaml"),
+            format!(
+                "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - ../repo/deploy/base\ncomponents:\n{}",
+                components.concat()
+            ),
+        )
+        .unwrap();
+        let output = run_bounded(
+            Command::new("kubectl").arg("kustomize").arg(&dir),
+            RENDER_TIMEOUT,
+        )
+        .unwrap();
+        assert!(output.success, "{order:?}: {}", output.stderr);
+        let objects = parse_docs(&output.stdout).unwrap();
+        let image_of = |kind: &str| {
+            let workload = objects
+                .iter()
+                .find(|o| kind_of(o) == kind)
+                .unwrap_or_else(|| panic!("{order:?}: no {kind}"));
+            str_at(containers_of(workload)[0], &["image"])
+                .and_then(image_tag)
+                .unwrap_or_default()
+        };
+        assert_eq!(
+            image_of("DaemonSet"),
+            format!("{version}-listen"),
+            "{order:?}"
+        );
+        assert_eq!(image_of("Deployment"), version, "{order:?}");
+        let problems = allocator_problems(&objects, CILIUM_CONFIG);
+        assert!(problems.is_empty(), "{order:?}: {problems:#?}");
+    }
+    let _ = std::fs::remove_dir_all(&tmp);
+}
+
 /// Where a render has a PodMonitor, the workloads (the speakers' DaemonSet, the
 /// allocator's Deployment) whose pods it does not select, or whose pods have no port of
 /// the name it scrapes.
