@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 
+use crate::allocate::lease::{BadTimings, LeaseRef, Timings};
+use crate::allocate::run::{ConfigInput, Settings as AllocateSettings};
 use crate::commands::check::CheckRequest;
 use crate::commands::doctor::DoctorRequest;
 use crate::commands::plan::{Format, PlanRequest};
@@ -98,6 +100,16 @@ pub enum Command {
   # offline, on a dump: kubectl get nodes,ciliumnodes -o yaml > state.yaml
   podcidr-speaker doctor --cluster-state config/cluster-state/outage")]
     Doctor(DoctorArgs),
+    /// Allocate LoadBalancer IPs from the bgp-config's `address-pools` (MetalLB 0.12's
+    /// rules) and write them to each Service's `status.loadBalancer.ingress`. Run as a
+    /// Deployment of two replicas: they elect a leader on a Lease, and only the leader
+    /// writes. Services come from the API server (in-cluster or KUBECONFIG).
+    #[command(after_help = "Examples:
+  # the Deployment (in-cluster; POD_NAME from the downward API)
+  podcidr-speaker allocate --identity \"$POD_NAME\"
+  # the bgp-config from a file, followed live
+  podcidr-speaker allocate --bgp-config config/demo/bgp-config.yaml --metrics-addr 127.0.0.1:9478")]
+    Allocate(Box<AllocateArgs>),
 }
 
 #[derive(Debug, Args)]
@@ -281,6 +293,110 @@ pub struct RunArgs {
     /// connecting anywhere or talking to the API server.
     #[arg(long)]
     pub dry_run: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct AllocateArgs {
+    /// Read the bgp-config from this file (raw config.yaml or a ConfigMap manifest),
+    /// followed live.
+    #[arg(
+        long,
+        env = "PODCIDR_BGP_CONFIG",
+        value_name = "FILE",
+        conflicts_with = "bgp_config_map"
+    )]
+    pub bgp_config: Option<PathBuf>,
+
+    /// The ConfigMap holding the bgp-config, and its data key (as `run`).
+    #[arg(
+        long,
+        env = "PODCIDR_BGP_CONFIG_MAP",
+        value_name = "NS/NAME[:KEY]",
+        default_value = "kube-system/bgp-config"
+    )]
+    pub bgp_config_map: BgpConfigMapRef,
+
+    /// A `spec.loadBalancerClass` whose Services this allocator serves (repeatable).
+    /// Without it only Services without a class, as `run` announces them.
+    #[arg(long = "lb-class", value_name = "CLASS")]
+    pub lb_classes: Vec<String>,
+
+    /// The Lease the replicas elect their leader on.
+    #[arg(
+        long,
+        env = "PODCIDR_ALLOCATOR_LEASE",
+        value_name = "NS/NAME",
+        default_value = "kube-system/podcidr-speaker-allocator"
+    )]
+    pub lease: LeaseRef,
+
+    /// This replica's name in the Lease (default: the host name).
+    #[arg(long, env = "POD_NAME", value_name = "NAME")]
+    pub identity: Option<String>,
+
+    /// How long a renewed Lease keeps the other replicas out (a Go duration).
+    #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = duration_arg)]
+    pub lease_duration: Duration,
+
+    /// How long the leader leads without a successful renewal; past it, it stops
+    /// writing. Shorter than --lease-duration.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration_arg)]
+    pub renew_deadline: Duration,
+
+    /// How often a renewal or an acquisition is tried. Shorter than --renew-deadline.
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = duration_arg)]
+    pub retry_period: Duration,
+
+    /// Where /metrics, /healthz, /readyz and /status are served.
+    #[arg(
+        long,
+        env = "PODCIDR_METRICS_ADDR",
+        value_name = "ADDR:PORT",
+        default_value = "0.0.0.0:9478"
+    )]
+    pub metrics_addr: SocketAddr,
+
+    /// Log lines as text or as one JSON object each. The filter is RUST_LOG's
+    /// (default `info`).
+    #[arg(long, env = "PODCIDR_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+impl AllocateArgs {
+    /// The runner's settings; refuses timings that would let two replicas lead at once.
+    pub fn settings(&self) -> Result<AllocateSettings, BadTimings> {
+        let timings = Timings {
+            lease_duration: self.lease_duration,
+            renew_deadline: self.renew_deadline,
+            retry_period: self.retry_period,
+        };
+        timings.validate()?;
+        Ok(AllocateSettings {
+            config: match &self.bgp_config {
+                Some(path) => ConfigInput::File(path.clone()),
+                None => ConfigInput::ConfigMap(self.bgp_config_map.clone()),
+            },
+            classes: self.lb_classes.clone(),
+            lease: self.lease.clone(),
+            identity: self.identity.clone().unwrap_or_else(host_name),
+            timings,
+            metrics_addr: self.metrics_addr,
+        })
+    }
+}
+
+/// The kernel's host name (a pod's is its name), for `--identity`'s default.
+fn host_name() -> String {
+    std::env::var("HOSTNAME")
+        .ok()
+        .filter(|h| !h.is_empty())
+        .or_else(|| {
+            std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .ok()
+                .map(|h| h.trim().to_owned())
+                .filter(|h| !h.is_empty())
+        })
+        .unwrap_or_else(|| "podcidr-speaker-allocator".to_owned())
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

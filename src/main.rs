@@ -26,6 +26,7 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match &cli.command {
         Command::Run(args) => init_tracing(args.log_format, "info"),
+        Command::Allocate(args) => init_tracing(args.log_format, "info"),
         // The one-shot commands print their results; the log is for trouble only.
         _ => init_tracing(LogFormat::Text, "warn"),
     }
@@ -40,23 +41,21 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 println!("log-format:     {}", args.log_format);
                 return Ok(ExitCode::SUCCESS);
             }
-            let mut builder = tokio::runtime::Builder::new_multi_thread();
-            // One worker per core by default: 64 threads (stacks, malloc arenas) on a
-            // 64-core node for a few sessions. Two keep a busy replan from holding up
-            // the BGP and BFD timers; TOKIO_WORKER_THREADS still overrides.
-            if std::env::var_os("TOKIO_WORKER_THREADS").is_none() {
-                let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-                builder.worker_threads(cores.min(MAX_WORKERS));
-            }
-            let runtime = builder
-                .enable_all()
-                .thread_name("podcidr-speaker")
-                .build()?;
-            match runtime.block_on(podcidr_speaker::daemon::run(settings)) {
+            match runtime()?.block_on(podcidr_speaker::daemon::run(settings)) {
                 Ok(()) => Ok(ExitCode::SUCCESS),
                 Err(e) => {
                     // Logging is up: the error goes where every other line went.
                     tracing::error!(error = %e, "podcidr-speaker stopped");
+                    Ok(ExitCode::FAILURE)
+                }
+            }
+        }
+        Command::Allocate(args) => {
+            let settings = args.settings()?;
+            match runtime()?.block_on(podcidr_speaker::allocate::run::run(settings)) {
+                Ok(()) => Ok(ExitCode::SUCCESS),
+                Err(e) => {
+                    tracing::error!(error = %e, "allocator stopped");
                     Ok(ExitCode::FAILURE)
                 }
             }
@@ -67,6 +66,19 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Status(args) => Ok(exit(status::run(&args.request(), out, err))),
         Command::Doctor(args) => Ok(exit(doctor::run(&args.request(), out, err))),
     }
+}
+
+/// The runtime of `run` and `allocate`.
+fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    // One worker per core by default: 64 threads (stacks, malloc arenas) on a 64-core
+    // node for a few sessions. Two keep a busy replan from holding up the BGP and BFD
+    // timers; TOKIO_WORKER_THREADS still overrides.
+    if std::env::var_os("TOKIO_WORKER_THREADS").is_none() {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        builder.worker_threads(cores.min(MAX_WORKERS));
+    }
+    builder.enable_all().thread_name("podcidr-speaker").build()
 }
 
 fn exit(code: u8) -> ExitCode {

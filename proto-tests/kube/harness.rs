@@ -57,6 +57,10 @@ pub enum Route {
     Secrets,
     Services,
     EndpointSlices,
+    /// A Service's status subresource (the allocator's writes).
+    ServiceStatus,
+    /// coordination.k8s.io Leases (the allocator's election).
+    Leases,
 }
 
 fn route(request: &Request<KubeBody>) -> Route {
@@ -68,6 +72,8 @@ fn route(request: &Request<KubeBody>) -> Route {
         "/apis/cilium.io/v2alpha1/ciliumpodippools" => Route::PodIpPools,
         "/api/v1/services" => Route::Services,
         "/apis/discovery.k8s.io/v1/endpointslices" => Route::EndpointSlices,
+        p if p.starts_with("/api/v1/namespaces/") && p.ends_with("/status") => Route::ServiceStatus,
+        p if p.starts_with("/apis/coordination.k8s.io/") => Route::Leases,
         p if p.starts_with("/apis/events.k8s.io/") => Route::Events,
         p if p.contains("/secrets") => Route::Secrets,
         p if p.ends_with("/configmaps") && query.contains("metadata.name%3Dcilium-config") => {
@@ -116,6 +122,8 @@ impl MockApi {
             Route::Secrets,
             Route::Services,
             Route::EndpointSlices,
+            Route::ServiceStatus,
+            Route::Leases,
         ] {
             let (tx, rx) = mpsc::unbounded_channel();
             senders.insert(r, tx);
@@ -136,6 +144,16 @@ impl MockApi {
             .unwrap_or_else(|_| panic!("no {route:?} request within {WAIT:?}"))
             .expect("router stopped");
         Call { request, responder }
+    }
+
+    /// The next request of `route` if one is waiting.
+    #[allow(dead_code)] // the allocate tests' (this file is shared through #[path])
+    pub fn try_next(&mut self, route: Route) -> Option<Call> {
+        let queue = self.queues.get_mut(&route).expect("route queue");
+        queue
+            .try_recv()
+            .ok()
+            .map(|(request, responder)| Call { request, responder })
     }
 
     /// No request of `route` is waiting.
@@ -174,6 +192,20 @@ pub struct Call {
 impl Call {
     pub fn uri(&self) -> String {
         self.request.uri().to_string()
+    }
+
+    #[allow(dead_code)] // the allocate tests'
+    pub fn method(&self) -> String {
+        self.request.method().to_string()
+    }
+
+    #[allow(dead_code)] // the allocate tests'
+    pub fn header(&self, name: &str) -> Option<String> {
+        self.request
+            .headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
     }
 
     /// The query parameters, decoded, as (key, value) pairs.

@@ -51,6 +51,61 @@ pub async fn serve(
     metrics: Arc<Metrics>,
     shutdown: impl Future<Output = ()>,
 ) {
+    accept(listener, shutdown, move |stream| {
+        let metrics = Arc::clone(&metrics);
+        async move { connection(stream, &metrics).await }
+    })
+    .await
+}
+
+/// What another role (`allocate`) answers on its endpoint: the response to a GET or
+/// HEAD of a path (the query left off), from memory.
+pub type Answer = Arc<dyn Fn(&str) -> Response + Send + Sync>;
+
+/// Serves `answer` with the same framing and limits as [`serve`] until `shutdown`
+/// completes.
+pub async fn serve_answers(
+    listener: TcpListener,
+    answer: Answer,
+    shutdown: impl Future<Output = ()>,
+) {
+    accept(listener, shutdown, move |mut stream| {
+        let answer = Arc::clone(&answer);
+        async move {
+            let head = match tokio::time::timeout(IO_TIMEOUT, read_head(&mut stream)).await {
+                Ok(Ok(Some(head))) => head,
+                Ok(Ok(None)) => {
+                    let r = Response::text(431, "request head too large\n");
+                    return write(&mut stream, &r.to_bytes(false)).await;
+                }
+                Ok(Err(e)) => return Err(e),
+                Err(_) => return Err(io::Error::new(io::ErrorKind::TimedOut, "request head")),
+            };
+            let (response, head_only) = match request_line(&head) {
+                None => (Response::text(400, "bad request\n"), false),
+                Some((method, target)) if matches!(method, "GET" | "HEAD") => {
+                    let path = target.split_once('?').map_or(target, |(p, _)| p);
+                    (answer(path), method == "HEAD")
+                }
+                Some(_) => {
+                    let mut r = Response::text(405, "only GET and HEAD\n");
+                    r.headers.push(("Allow", "GET, HEAD".to_owned()));
+                    (r, false)
+                }
+            };
+            write(&mut stream, &response.to_bytes(head_only)).await
+        }
+    })
+    .await
+}
+
+/// The accept loop both endpoints share: at most [`MAX_CONNECTIONS`] served at once,
+/// each on its own task.
+async fn accept<F, Fut>(listener: TcpListener, shutdown: impl Future<Output = ()>, serve: F)
+where
+    F: Fn(TcpStream) -> Fut,
+    Fut: Future<Output = io::Result<()>> + Send + 'static,
+{
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     tokio::pin!(shutdown);
     loop {
@@ -71,9 +126,9 @@ pub async fn serve(
             debug!(remote = %remote, "metrics endpoint busy, connection closed");
             continue;
         };
-        let metrics = Arc::clone(&metrics);
+        let served = serve(stream);
         tokio::spawn(async move {
-            if let Err(e) = connection(stream, &metrics).await {
+            if let Err(e) = served.await {
                 debug!(remote = %remote, error = %e, "metrics endpoint connection failed");
             }
             drop(slot);
@@ -92,7 +147,7 @@ pub struct Response {
 }
 
 impl Response {
-    fn text(status: u16, body: impl Into<String>) -> Response {
+    pub fn text(status: u16, body: impl Into<String>) -> Response {
         Response {
             status,
             content_type: "text/plain; charset=utf-8".to_owned(),

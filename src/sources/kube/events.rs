@@ -246,7 +246,8 @@ pub fn event_for(report: &Report) -> Option<(Event, ObjectReference)> {
     }
 }
 
-fn truncate(mut note: String) -> String {
+/// A note cut to the Events API's limit (1 kB).
+pub fn truncate(mut note: String) -> String {
     if note.len() > NOTE_LIMIT {
         let mut end = NOTE_LIMIT - 3;
         while !note.is_char_boundary(end) {

@@ -298,7 +298,7 @@ enum Input {
 
 /// Every watch's request options. The timeout is the API server's default, explicit
 /// because API_READ_TIMEOUT is derived from it. The u32 conversion cannot fail for 290.
-fn watch_config() -> watcher::Config {
+pub fn watch_config() -> watcher::Config {
     watcher::Config::default().timeout(WATCH_TIMEOUT.as_secs() as u32)
 }
 
@@ -333,19 +333,88 @@ fn inputs(client: &Client, config: &KubeSourceConfig) -> Vec<BoxStream<'static, 
     ];
     if let Some(bgp) = &config.bgp_config {
         inputs.push(
-            watcher::watcher(
-                Api::<ConfigMap>::namespaced(client.clone(), &bgp.namespace),
-                by_name(&bgp.name),
-            )
-            .backoff(RetryBackoff::new(retry))
-            .map(Input::BgpConfig)
-            .boxed(),
+            bgp_config_watcher(client, bgp, retry)
+                .map(Input::BgpConfig)
+                .boxed(),
         );
     }
     if config.load_balancers {
         inputs.extend(services::watchers(client, base(), retry, &config.slices));
     }
     inputs
+}
+
+/// The bgp-config ConfigMap's watch: by name in its namespace.
+fn bgp_config_watcher(
+    client: &Client,
+    bgp: &BgpConfigMapRef,
+    retry: Retry,
+) -> BoxStream<'static, watcher::Result<Event<ConfigMap>>> {
+    watcher::watcher(
+        Api::<ConfigMap>::namespaced(client.clone(), &bgp.namespace),
+        watch_config().fields(&format!("metadata.name={}", bgp.name)),
+    )
+    .backoff(RetryBackoff::new(retry))
+    .boxed()
+}
+
+/// Follows the bgp-config ConfigMap alone, for a role that needs nothing else of the
+/// cluster (`allocate`): the same watch, the same reading of the key and the same
+/// `BgpConfigText` updates (after the first list, then on change) as [`run`] sends.
+/// Returns when the receiver is dropped.
+#[tracing::instrument(name = "bgp_config_map", skip_all, fields(config_map = %config_map))]
+pub async fn follow_bgp_config(
+    client: Client,
+    config_map: BgpConfigMapRef,
+    retry: Retry,
+    out: SourceSender,
+) -> Result<(), Closed> {
+    let resource = Resource::BgpConfigMap;
+    out.register(resource);
+    let mut text: Store<Option<String>> = Store::new();
+    let mut status = ResourceStatus::default();
+    let mut last: Option<Option<String>> = None;
+    let mut events = bgp_config_watcher(&client, &config_map, retry);
+    loop {
+        let item = tokio::select! {
+            item = events.next() => item,
+            () = out.closed() => return Err(Closed),
+        };
+        let Some(item) = item else { return Ok(()) };
+        step(
+            resource,
+            &mut text,
+            &mut status,
+            item,
+            SystemTime::now(),
+            |cm| Ok(objects::config_map_text(cm, &config_map.key)),
+        );
+        if let Some(update) = bgp_text_update(&text, &config_map, &mut last) {
+            out.send(update).await?;
+        }
+        let now = status.clone();
+        out.status(resource, |s| *s = now);
+    }
+}
+
+/// The bgp-config text to send, after the ConfigMap's first list and on change.
+fn bgp_text_update(
+    store: &Store<Option<String>>,
+    config_map: &BgpConfigMapRef,
+    last: &mut Option<Option<String>>,
+) -> Option<SourceUpdate> {
+    if !store.synced() {
+        return None;
+    }
+    let text = store.live().get(&config_map.name).cloned().flatten();
+    if last.as_ref() == Some(&text) {
+        return None;
+    }
+    if text.is_none() {
+        warn!(config_map = %config_map, "bgp-config configmap or key not found");
+    }
+    *last = Some(text.clone());
+    Some(SourceUpdate::BgpConfigText(text))
 }
 
 /// The watchers' state: one store per resource, what was last sent, the status.
@@ -589,25 +658,13 @@ impl WatchState {
 
     /// The bgp-config text to send, after its first sync and on change.
     fn bgp_config_update(&mut self) -> Option<SourceUpdate> {
-        let name = &self.bgp_config.as_ref()?.name;
-        if !self.bgp_text.synced() {
-            return None;
-        }
-        let text = self.bgp_text.live().get(name).cloned().flatten();
-        if self.last_bgp_text.as_ref() == Some(&text) {
-            return None;
-        }
-        if text.is_none() {
-            warn!(config_map = %self.bgp_config.as_ref().map(ToString::to_string).unwrap_or_default(),
-                "bgp-config configmap or key not found");
-        }
-        self.last_bgp_text = Some(text.clone());
-        Some(SourceUpdate::BgpConfigText(text))
+        let config_map = self.bgp_config.as_ref()?;
+        bgp_text_update(&self.bgp_text, config_map, &mut self.last_bgp_text)
     }
 }
 
 /// Folds one watcher item into a store; true when the store's facts changed.
-fn step<K, F, Key>(
+pub(crate) fn step<K, F, Key>(
     resource: Resource,
     store: &mut Store<F, Key>,
     status: &mut ResourceStatus,

@@ -78,7 +78,7 @@ pub(super) fn watchers(
     out
 }
 
-type ServiceEvents = BoxStream<'static, watcher::Result<Event<Service>>>;
+pub type ServiceEvents = BoxStream<'static, watcher::Result<Event<Service>>>;
 
 /// The Services' watch. `only_load_balancers`: with the [`LB_SERVICES`] field selector,
 /// which the API server applies to the watch too: a Service that stops being a
@@ -87,8 +87,8 @@ type ServiceEvents = BoxStream<'static, watcher::Result<Event<Service>>>;
 /// non-LoadBalancer Service is never announced nor watched for slices), without the
 /// list and events of the others. If the API server refuses the selector (400), that
 /// refusal is not passed on (nothing is down) and every Service is watched from then
-/// on.
-fn service_watcher(
+/// on. Also the `allocate` role's Service watch.
+pub fn service_watcher(
     client: Client,
     config: watcher::Config,
     retry: super::Retry,

@@ -1,0 +1,702 @@
+//! The `allocate` runner: one loop that follows the bgp-config, the Services and this
+//! replica's leadership, hands them to `alloc::Allocator` while it leads, and carries
+//! out its decisions (status writes, Events, metrics).
+//!
+//! - Every replica keeps the Services' facts from its watch (a warm standby), and the
+//!   config in force. Only the leader has an `Allocator`: at each new term it builds a
+//!   fresh one from the store (every Service applied, then `synced`: status addresses
+//!   are claimed before anything new is handed out, so a leader change never moves an
+//!   address) and writes every decision that has a write. On `Follower` the allocator
+//!   is dropped, and every write checks the leadership right before it is sent.
+//! - The config: parsed by `config::parse`, as `run` does. An invalid one is logged and
+//!   counted, and the last good one stays. A valid one that would orphan addresses in
+//!   use (`Allocator::reload`'s refusal; a follower, which has no allocator, asks the
+//!   same question of the statuses it sees) is refused whole, the Services named (log,
+//!   metric, `ConfigRefused` Events from the leader), and tried again whenever one of
+//!   those Services changes. A deleted ConfigMap keeps the last good config.
+//! - Services: those of `type: LoadBalancer` (a field selector; every Service if the
+//!   API server refuses it), folded by `sources::kube`'s store, whose relists send
+//!   only their differences. A Service that stops being a LoadBalancer is decided once
+//!   more (its status cleared, as MetalLB does) and then forgotten. One whose facts
+//!   cannot be read keeps its last good facts (a bad edit never takes an address
+//!   away, as the allocator's own rule for a bad request); a new one is skipped.
+//!
+//! Must not: decide (`alloc` does), or write without leading.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use futures::StreamExt;
+use ipnet::IpNet;
+use k8s_openapi::api::core::v1::Service;
+use kube::runtime::watcher::{self, Event};
+use kube::Client;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tracing::{debug, info, warn};
+
+use super::lease::{Elector, Leadership, LeaseRef, Timings};
+use super::metrics::{AllocMetrics, ReloadResult, ServiceLine, WriteResult};
+use super::objects::alloc_facts;
+use super::writer::{Target, Writer};
+use crate::alloc::{AllocFacts, Allocator, Decision, Refusal, State};
+use crate::config::{AddressPool, Protocol};
+use crate::sources::kube::services::service_watcher;
+use crate::sources::kube::store::Store;
+use crate::sources::kube::{self as kube_source, BgpConfigMapRef, Retry};
+use crate::sources::service_objects::is_load_balancer;
+use crate::sources::services::ObjectKey;
+use crate::sources::{self, Resource, ResourceStatus, SourceUpdate};
+
+/// How often the loop shows it is alive (`/healthz`).
+const BEAT: Duration = Duration::from_secs(1);
+
+/// Where the bgp-config comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ConfigInput {
+    /// `--bgp-config FILE`, followed live.
+    File(PathBuf),
+    /// `--bgp-config-map NS/NAME[:KEY]`.
+    ConfigMap(BgpConfigMapRef),
+}
+
+/// The `allocate` command's settings (`cli::AllocateArgs::settings`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Settings {
+    pub config: ConfigInput,
+    /// `--lb-class`: empty, only Services without a class.
+    pub classes: Vec<String>,
+    pub lease: LeaseRef,
+    pub identity: String,
+    pub timings: Timings,
+    pub metrics_addr: SocketAddr,
+}
+
+/// What the loop follows (the command builds them; tests build them on a mocked API).
+pub struct Inputs {
+    pub client: Client,
+    pub identity: String,
+    pub classes: BTreeSet<Arc<str>>,
+    pub config: ConfigInput,
+    pub retry: Retry,
+    pub leadership: watch::Receiver<Leadership>,
+}
+
+/// Runs the loop until `shutdown` completes.
+pub async fn drive(inputs: Inputs, metrics: Arc<AllocMetrics>, shutdown: impl Future<Output = ()>) {
+    let Inputs {
+        client,
+        identity,
+        classes,
+        config,
+        retry,
+        mut leadership,
+    } = inputs;
+    let (tx, mut config_rx) = sources::channel(4);
+    let mut tasks = JoinSet::new();
+    match config {
+        ConfigInput::File(path) => {
+            tasks.spawn(async move {
+                // Err only when this loop is gone: nothing left to do.
+                let _ = sources::file::watch_text_file(path, sources::file::DEFAULT_POLL, tx).await;
+            });
+        }
+        ConfigInput::ConfigMap(config_map) => {
+            let client = client.clone();
+            tasks.spawn(async move {
+                let _ = kube_source::follow_bgp_config(client, config_map, retry, tx).await;
+            });
+        }
+    }
+    let mut services = service_watcher(client.clone(), kube_source::watch_config(), retry, true);
+    let observer: Arc<dyn kube_source::events::EventObserver> = metrics.clone();
+    let (writer, events_task) = Writer::spawn(client, identity, observer);
+    let mut runner = Runner::new(classes, leadership.clone(), writer, Arc::clone(&metrics));
+    let first = *leadership.borrow_and_update();
+    runner.leadership(first).await;
+    let mut tick = tokio::time::interval(BEAT);
+    let mut leadership_open = true;
+    let mut config_open = true;
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            // A change of leadership goes before anything else waiting.
+            biased;
+            () = &mut shutdown => break,
+            changed = leadership.changed(), if leadership_open => {
+                let now = if changed.is_ok() {
+                    *leadership.borrow_and_update()
+                } else {
+                    // The elector is gone: nobody renews the Lease any more.
+                    warn!("leader election ended: writing nothing more");
+                    leadership_open = false;
+                    Leadership::Follower
+                };
+                runner.leadership(now).await;
+            }
+            update = config_rx.updates.recv(), if config_open => match update {
+                Some(SourceUpdate::BgpConfigText(text)) => runner.config(text).await,
+                Some(_) => {}
+                None => {
+                    warn!("bgp-config source ended: the config in force stays");
+                    config_open = false;
+                }
+            },
+            item = services.next() => match item {
+                Some(item) => runner.service(item).await,
+                // The watcher never ends (kube-rs retries); if it did, nothing is left.
+                None => break,
+            },
+            _ = tick.tick() => metrics.beat(),
+        }
+    }
+    runner.leadership(Leadership::Follower).await;
+    tasks.shutdown().await;
+    drop(runner);
+    // The Events queued are sent if the API answers soon; none is worth a hung stop.
+    let _ = tokio::time::timeout(Duration::from_secs(2), events_task).await;
+}
+
+/// Why the command could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum AllocateError {
+    #[error("kubernetes client: {0}")]
+    Kube(String),
+    #[error("metrics: {0}")]
+    Metrics(#[from] prometheus::Error),
+    #[error("--metrics-addr {addr}: {error}")]
+    Bind {
+        addr: SocketAddr,
+        error: std::io::Error,
+    },
+}
+
+/// The `allocate` command: the elector, the endpoint and the loop, until SIGTERM or
+/// SIGINT; then the Lease is released, so a successor takes over without waiting for
+/// it to expire.
+pub async fn run(settings: Settings) -> Result<(), AllocateError> {
+    let client = kube_source::client(kube_source::API_READ_TIMEOUT)
+        .await
+        .map_err(AllocateError::Kube)?;
+    let metrics = AllocMetrics::new(&settings.identity)?;
+    let listener = crate::metrics::server::bind(settings.metrics_addr)
+        .await
+        .map_err(|error| AllocateError::Bind {
+            addr: settings.metrics_addr,
+            error,
+        })?;
+    info!(identity = %settings.identity, lease = %settings.lease,
+        metrics_addr = %settings.metrics_addr, "allocator starting");
+    let elector = Elector::spawn(
+        client.clone(),
+        settings.lease.clone(),
+        settings.identity.clone(),
+        settings.timings,
+    );
+    let (endpoint_stop, endpoint_stopped) = tokio::sync::oneshot::channel::<()>();
+    let endpoint = tokio::spawn(crate::metrics::server::serve_answers(
+        listener,
+        metrics.answer(),
+        async {
+            let _ = endpoint_stopped.await;
+        },
+    ));
+    let inputs = Inputs {
+        client,
+        identity: settings.identity.clone(),
+        classes: settings
+            .classes
+            .iter()
+            .map(|c| Arc::from(c.as_str()))
+            .collect(),
+        config: settings.config.clone(),
+        retry: Retry::KubeDefault,
+        leadership: elector.leadership(),
+    };
+    drive(inputs, metrics, signal()).await;
+    // The loop wrote its last; the successor may start at once.
+    elector.release().await;
+    let _ = endpoint_stop.send(());
+    let _ = endpoint.await;
+    info!("allocator stopped");
+    Ok(())
+}
+
+/// SIGTERM or SIGINT.
+async fn signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(e) => {
+                warn!(error = %e, "sigterm cannot be caught: only sigint stops the allocator");
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// What the Services' store keeps of one: the allocator's facts and what a write needs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Record {
+    facts: AllocFacts,
+    target: Target,
+}
+
+fn record(service: &Service) -> Result<Record, crate::sources::error::SourceError> {
+    let (key, facts) = alloc_facts(service)?;
+    Ok(Record {
+        facts,
+        target: Target {
+            key,
+            uid: service.metadata.uid.clone(),
+            resource_version: service.metadata.resource_version.clone(),
+        },
+    })
+}
+
+/// A valid config not in force: it would orphan these Services' addresses.
+#[derive(Debug)]
+struct Refused {
+    pools: Vec<AddressPool>,
+    refusal: Refusal,
+    services: BTreeSet<ObjectKey>,
+}
+
+/// The loop's state. See the module doc.
+struct Runner {
+    classes: BTreeSet<Arc<str>>,
+    services: Store<Record, ObjectKey>,
+    services_status: ResourceStatus,
+    /// The pools of the config in force.
+    pools: Option<Vec<AddressPool>>,
+    refused: Option<Refused>,
+    invalid: Option<String>,
+    last_text: Option<String>,
+    /// The leader's allocator, and the term it was built for.
+    alloc: Option<Allocator>,
+    term: Option<u64>,
+    leading: bool,
+    /// What was written to a Service at the version it still has here: its watch
+    /// event is on its way, and the same write again would only meet a 409.
+    written: BTreeMap<ObjectKey, (Option<String>, Vec<IpAddr>)>,
+    leadership: watch::Receiver<Leadership>,
+    writer: Writer,
+    metrics: Arc<AllocMetrics>,
+}
+
+impl Runner {
+    fn new(
+        classes: BTreeSet<Arc<str>>,
+        leadership: watch::Receiver<Leadership>,
+        writer: Writer,
+        metrics: Arc<AllocMetrics>,
+    ) -> Runner {
+        Runner {
+            classes,
+            services: Store::tracking(),
+            services_status: ResourceStatus::default(),
+            pools: None,
+            refused: None,
+            invalid: None,
+            last_text: None,
+            alloc: None,
+            term: None,
+            leading: false,
+            written: BTreeMap::new(),
+            leadership,
+            writer,
+            metrics,
+        }
+    }
+
+    /// Whether a write may go out now: this replica leads, in the term its allocator
+    /// was built for. Asked right before each write.
+    fn may_write(&self) -> bool {
+        matches!(*self.leadership.borrow(), Leadership::Leader { term } if Some(term) == self.term)
+    }
+
+    async fn leadership(&mut self, now: Leadership) {
+        if now.is_leader() != self.leading {
+            self.leading = now.is_leader();
+            self.metrics.leader_transitions.inc();
+            self.metrics.leader.set(i64::from(self.leading));
+            info!(leader = self.leading, "leadership changed");
+        }
+        match now {
+            Leadership::Follower => {
+                self.alloc = None;
+                self.term = None;
+                self.written.clear();
+            }
+            Leadership::Leader { term } if self.term != Some(term) => {
+                self.alloc = None;
+                self.term = Some(term);
+                self.start().await;
+            }
+            Leadership::Leader { .. } => {}
+        }
+        self.refresh();
+    }
+
+    /// Builds the term's allocator once it leads, the Services are listed and a config
+    /// is in force; writes what differs.
+    async fn start(&mut self) {
+        if self.term.is_none() || self.alloc.is_some() || !self.services.synced() {
+            return;
+        }
+        let Some(pools) = &self.pools else { return };
+        let mut alloc = Allocator::new(pools, self.classes.clone());
+        let mut decisions = Vec::new();
+        for (key, record) in self.services.live() {
+            decisions.extend(alloc.apply(key, Some(record.facts.clone())));
+        }
+        decisions.extend(alloc.synced());
+        info!(
+            term = self.term,
+            services = self.services.live().len(),
+            "leading: allocator rebuilt from the services listed"
+        );
+        self.alloc = Some(alloc);
+        self.carry_out(decisions).await;
+    }
+
+    async fn service(&mut self, item: watcher::Result<Event<Service>>) {
+        let item = match item {
+            // A LoadBalancer no more leaves the field selector's watch as DELETED with its
+            // new spec: decided once more (its status cleared), then forgotten below.
+            Ok(Event::Delete(s)) if !is_load_balancer(&s) => Ok(Event::Apply(s)),
+            // The fallback lists every Service: the others are not kept.
+            Ok(Event::InitApply(s)) if !is_load_balancer(&s) => return,
+            other => other,
+        };
+        let was_synced = self.services.synced();
+        kube_source::step(
+            Resource::Services,
+            &mut self.services,
+            &mut self.services_status,
+            item,
+            SystemTime::now(),
+            record,
+        );
+        let mut decisions = Vec::new();
+        let mut named = false;
+        for (key, record) in self.services.take_changes() {
+            self.written.remove(&key);
+            named |= self
+                .refused
+                .as_ref()
+                .is_some_and(|r| r.services.contains(&key));
+            let gone = record.as_ref().is_some_and(|r| !r.facts.load_balancer);
+            if let Some(alloc) = &mut self.alloc {
+                decisions.extend(alloc.apply(&key, record.map(|r| r.facts)));
+            }
+            if gone {
+                // The write below needs its version: looked up before it goes.
+                let target = self.services.live().get(&key).map(|r| r.target.clone());
+                self.services.delete(&key);
+                if let Some(alloc) = &mut self.alloc {
+                    alloc.apply(&key, None);
+                }
+                if let Some(target) = target {
+                    self.carry_out_for(decisions.drain(..), Some(target)).await;
+                }
+            }
+        }
+        // The deletions of those no longer LoadBalancers are not decisions.
+        self.services.take_changes();
+        self.carry_out(decisions).await;
+        if !was_synced && self.services.synced() {
+            info!(services = self.services.live().len(), "services listed");
+            self.start().await;
+        }
+        if named {
+            self.retry_refused().await;
+        }
+        self.refresh();
+    }
+
+    async fn config(&mut self, text: Option<String>) {
+        let Some(text) = text else {
+            warn!("bgp-config not found: the config in force stays");
+            return;
+        };
+        if self.last_text.as_ref() == Some(&text) {
+            return;
+        }
+        self.last_text = Some(text.clone());
+        // A newer config supersedes a refused one, valid or not.
+        self.refused = None;
+        match crate::config::parse(&text) {
+            Err(errors) => {
+                warn!(error = %errors, "bgp-config invalid: the last good one stays");
+                self.metrics.reload(ReloadResult::Invalid);
+                self.invalid = Some(errors.to_string());
+            }
+            Ok(config) => {
+                self.invalid = None;
+                self.take(config.pools).await;
+            }
+        }
+        self.refresh();
+    }
+
+    /// Puts `pools` in force unless it orphans an address in use.
+    async fn take(&mut self, pools: Vec<AddressPool>) {
+        if self.pools.as_ref() == Some(&pools) {
+            self.refused = None;
+            return;
+        }
+        let refusal = match &mut self.alloc {
+            Some(alloc) => match alloc.reload(&pools) {
+                Ok(decisions) => {
+                    self.accept(pools);
+                    self.carry_out(decisions).await;
+                    return;
+                }
+                Err(refusal) => refusal,
+            },
+            None => {
+                let orphans = self.status_orphans(&pools);
+                if orphans.is_empty() {
+                    self.accept(pools);
+                    self.start().await;
+                    return;
+                }
+                Refusal { orphans }
+            }
+        };
+        self.refuse(pools, refusal);
+    }
+
+    fn accept(&mut self, pools: Vec<AddressPool>) {
+        let names: Vec<&str> = pools.iter().map(|p| p.name.as_str()).collect();
+        info!(pools = ?names, "bgp-config address-pools in force");
+        self.metrics.reload(ReloadResult::Applied);
+        self.pools = Some(pools);
+        self.refused = None;
+    }
+
+    fn refuse(&mut self, pools: Vec<AddressPool>, refusal: Refusal) {
+        let services: BTreeSet<ObjectKey> = refusal.orphans.values().flatten().cloned().collect();
+        // Tried again after a named Service changed, and refused for the same reason:
+        // said once already.
+        let same = self
+            .refused
+            .as_ref()
+            .is_some_and(|r| r.pools == pools && r.refusal == refusal);
+        if !same {
+            warn!(reason = %refusal, "bgp-config refused: the last good one stays");
+            self.metrics.reload(ReloadResult::Refused);
+            if self.may_write() {
+                for key in &services {
+                    if let Some(r) = self.services.live().get(key) {
+                        self.writer.refused_event(&r.target, &refusal);
+                    }
+                }
+            }
+        }
+        self.refused = Some(Refused {
+            pools,
+            refusal,
+            services,
+        });
+    }
+
+    async fn retry_refused(&mut self) {
+        let Some(pools) = self.refused.as_ref().map(|r| r.pools.clone()) else {
+            return;
+        };
+        debug!("a service the refused bgp-config named changed: trying it again");
+        self.take(pools).await;
+    }
+
+    /// What `pools` would orphan of the addresses the Services' statuses show: the
+    /// question `Allocator::reload` asks, for a replica without an allocator. The
+    /// statuses become one pool of single addresses; an allocator over it claims each
+    /// Service's own (nothing new is handed out before `synced`), and its `orphans` is
+    /// then the one rule of what a config would leave outside every pool.
+    fn status_orphans(&self, pools: &[AddressPool]) -> BTreeMap<IpAddr, Vec<ObjectKey>> {
+        let held: BTreeSet<IpAddr> = self
+            .services
+            .live()
+            .values()
+            .flat_map(|r| r.facts.status_ips.iter().copied())
+            .collect();
+        if held.is_empty() {
+            return BTreeMap::new();
+        }
+        let statuses = AddressPool {
+            name: "statuses".into(),
+            protocol: Protocol::Layer2,
+            cidrs: held.into_iter().map(IpNet::from).collect(),
+            avoid_buggy_ips: false,
+            auto_assign: false,
+            bgp_advertisements: Vec::new(),
+        };
+        let mut probe = Allocator::new(&[statuses], self.classes.clone());
+        for (key, record) in self.services.live() {
+            probe.apply(key, Some(record.facts.clone()));
+        }
+        probe.orphans(pools)
+    }
+
+    async fn carry_out(&mut self, decisions: Vec<Decision>) {
+        self.carry_out_for(decisions.into_iter(), None).await;
+    }
+
+    /// Logs, counts and writes decisions; `target` stands for a Service no longer in
+    /// the store.
+    async fn carry_out_for(
+        &mut self,
+        decisions: impl Iterator<Item = Decision>,
+        target: Option<Target>,
+    ) {
+        let decisions: Vec<Decision> = decisions.collect();
+        // One change can decide a Service twice (decided, then retried with the pending
+        // ones): only its last write goes out, as one write per version can succeed.
+        let last_write: BTreeMap<&ObjectKey, usize> = decisions
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| d.write.is_some())
+            .map(|(i, d)| (&d.service, i))
+            .collect();
+        let last_write: BTreeSet<usize> = last_write.into_values().collect();
+        for (i, d) in decisions.iter().enumerate() {
+            if d.changed() {
+                info!(service = %d.service, state = %describe(&d.state), "allocation decided");
+            }
+            if let Some(w) = &d.warning {
+                warn!(service = %d.service, warning = %w,
+                    "the request cannot be read: the service keeps its addresses");
+            }
+            let event = d.event();
+            match &event {
+                Some(crate::alloc::AllocEvent::Allocated(h)) => {
+                    self.metrics
+                        .allocations
+                        .with_label_values(&[&*h.pool])
+                        .inc();
+                }
+                Some(crate::alloc::AllocEvent::Failed(r)) => {
+                    self.metrics.failures.with_label_values(&[r.label()]).inc();
+                }
+                None => {}
+            }
+            let target = match self.services.live().get(&d.service) {
+                Some(r) => r.target.clone(),
+                None => match target.as_ref().filter(|t| t.key == d.service) {
+                    Some(t) => t.clone(),
+                    None => continue,
+                },
+            };
+            if let Some(ips) = d.write.as_ref().filter(|_| last_write.contains(&i)) {
+                if !self.may_write() {
+                    debug!(service = %d.service, "not leading: nothing written");
+                    return;
+                }
+                let sent = (target.resource_version.clone(), ips.clone());
+                if self.written.get(&d.service) == Some(&sent) {
+                    debug!(service = %d.service, "written already, its watch event is on its way");
+                } else {
+                    let result = self.writer.status(&target, ips).await;
+                    self.metrics.write(result);
+                    if result == WriteResult::Ok {
+                        debug!(service = %d.service, ips = ?ips, "status written");
+                        self.written.insert(d.service.clone(), sent);
+                    }
+                }
+            }
+            if let Some(event) = &event {
+                if self.may_write() {
+                    self.writer.decision_event(&target, event);
+                }
+            }
+        }
+    }
+
+    /// The gauges and `/status` after a change.
+    fn refresh(&self) {
+        let refused = match (&self.invalid, &self.refused) {
+            (Some(e), _) => Some(format!("invalid: {e}")),
+            (None, Some(r)) => Some(format!("refused: {}", r.refusal)),
+            (None, None) => None,
+        };
+        self.metrics
+            .config_refused
+            .set(i64::from(refused.is_some()));
+        let mut lines = Vec::new();
+        let mut pending = 0;
+        match &self.alloc {
+            Some(alloc) => {
+                self.metrics.pools(&alloc.usage());
+                for (key, _, state) in alloc.services() {
+                    let line = |state, ips: &[IpAddr], pool: Option<String>, reason| ServiceLine {
+                        service: key.to_string(),
+                        state,
+                        ips: ips.iter().map(ToString::to_string).collect(),
+                        pool,
+                        reason,
+                    };
+                    match state {
+                        State::Holds(h) => {
+                            lines.push(line("holds", &h.ips, Some(h.pool.to_string()), None))
+                        }
+                        State::Pending(r) => {
+                            pending += 1;
+                            lines.push(line("pending", &[], None, Some(r.to_string())));
+                        }
+                        State::Waiting => lines.push(line("waiting", &[], None, None)),
+                        State::NotOurs => {}
+                    }
+                }
+            }
+            // A follower decides nothing: no figures of its own.
+            None => self.metrics.pools(&[]),
+        }
+        self.metrics.pending.set(pending);
+        let pools = self
+            .pools
+            .as_ref()
+            .map(|p| p.iter().map(|p| p.name.clone()).collect());
+        let (leader, term, listed) = (
+            self.alloc.is_some() || self.leading,
+            self.term,
+            self.services.synced(),
+        );
+        self.metrics.board(|b| {
+            b.leader = leader;
+            b.term = term;
+            b.pools = pools;
+            b.config_refused = refused;
+            b.services_listed = listed;
+            b.services = lines;
+        });
+    }
+}
+
+fn describe(state: &State) -> String {
+    match state {
+        State::NotOurs => "not ours".into(),
+        State::Waiting => "waiting for the first list".into(),
+        State::Holds(h) => {
+            let ips: Vec<String> = h.ips.iter().map(ToString::to_string).collect();
+            format!("holds {} from pool {}", ips.join(", "), h.pool)
+        }
+        State::Pending(r) => format!("pending: {r}"),
+    }
+}
