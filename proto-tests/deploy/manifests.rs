@@ -19,6 +19,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use clap::Parser;
+use podcidr_speaker::cli::{Cli, Command as CliCommand};
 use serde::Deserialize;
 use serde_yaml::Value;
 
@@ -106,6 +108,8 @@ const DRY_RUN_TIMEOUT: Duration = Duration::from_secs(20);
 /// is TEST-NET-1 (RFC 5737): `--dry-run` never dials, and nothing could answer there.
 const FAKE_NODE_NAME: &str = "node-a.test";
 const FAKE_HOST_IP: &str = "192.0.2.10";
+/// The pod name the downward API would give an allocator replica (`metadata.name`).
+const FAKE_POD_NAME: &str = "podcidr-speaker-allocator-7c9d5b8f6-x2x7k";
 
 #[test]
 fn every_overlay_is_checked() {
@@ -539,11 +543,49 @@ fn allocator_is_least_privileged_and_highly_available_where_it_runs() {
     for (install, objects) in renders.iter().filter(|(i, _)| i.allocator) {
         let problems = allocator_problems(objects, install.config_map);
         assert!(problems.is_empty(), "{}: {problems:#?}", install.dir);
+        assert_allocator_args_parse(install.dir, objects);
     }
     assert!(
         INSTALLS.iter().any(|i| i.allocator),
         "no install runs the allocator: the check above checked nothing"
     );
+}
+
+/// The allocator's args, with the env expanded as the kubelet would (POD_NAME from the
+/// downward API), parse with the binary's own clap definition of `allocate`; the same
+/// args plus an unknown flag do not. In process: `allocate` has no --dry-run, and run
+/// for real it would wait for an API server.
+fn assert_allocator_args_parse(label: &str, objects: &[Value]) {
+    let deploy = objects
+        .iter()
+        .find(|o| kind_of(o) == "Deployment")
+        .unwrap_or_else(|| panic!("{label}: no allocator Deployment"));
+    for container in containers_of(deploy) {
+        let env = container_env(container).unwrap_or_else(|e| panic!("{label}: {e}"));
+        let mut argv = vec!["podcidr-speaker".to_string()];
+        argv.extend(
+            str_list(container.get("args"))
+                .iter()
+                .map(|a| expand_env(a, &env).unwrap_or_else(|e| panic!("{label}: {e}"))),
+        );
+        let cli = Cli::try_parse_from(&argv)
+            .unwrap_or_else(|e| panic!("{label}: `{}` does not parse:\n{e}", argv.join(" ")));
+        let CliCommand::Allocate(allocate) = cli.command else {
+            panic!("{label}: `{}` is not the allocate command", argv.join(" "));
+        };
+        // What the command checks before it starts: timings that let two replicas lead
+        // at once are refused.
+        let settings = allocate
+            .settings()
+            .unwrap_or_else(|e| panic!("{label}: `{}`: {e}", argv.join(" ")));
+        assert_eq!(settings.identity, FAKE_POD_NAME, "{label}");
+        let mut bogus = argv.clone();
+        bogus.insert(2, "--no-such-flag-in-any-manifest".into());
+        assert!(
+            Cli::try_parse_from(&bogus).is_err(),
+            "{label}: the CLI accepted an unknown flag"
+        );
+    }
 }
 
 /// The allocator's Deployment and PodDisruptionBudget as deploy/components/allocator
@@ -1251,6 +1293,7 @@ fn helm_chart_renders_pass_every_install_check() {
         if install.allocator {
             let problems = allocator_problems(&objects, install.config_map);
             assert!(problems.is_empty(), "{label}: {problems:#?}");
+            assert_allocator_args_parse(&label, &objects);
         }
     }
 }
@@ -2342,6 +2385,7 @@ fn container_env(container: &Value) -> Result<BTreeMap<String, String>, String> 
             match str_at(var, &["valueFrom", "fieldRef", "fieldPath"]) {
                 Some("spec.nodeName") => FAKE_NODE_NAME.to_string(),
                 Some("status.hostIP") | Some("status.podIP") => FAKE_HOST_IP.to_string(),
+                Some("metadata.name") => FAKE_POD_NAME.to_string(),
                 other => return Err(format!("env {name}: no test value for {other:?}")),
             }
         };

@@ -10,6 +10,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
+use std::sync::Arc;
+
+use podcidr_speaker::alloc::PoolUsage;
+use podcidr_speaker::allocate::metrics::{AllocMetrics, ReloadResult, WriteResult};
 use podcidr_speaker::bgp::session::State;
 use podcidr_speaker::bgp::wire::{Afi, MessageType};
 use podcidr_speaker::config::state::ConfigState;
@@ -17,6 +21,7 @@ use podcidr_speaker::metrics::labels::DIRECTIONS;
 use podcidr_speaker::metrics::Metrics;
 use podcidr_speaker::peer::{PeerStatus, RouteRefusal};
 use podcidr_speaker::sources::file;
+use podcidr_speaker::sources::kube::events::{EventLoss, EventObserver};
 use podcidr_speaker::sources::model::{node_view, IpamOverride};
 use podcidr_speaker::sources::{Resource, ResourceStatus, SourceStatus};
 use serde_json::Value;
@@ -496,27 +501,48 @@ fn every_alert_queries_scraped_metrics_and_the_issue_alerts_exist() {
     );
 }
 
-/// The metric families of `podcidr-speaker allocate` and their labels, as issue 30's
-/// interface fixes them for every helper (alerts and dashboards use them). The allocate
-/// command's registry is not on this branch yet; once it is, its scrape replaces this
-/// table, as `full_scrape` does for the speaker.
-const ALLOCATOR_FAMILIES: &[(&str, &[&str])] = &[
-    ("podcidr_allocator_leader", &[]),
-    ("podcidr_allocator_leader_transitions_total", &[]),
-    ("podcidr_allocator_pool_addresses", &["pool"]),
-    ("podcidr_allocator_pool_addresses_in_use", &["pool"]),
-    ("podcidr_allocator_allocations_total", &["pool"]),
-    ("podcidr_allocator_failures_total", &["reason"]),
-    ("podcidr_allocator_services_pending", &[]),
-    ("podcidr_allocator_config_refused", &[]),
-    ("podcidr_allocator_config_reloads_total", &["result"]),
-    ("podcidr_allocator_status_writes_total", &["result"]),
-    ("podcidr_allocator_events_not_written_total", &["reason"]),
-];
+/// A registry of `podcidr-speaker allocate` after one of every event it records (a
+/// test below proves it holds a sample of every family), as [`full_scrape`] is the
+/// speaker's.
+pub fn allocator_scrape() -> Scrape {
+    let m = AllocMetrics::new("allocator-0").unwrap();
+    m.leader.set(1);
+    m.leader_transitions.inc();
+    m.pools(&[PoolUsage {
+        name: Arc::from("default"),
+        total: 256,
+        in_use: 3,
+    }]);
+    m.allocations.with_label_values(&["default"]).inc();
+    m.pending.set(1);
+    m.config_refused.set(1);
+    m.reload(ReloadResult::Refused);
+    m.write(WriteResult::Ok);
+    m.not_written(EventLoss::ALL[0]);
+    parse(&m.encode()).unwrap()
+}
 
-/// Problems of one allocator alert: a metric outside [`ALLOCATOR_FAMILIES`] (or one of the
+#[test]
+fn the_allocator_scrape_has_a_sample_of_every_family() {
+    let s = allocator_scrape();
+    assert!(s.types.len() >= 11, "{} families", s.types.len());
+    for family in s.types.keys() {
+        assert!(
+            s.samples
+                .iter()
+                .any(|x| s.family_of(&x.name) == Some(family.as_str())),
+            "family {family} has no sample: record it in allocator_scrape"
+        );
+        assert!(
+            family.starts_with("podcidr_allocator_"),
+            "{family} is outside the allocator's namespace"
+        );
+    }
+}
+
+/// Problems of one allocator alert: a metric not in the allocator's scrape (or one of the
 /// speaker's), a label matched, grouped on or templated that none of its metrics carries.
-fn allocator_alert_problems(rule: &Rule) -> Vec<String> {
+fn allocator_alert_problems(s: &Scrape, rule: &Rule) -> Vec<String> {
     let (name, expr, _, severity, annotations) = rule;
     let mut problems = Vec::new();
     if !promql_metrics(expr).is_empty() {
@@ -526,18 +552,20 @@ fn allocator_alert_problems(rule: &Rule) -> Vec<String> {
     if metrics.is_empty() {
         problems.push(format!("{name}: queries no podcidr_allocator_ metric"));
     }
+    let names = s.names();
     let mut labels: BTreeSet<String> = TARGET_LABELS.iter().map(|l| (*l).to_owned()).collect();
     for (metric, matchers) in &metrics {
-        let Some((_, own)) = ALLOCATOR_FAMILIES.iter().find(|(f, _)| f == metric) else {
-            problems.push(format!("{name}: {metric} is not an allocator metric"));
+        if !names.contains(metric) {
+            problems.push(format!("{name}: {metric} is not in the allocator's scrape"));
             continue;
-        };
+        }
+        let own = labels_of(s, metric);
         for m in matchers {
-            if !own.contains(&m.as_str()) && !TARGET_LABELS.contains(&m.as_str()) {
+            if !own.contains(m) && !TARGET_LABELS.contains(&m.as_str()) {
                 problems.push(format!("{name}: {metric} has no label {m}"));
             }
         }
-        labels.extend(own.iter().map(|l| (*l).to_owned()));
+        labels.extend(own);
     }
     for l in promql_grouping_labels(expr) {
         if !labels.contains(&l) {
@@ -578,8 +606,12 @@ fn the_allocator_alerts_query_the_allocator_metrics_and_the_issue_alerts_exist()
         [SPEAKER_GROUP, ALLOCATOR_GROUP],
         "every group is checked against its own metrics"
     );
+    let s = allocator_scrape();
     let all = rules(&group(groups, ALLOCATOR_GROUP));
-    let problems: Vec<String> = all.iter().flat_map(allocator_alert_problems).collect();
+    let problems: Vec<String> = all
+        .iter()
+        .flat_map(|r| allocator_alert_problems(&s, r))
+        .collect();
     assert!(problems.is_empty(), "{problems:#?}");
 
     // The checker sees what it must refuse.
@@ -604,15 +636,18 @@ fn the_allocator_alerts_query_the_allocator_metrics_and_the_issue_alerts_exist()
         ("up == 0", ""),
     ] {
         assert!(
-            !allocator_alert_problems(&rule(expr, text)).is_empty(),
+            !allocator_alert_problems(&s, &rule(expr, text)).is_empty(),
             "accepted {expr:?} with {text:?}"
         );
     }
     assert_eq!(
-        allocator_alert_problems(&rule(
-            "podcidr_allocator_pool_addresses_in_use{pool=\"a\"} > 0",
-            "{{ $labels.pool }} {{ $labels.namespace }}"
-        )),
+        allocator_alert_problems(
+            &s,
+            &rule(
+                "podcidr_allocator_pool_addresses_in_use{pool=\"a\"} > 0",
+                "{{ $labels.pool }} {{ $labels.namespace }}"
+            )
+        ),
         Vec::<String>::new()
     );
 
