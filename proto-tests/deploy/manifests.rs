@@ -19,6 +19,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use clap::Parser;
+use podcidr_speaker::cli::{Cli, Command as CliCommand};
 use serde::Deserialize;
 use serde_yaml::Value;
 
@@ -32,6 +34,8 @@ struct Install {
     listens: bool,
     /// Whether the install carries the Prometheus Operator PodMonitor.
     monitored: bool,
+    /// Whether the install runs the LoadBalancer IP allocator (issue 30).
+    allocator: bool,
 }
 
 const CILIUM_CONFIG: (&str, &str) = ("kube-system", "bgp-config");
@@ -45,35 +49,58 @@ const INSTALLS: &[Install] = &[
         config_map: CILIUM_CONFIG,
         listens: false,
         monitored: false,
+        allocator: false,
     },
     Install {
         dir: "deploy/overlays/cilium",
         config_map: CILIUM_CONFIG,
         listens: false,
         monitored: false,
+        allocator: false,
     },
     Install {
         dir: "deploy/overlays/metallb",
         config_map: METALLB_CONFIG,
         listens: false,
         monitored: false,
+        allocator: false,
     },
     Install {
         dir: "deploy/overlays/prometheus-operator",
         config_map: CILIUM_CONFIG,
         listens: false,
         monitored: true,
+        allocator: false,
     },
     Install {
         dir: "deploy/overlays/listen-179",
         config_map: CILIUM_CONFIG,
         listens: true,
         monitored: false,
+        allocator: false,
+    },
+    Install {
+        dir: "deploy/overlays/allocator",
+        config_map: CILIUM_CONFIG,
+        listens: false,
+        monitored: false,
+        allocator: true,
+    },
+    Install {
+        dir: "deploy/overlays/metallb-allocator",
+        config_map: METALLB_CONFIG,
+        listens: false,
+        monitored: false,
+        allocator: true,
     },
 ];
 
 const SPEAKER_NAMESPACE: &str = "kube-system";
 const SPEAKER_ACCOUNT: &str = "podcidr-speaker";
+/// The allocator's own ServiceAccount, beside the speaker's: it shares no permission.
+const ALLOCATOR_ACCOUNT: &str = "podcidr-speaker-allocator";
+/// The Lease the allocator's replicas elect a leader on (`--lease`), in their namespace.
+const ALLOCATOR_LEASE: &str = "podcidr-speaker-allocator";
 const RENDER_TIMEOUT: Duration = Duration::from_secs(60);
 const DRY_RUN_TIMEOUT: Duration = Duration::from_secs(20);
 
@@ -81,6 +108,8 @@ const DRY_RUN_TIMEOUT: Duration = Duration::from_secs(20);
 /// is TEST-NET-1 (RFC 5737): `--dry-run` never dials, and nothing could answer there.
 const FAKE_NODE_NAME: &str = "node-a.test";
 const FAKE_HOST_IP: &str = "192.0.2.10";
+/// The pod name the downward API would give an allocator replica (`metadata.name`).
+const FAKE_POD_NAME: &str = "podcidr-speaker-allocator-7c9d5b8f6-x2x7k";
 
 #[test]
 fn every_overlay_is_checked() {
@@ -109,12 +138,21 @@ fn every_install_renders_the_expected_objects() {
     for (install, objects) in renders {
         let count = |kind: &str| objects.iter().filter(|o| kind_of(o) == kind).count();
         assert_eq!(count("DaemonSet"), 1, "{}: one DaemonSet", install.dir);
+        let allocator = usize::from(install.allocator);
         assert_eq!(
             count("ServiceAccount"),
-            1,
-            "{}: one ServiceAccount",
+            1 + allocator,
+            "{}: the speaker's ServiceAccount, and the allocator's where it runs",
             install.dir
         );
+        for kind in ["Deployment", "PodDisruptionBudget"] {
+            assert_eq!(
+                count(kind),
+                allocator,
+                "{}: a {kind} only with the allocator",
+                install.dir
+            );
+        }
         let monitors = count("PodMonitor");
         assert_eq!(
             monitors,
@@ -122,6 +160,8 @@ fn every_install_renders_the_expected_objects() {
             "{}: PodMonitor only in the Prometheus Operator install",
             install.dir
         );
+        let unscraped = unscraped_workloads(&objects);
+        assert!(unscraped.is_empty(), "{}: {unscraped:#?}", install.dir);
         let ds = the_daemonset(&objects);
         let args = container_args(ds);
         let config_flag = format!(
@@ -297,6 +337,7 @@ fn rbac_is_exactly_the_minimum_in_every_install() {
             granted.difference(&expected).collect::<Vec<_>>(),
             expected.difference(&granted).collect::<Vec<_>>()
         );
+        assert_allocator_grants(install.dir, &objects, install.allocator, install.config_map);
         let ds = the_daemonset(&objects);
         assert_eq!(
             str_at(ds, &["spec", "template", "spec", "serviceAccountName"]),
@@ -496,6 +537,521 @@ fn daemonset_check_rejects_unsafe_pod_specs() {
     assert_eq!(daemonset_problems(&listening, true), Vec::<String>::new());
 }
 
+#[test]
+fn allocator_is_least_privileged_and_highly_available_where_it_runs() {
+    let Some(renders) = render_all() else { return };
+    for (install, objects) in renders.iter().filter(|(i, _)| i.allocator) {
+        let problems = allocator_problems(objects, install.config_map);
+        assert!(problems.is_empty(), "{}: {problems:#?}", install.dir);
+        assert_allocator_args_parse(install.dir, objects);
+    }
+    assert!(
+        INSTALLS.iter().any(|i| i.allocator),
+        "no install runs the allocator: the check above checked nothing"
+    );
+}
+
+/// The allocator's args, with the env expanded as the kubelet would (POD_NAME from the
+/// downward API), parse with the binary's own clap definition of `allocate`; the same
+/// args plus an unknown flag do not. In process: `allocate` has no --dry-run, and run
+/// for real it would wait for an API server.
+fn assert_allocator_args_parse(label: &str, objects: &[Value]) {
+    let deploy = objects
+        .iter()
+        .find(|o| kind_of(o) == "Deployment")
+        .unwrap_or_else(|| panic!("{label}: no allocator Deployment"));
+    for container in containers_of(deploy) {
+        let env = container_env(container).unwrap_or_else(|e| panic!("{label}: {e}"));
+        let mut argv = vec!["podcidr-speaker".to_string()];
+        argv.extend(
+            str_list(container.get("args"))
+                .iter()
+                .map(|a| expand_env(a, &env).unwrap_or_else(|e| panic!("{label}: {e}"))),
+        );
+        let cli = Cli::try_parse_from(&argv)
+            .unwrap_or_else(|e| panic!("{label}: `{}` does not parse:\n{e}", argv.join(" ")));
+        let CliCommand::Allocate(allocate) = cli.command else {
+            panic!("{label}: `{}` is not the allocate command", argv.join(" "));
+        };
+        // What the command checks before it starts: timings that let two replicas lead
+        // at once are refused.
+        let settings = allocate
+            .settings()
+            .unwrap_or_else(|e| panic!("{label}: `{}`: {e}", argv.join(" ")));
+        assert_eq!(settings.identity, FAKE_POD_NAME, "{label}");
+        let mut bogus = argv.clone();
+        bogus.insert(2, "--no-such-flag-in-any-manifest".into());
+        assert!(
+            Cli::try_parse_from(&bogus).is_err(),
+            "{label}: the CLI accepted an unknown flag"
+        );
+    }
+}
+
+/// The allocator's Deployment and PodDisruptionBudget as deploy/components/allocator
+/// writes them, for the negative cases.
+fn allocator_component() -> Vec<Value> {
+    let dir = crate_root().join("deploy/components/allocator");
+    ["deployment.yaml", "poddisruptionbudget.yaml"]
+        .iter()
+        .flat_map(|file| {
+            let text =
+                std::fs::read_to_string(dir.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+            parse_docs(&text).unwrap_or_else(|e| panic!("{file}: {e}"))
+        })
+        .collect()
+}
+
+#[test]
+fn allocator_check_rejects_unsafe_or_fragile_specs() {
+    let good = allocator_component();
+    assert_eq!(
+        allocator_problems(&good, CILIUM_CONFIG),
+        Vec::<String>::new()
+    );
+    // The component reads the Cilium convention's bgp-config, not MetalLB's.
+    assert!(!allocator_problems(&good, METALLB_CONFIG).is_empty());
+
+    const POD: &[&str] = &["0", "spec", "template", "spec"];
+    const CONTAINER: &[&str] = &["0", "spec", "template", "spec", "containers", "0"];
+    let pod = |tail: &[&'static str]| [POD, tail].concat();
+    let container = |tail: &[&'static str]| [CONTAINER, tail].concat();
+    let cases: Vec<(&str, Vec<&str>, Option<&str>)> = vec![
+        ("one replica", vec!["0", "spec", "replicas"], Some("1")),
+        (
+            "an update that stops a replica first",
+            vec!["0", "spec", "strategy", "rollingUpdate", "maxUnavailable"],
+            Some("1"),
+        ),
+        ("host network", pod(&["hostNetwork"]), Some("true")),
+        ("host PID namespace", pod(&["hostPID"]), Some("true")),
+        (
+            "a hostPath volume",
+            pod(&["volumes"]),
+            Some("[{name: root, hostPath: {path: /}}]"),
+        ),
+        (
+            "the speaker's ServiceAccount",
+            pod(&["serviceAccountName"]),
+            Some("podcidr-speaker"),
+        ),
+        (
+            "replicas not spread",
+            pod(&["topologySpreadConstraints"]),
+            None,
+        ),
+        (
+            "spread over zones only",
+            pod(&["topologySpreadConstraints", "0", "topologyKey"]),
+            Some("topology.kubernetes.io/zone"),
+        ),
+        (
+            "spread counting other pods",
+            pod(&[
+                "topologySpreadConstraints",
+                "0",
+                "labelSelector",
+                "matchLabels",
+                "app.kubernetes.io/component",
+            ]),
+            Some("speaker"),
+        ),
+        (
+            "root user",
+            pod(&["securityContext", "runAsUser"]),
+            Some("0"),
+        ),
+        (
+            "runAsNonRoot off",
+            pod(&["securityContext", "runAsNonRoot"]),
+            Some("false"),
+        ),
+        (
+            "unconfined seccomp",
+            pod(&["securityContext", "seccompProfile", "type"]),
+            Some("Unconfined"),
+        ),
+        (
+            "the -listen image",
+            container(&["image"]),
+            Some("ghcr.io/podcidr/podcidr-speaker:0.1.0-listen"),
+        ),
+        (
+            "another version",
+            container(&["image"]),
+            Some("ghcr.io/podcidr/podcidr-speaker:0.0.9"),
+        ),
+        (
+            "not the allocate role",
+            container(&["args", "0"]),
+            Some("run"),
+        ),
+        (
+            "a fixed identity",
+            container(&["args", "1"]),
+            Some("--identity=allocator"),
+        ),
+        (
+            "the identity from the node name",
+            container(&["env", "0", "valueFrom", "fieldRef", "fieldPath"]),
+            Some("spec.nodeName"),
+        ),
+        (
+            "the Lease in another namespace",
+            container(&["args", "2"]),
+            Some("--lease=default/podcidr-speaker-allocator"),
+        ),
+        (
+            "another Lease",
+            container(&["args", "2"]),
+            Some("--lease=kube-system/other"),
+        ),
+        (
+            "metrics address off the probed port",
+            container(&["args", "3"]),
+            Some("--metrics-addr=0.0.0.0:9999"),
+        ),
+        (
+            "another bgp-config",
+            container(&["args", "5"]),
+            Some("--bgp-config-map=default/bgp-config"),
+        ),
+        (
+            "liveness on the wrong path",
+            container(&["livenessProbe", "httpGet", "path"]),
+            Some("/readyz"),
+        ),
+        ("no readiness probe", container(&["readinessProbe"]), None),
+        (
+            "probe on another port",
+            container(&["readinessProbe", "httpGet", "port"]),
+            Some("8080"),
+        ),
+        ("no limits", container(&["resources", "limits"]), None),
+        (
+            "request above limit",
+            container(&["resources", "requests", "memory"]),
+            Some("1Gi"),
+        ),
+        (
+            "writable root filesystem",
+            container(&["securityContext", "readOnlyRootFilesystem"]),
+            Some("false"),
+        ),
+        (
+            "privilege escalation",
+            container(&["securityContext", "allowPrivilegeEscalation"]),
+            Some("true"),
+        ),
+        (
+            "privileged",
+            container(&["securityContext", "privileged"]),
+            Some("true"),
+        ),
+        (
+            "capabilities kept",
+            container(&["securityContext", "capabilities", "drop"]),
+            Some("[NET_RAW]"),
+        ),
+        (
+            "a capability added",
+            container(&["securityContext", "capabilities", "add"]),
+            Some("[NET_BIND_SERVICE]"),
+        ),
+        (
+            "root in the container",
+            container(&["securityContext", "runAsUser"]),
+            Some("0"),
+        ),
+        (
+            "a budget of two",
+            vec!["1", "spec", "maxUnavailable"],
+            Some("2"),
+        ),
+        (
+            "a budget for the speakers",
+            vec![
+                "1",
+                "spec",
+                "selector",
+                "matchLabels",
+                "app.kubernetes.io/component",
+            ],
+            Some("speaker"),
+        ),
+    ];
+    for (what, path, value) in cases {
+        let mut root = Value::Sequence(good.clone());
+        match value {
+            Some(v) => *at_mut(&mut root, &path) = yaml(v),
+            None => {
+                let (key, parent) = path.split_last().expect("non-empty path");
+                remove_key(at_mut(&mut root, parent), key);
+            }
+        }
+        let docs = root.as_sequence().expect("a list").clone();
+        assert!(
+            !allocator_problems(&docs, CILIUM_CONFIG).is_empty(),
+            "the allocator check accepted {what}"
+        );
+    }
+    let without_budget: Vec<Value> = good[..1].to_vec();
+    assert!(
+        !allocator_problems(&without_budget, CILIUM_CONFIG).is_empty(),
+        "the allocator check accepted a Deployment without a PodDisruptionBudget"
+    );
+}
+
+/// The listen component gives the "-listen" image to the speakers only: the allocator
+/// beside it keeps the plain image (its file capability would make the exec fail with
+/// every capability dropped), whichever of the two components comes first.
+#[test]
+fn the_allocator_keeps_the_plain_image_beside_the_listen_component() {
+    if render_all().is_none() {
+        return;
+    }
+    let version = env!("CARGO_PKG_VERSION");
+    let tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("allocator-listen");
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp).unwrap();
+    std::os::unix::fs::symlink(crate_root(), tmp.join("repo")).unwrap();
+    let orders = [["listen-179", "allocator"], ["allocator", "listen-179"]];
+    for order in orders {
+        let dir = tmp.join(order.join("-then-"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let components: Vec<String> = ["cilium-bgp-config", order[0], order[1]]
+            .iter()
+            .map(|c| format!("  - ../repo/deploy/components/{c}\n"))
+            .collect();
+        std::fs::write(
+            dir.join("kustomization.yaml"),
+            format!(
+                "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - ../repo/deploy/base\ncomponents:\n{}",
+                components.concat()
+            ),
+        )
+        .unwrap();
+        let output = run_bounded(
+            Command::new("kubectl").arg("kustomize").arg(&dir),
+            RENDER_TIMEOUT,
+        )
+        .unwrap();
+        assert!(output.success, "{order:?}: {}", output.stderr);
+        let objects = parse_docs(&output.stdout).unwrap();
+        let image_of = |kind: &str| {
+            let workload = objects
+                .iter()
+                .find(|o| kind_of(o) == kind)
+                .unwrap_or_else(|| panic!("{order:?}: no {kind}"));
+            str_at(containers_of(workload)[0], &["image"])
+                .and_then(image_tag)
+                .unwrap_or_default()
+        };
+        assert_eq!(
+            image_of("DaemonSet"),
+            format!("{version}-listen"),
+            "{order:?}"
+        );
+        assert_eq!(image_of("Deployment"), version, "{order:?}");
+        let problems = allocator_problems(&objects, CILIUM_CONFIG);
+        assert!(problems.is_empty(), "{order:?}: {problems:#?}");
+    }
+    let _ = std::fs::remove_dir_all(&tmp);
+}
+
+/// Where a render has a PodMonitor, the workloads (the speakers' DaemonSet, the
+/// allocator's Deployment) whose pods it does not select, or whose pods have no port of
+/// the name it scrapes.
+fn unscraped_workloads(objects: &[Value]) -> Vec<String> {
+    let monitors: Vec<&Value> = objects
+        .iter()
+        .filter(|o| kind_of(o) == "PodMonitor")
+        .collect();
+    let mut problems = Vec::new();
+    for monitor in monitors {
+        let wanted = at(monitor, &["spec", "selector", "matchLabels"])
+            .and_then(Value::as_mapping)
+            .cloned()
+            .unwrap_or_default();
+        let ports: Vec<&str> = at(monitor, &["spec", "podMetricsEndpoints"])
+            .and_then(Value::as_sequence)
+            .into_iter()
+            .flatten()
+            .filter_map(|e| str_at(e, &["port"]))
+            .collect();
+        for workload in objects
+            .iter()
+            .filter(|o| matches!(kind_of(o), "DaemonSet" | "Deployment"))
+        {
+            let name = str_at(workload, &["metadata", "name"]).unwrap_or("<unnamed>");
+            let labels = at(workload, &["spec", "template", "metadata", "labels"])
+                .and_then(Value::as_mapping)
+                .cloned()
+                .unwrap_or_default();
+            let selected =
+                !wanted.is_empty() && wanted.iter().all(|(k, v)| labels.get(k) == Some(v));
+            let named: Vec<&str> = containers_of(workload)
+                .into_iter()
+                .flat_map(|c| {
+                    c.get("ports")
+                        .and_then(Value::as_sequence)
+                        .into_iter()
+                        .flatten()
+                })
+                .filter_map(|p| str_at(p, &["name"]))
+                .collect();
+            if !selected || ports.is_empty() || !ports.iter().all(|p| named.contains(p)) {
+                problems.push(format!(
+                    "{} {name}: not scraped by the PodMonitor (selector {wanted:?}, ports {ports:?})",
+                    kind_of(workload)
+                ));
+            }
+        }
+    }
+    problems
+}
+
+#[test]
+fn the_podmonitor_check_finds_unscraped_workloads() {
+    let mut docs = allocator_component();
+    docs.truncate(1);
+    let text = std::fs::read_to_string(crate_root().join("deploy/base/daemonset.yaml")).unwrap();
+    docs.extend(parse_docs(&text).unwrap());
+    let text =
+        std::fs::read_to_string(crate_root().join("deploy/monitoring/podmonitor.yaml")).unwrap();
+    docs.extend(parse_docs(&text).unwrap());
+    assert_eq!(unscraped_workloads(&docs), Vec::<String>::new());
+    let monitor = docs.len() - 1;
+
+    // A selector of the speakers' component misses the allocator.
+    let mut speakers_only = docs.clone();
+    *at_mut(
+        &mut speakers_only[monitor],
+        &[
+            "spec",
+            "selector",
+            "matchLabels",
+            "app.kubernetes.io/component",
+        ],
+    ) = yaml("speaker");
+    let missed = unscraped_workloads(&speakers_only);
+    assert!(
+        missed.len() == 1 && missed[0].contains("podcidr-speaker-allocator"),
+        "{missed:?}"
+    );
+    // The allocator's port under another name is not scraped either.
+    let mut renamed = docs.clone();
+    *at_mut(
+        &mut renamed[0],
+        &[
+            "spec",
+            "template",
+            "spec",
+            "containers",
+            "0",
+            "ports",
+            "0",
+            "name",
+        ],
+    ) = yaml("http");
+    assert_eq!(unscraped_workloads(&renamed).len(), 1);
+}
+
+/// The allocator's permissions: exactly [`expected_allocator_grants`] where it runs,
+/// nothing bound to its account where it does not.
+fn assert_allocator_grants(label: &str, objects: &[Value], runs: bool, config_map: (&str, &str)) {
+    let granted =
+        allocator_grants(objects).unwrap_or_else(|problems| panic!("{label}: {problems:#?}"));
+    if !runs {
+        assert_eq!(granted, None, "{label}: no allocator, so no grant to it");
+        return;
+    }
+    let granted = granted.unwrap_or_else(|| panic!("{label}: nothing granted to the allocator"));
+    let expected = expected_allocator_grants(config_map, SPEAKER_NAMESPACE);
+    assert_eq!(
+        granted,
+        expected,
+        "{label}: the allocator's RBAC must be exactly the minimum; extra: {:#?} missing: {:#?}",
+        granted.difference(&expected).collect::<Vec<_>>(),
+        expected.difference(&granted).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn allocator_rbac_check_rejects_extra_missing_and_shared_rules() {
+    let dir = crate_root().join("deploy/components/allocator");
+    let mut good = parse_docs(&std::fs::read_to_string(dir.join("rbac.yaml")).unwrap()).unwrap();
+    good.extend(
+        parse_docs(&std::fs::read_to_string(dir.join("serviceaccount.yaml")).unwrap()).unwrap(),
+    );
+    good.extend(parse_docs(GOOD_RBAC).unwrap());
+    let expected = expected_allocator_grants(CILIUM_CONFIG, SPEAKER_NAMESPACE);
+    assert_eq!(allocator_grants(&good), Ok(Some(expected.clone())));
+    // The allocator's objects change nothing of the speaker's.
+    assert_eq!(speaker_grants(&good), Ok(expected_grants(CILIUM_CONFIG)));
+
+    // [0] ClusterRole, [1] its binding, [2] the Lease Role, [3] its binding, [4] the
+    // bgp-config Role, [5] its binding, [6] the ServiceAccount, then GOOD_RBAC.
+    type Mutation = fn(&mut Vec<Value>);
+    let mutations: [(&str, Mutation); 10] = [
+        ("update on Services themselves", |docs| {
+            push_str(at_mut(&mut docs[0], &["rules", "0", "verbs"]), "update");
+        }),
+        ("delete on services/status", |docs| {
+            push_str(at_mut(&mut docs[0], &["rules", "1", "verbs"]), "delete");
+        }),
+        ("no status patch", |docs| {
+            at_mut(&mut docs[0], &["rules"])
+                .as_sequence_mut()
+                .unwrap()
+                .remove(1);
+        }),
+        ("reading Events", |docs| {
+            push_str(at_mut(&mut docs[0], &["rules", "2", "verbs"]), "list");
+        }),
+        ("every Lease of the namespace", |docs| {
+            remove_key(at_mut(&mut docs[2], &["rules", "0"]), "resourceNames");
+        }),
+        ("deleting the Lease", |docs| {
+            push_str(at_mut(&mut docs[2], &["rules", "0", "verbs"]), "delete");
+        }),
+        ("every ConfigMap of kube-system", |docs| {
+            remove_key(at_mut(&mut docs[4], &["rules", "0"]), "resourceNames");
+        }),
+        ("the speaker's Secrets", |docs| {
+            let rule = yaml("{apiGroups: [\"\"], resources: [secrets], resourceNames: [bgp-peer-passwords], verbs: [get]}");
+            at_mut(&mut docs[4], &["rules"])
+                .as_sequence_mut()
+                .unwrap()
+                .push(rule);
+        }),
+        ("the speaker's role bound to the allocator", |docs| {
+            *at_mut(&mut docs[1], &["roleRef", "name"]) = yaml("podcidr-speaker");
+        }),
+        ("a binding for both accounts", |docs| {
+            let subject =
+                yaml("{kind: ServiceAccount, name: podcidr-speaker, namespace: kube-system}");
+            at_mut(&mut docs[1], &["subjects"])
+                .as_sequence_mut()
+                .unwrap()
+                .push(subject);
+        }),
+    ];
+    for (what, mutate) in mutations {
+        let mut docs = good.clone();
+        mutate(&mut docs);
+        let verdict = allocator_grants(&docs);
+        assert!(
+            verdict.as_ref() != Ok(&Some(expected.clone())),
+            "the allocator RBAC check accepted {what}: {verdict:#?}"
+        );
+    }
+    // An account bound but not created.
+    let mut docs = good.clone();
+    docs.remove(6);
+    assert!(allocator_grants(&docs).is_err());
+}
+
 /// The DaemonSet's args, with the env expanded as the kubelet would, parse with the
 /// binary's own CLI: a renamed or removed flag fails here.
 #[test]
@@ -565,6 +1121,7 @@ struct HelmInstall {
     extra_secrets: &'static [&'static str],
     listens: bool,
     monitored: bool,
+    allocator: bool,
 }
 
 const HELM_INSTALLS: &[HelmInstall] = &[
@@ -574,6 +1131,7 @@ const HELM_INSTALLS: &[HelmInstall] = &[
         extra_secrets: &[],
         listens: false,
         monitored: false,
+        allocator: false,
     },
     HelmInstall {
         values: "metallb-values.yaml",
@@ -581,6 +1139,7 @@ const HELM_INSTALLS: &[HelmInstall] = &[
         extra_secrets: &[],
         listens: false,
         monitored: false,
+        allocator: false,
     },
     HelmInstall {
         values: "monitoring-values.yaml",
@@ -588,6 +1147,7 @@ const HELM_INSTALLS: &[HelmInstall] = &[
         extra_secrets: &[],
         listens: false,
         monitored: true,
+        allocator: false,
     },
     HelmInstall {
         values: "listen-values.yaml",
@@ -595,13 +1155,31 @@ const HELM_INSTALLS: &[HelmInstall] = &[
         extra_secrets: &[],
         listens: true,
         monitored: false,
+        allocator: false,
     },
     HelmInstall {
         values: "config-values.yaml",
         config_map: ("kube-system", "podcidr-speaker-bgp-config"),
         extra_secrets: &["rack-7-bgp-keys"],
         listens: false,
+        monitored: true,
+        allocator: true,
+    },
+    HelmInstall {
+        values: "allocator-values.yaml",
+        config_map: CILIUM_CONFIG,
+        extra_secrets: &[],
+        listens: false,
         monitored: false,
+        allocator: true,
+    },
+    HelmInstall {
+        values: "metallb-allocator-values.yaml",
+        config_map: METALLB_CONFIG,
+        extra_secrets: &[],
+        listens: false,
+        monitored: false,
+        allocator: true,
     },
 ];
 
@@ -666,6 +1244,8 @@ fn helm_chart_renders_pass_every_install_check() {
             usize::from(install.monitored),
             "{label}: PodMonitor only when enabled"
         );
+        let unscraped = unscraped_workloads(&objects);
+        assert!(unscraped.is_empty(), "{label}: {unscraped:#?}");
 
         let problems = image_problems(&objects);
         assert!(problems.is_empty(), "{label}: {problems:#?}");
@@ -703,6 +1283,18 @@ fn helm_chart_renders_pass_every_install_check() {
         let problems = daemonset_problems(ds, install.listens);
         assert!(problems.is_empty(), "{label}: {problems:#?}");
         assert_args_parse_with_the_binary(&label, ds);
+
+        assert_allocator_grants(&label, &objects, install.allocator, install.config_map);
+        assert_eq!(
+            count("Deployment"),
+            usize::from(install.allocator),
+            "{label}: the allocator's Deployment only when enabled"
+        );
+        if install.allocator {
+            let problems = allocator_problems(&objects, install.config_map);
+            assert!(problems.is_empty(), "{label}: {problems:#?}");
+            assert_allocator_args_parse(&label, &objects);
+        }
     }
 }
 
@@ -976,10 +1568,25 @@ fn expected_grants(config_map: (&str, &str)) -> BTreeSet<Grant> {
 }
 
 /// Every permission the manifests give the speaker's ServiceAccount, or the problems that
-/// make the set meaningless: a binding that also grants someone else, a binding to a role
-/// the manifests do not define (its rules are unknown), an unbound or aggregated role, or
-/// a non-resource rule.
+/// make the set meaningless (see [`grants_by_account`]).
 fn speaker_grants(docs: &[Value]) -> Result<BTreeSet<Grant>, Vec<String>> {
+    grants_by_account(docs).map(|mut by| by.remove(SPEAKER_ACCOUNT).unwrap_or_default())
+}
+
+/// Every permission the manifests give the allocator's ServiceAccount, None when nothing
+/// binds it (an install without the allocator).
+fn allocator_grants(docs: &[Value]) -> Result<Option<BTreeSet<Grant>>, Vec<String>> {
+    grants_by_account(docs).map(|mut by| by.remove(ALLOCATOR_ACCOUNT))
+}
+
+/// Every permission the manifests give each ServiceAccount they bind (the speaker's, and
+/// the allocator's where it runs), or the problems that make the sets meaningless: a
+/// binding that also grants someone else (or any other account), a binding to a role the
+/// manifests do not define (its rules are unknown), a bound account the manifests do not
+/// create, an unbound or aggregated role, or a non-resource rule.
+fn grants_by_account(
+    docs: &[Value],
+) -> Result<BTreeMap<&'static str, BTreeSet<Grant>>, Vec<String>> {
     let mut problems = Vec::new();
     let mut roles: BTreeMap<(String, String, String), &Value> = BTreeMap::new();
     for doc in docs {
@@ -999,18 +1606,21 @@ fn speaker_grants(docs: &[Value]) -> Result<BTreeSet<Grant>, Vec<String>> {
             roles.insert((kind.into(), namespace.into(), name.into()), doc);
         }
     }
-    let has_account = docs.iter().any(|d| {
-        kind_of(d) == "ServiceAccount"
-            && str_at(d, &["metadata", "name"]) == Some(SPEAKER_ACCOUNT)
-            && str_at(d, &["metadata", "namespace"]) == Some(SPEAKER_NAMESPACE)
-    });
-    if !has_account {
+    let has_account = |account: &str| {
+        docs.iter().any(|d| {
+            kind_of(d) == "ServiceAccount"
+                && str_at(d, &["metadata", "name"]) == Some(account)
+                && str_at(d, &["metadata", "namespace"]) == Some(SPEAKER_NAMESPACE)
+        })
+    };
+    if !has_account(SPEAKER_ACCOUNT) {
         problems.push(format!(
             "no ServiceAccount {SPEAKER_NAMESPACE}/{SPEAKER_ACCOUNT}"
         ));
     }
 
-    let mut grants = BTreeSet::new();
+    let mut grants: BTreeMap<&'static str, BTreeSet<Grant>> = BTreeMap::new();
+    grants.insert(SPEAKER_ACCOUNT, BTreeSet::new());
     let mut bound = BTreeSet::new();
     for doc in docs {
         let kind = kind_of(doc);
@@ -1027,17 +1637,26 @@ fn speaker_grants(docs: &[Value]) -> Result<BTreeSet<Grant>, Vec<String>> {
         };
         let binding = str_at(doc, &["metadata", "name"]).unwrap_or("<unnamed>");
         let subjects = doc.get("subjects").and_then(Value::as_sequence);
-        let only_speaker = subjects.is_some_and(|s| {
-            s.len() == 1
+        let account = subjects.and_then(|s| {
+            let only = s.len() == 1
                 && str_at(&s[0], &["kind"]) == Some("ServiceAccount")
-                && str_at(&s[0], &["name"]) == Some(SPEAKER_ACCOUNT)
-                && str_at(&s[0], &["namespace"]) == Some(SPEAKER_NAMESPACE)
+                && str_at(&s[0], &["namespace"]) == Some(SPEAKER_NAMESPACE);
+            let name = str_at(&s[0], &["name"]);
+            [SPEAKER_ACCOUNT, ALLOCATOR_ACCOUNT]
+                .into_iter()
+                .find(|a| only && name == Some(*a))
         });
-        if !only_speaker {
+        let Some(account) = account else {
             problems.push(format!(
-                "{kind} {binding}: must bind the speaker's ServiceAccount and nothing else"
+                "{kind} {binding}: must bind one ServiceAccount of these manifests (the \
+                 speaker's or the allocator's) and nothing else"
             ));
             continue;
+        };
+        if !has_account(account) {
+            problems.push(format!(
+                "{kind} {binding}: binds {SPEAKER_NAMESPACE}/{account}, which these manifests do not create"
+            ));
         }
         let ref_kind = str_at(doc, &["roleRef", "kind"]).unwrap_or("");
         let ref_name = str_at(doc, &["roleRef", "name"]).unwrap_or("");
@@ -1079,7 +1698,10 @@ fn speaker_grants(docs: &[Value]) -> Result<BTreeSet<Grant>, Vec<String>> {
                 for resource in str_list(rule.get("resources")) {
                     for name in &names {
                         for verb in str_list(rule.get("verbs")) {
-                            grants.insert(grant(&scope, &group, &resource, name, &verb));
+                            grants
+                                .entry(account)
+                                .or_default()
+                                .insert(grant(&scope, &group, &resource, name, &verb));
                         }
                     }
                 }
@@ -1326,6 +1948,321 @@ fn daemonset_problems(ds: &Value, listens: bool) -> Vec<String> {
     problems
 }
 
+/// Issue 30's allocator (`podcidr-speaker allocate`): what `deploy/components/allocator`
+/// grants and nothing more. Services read cluster-wide and their status written (the only
+/// write); Events on Services, in their namespaces; the Lease by name (create cannot be
+/// limited by name); the bgp-config ConfigMap the speaker reads, by name. No Secret, no
+/// Node, nothing of Cilium's.
+fn expected_allocator_grants(config_map: (&str, &str), lease_namespace: &str) -> BTreeSet<Grant> {
+    let mut expected = BTreeSet::new();
+    for verb in ["get", "list", "watch"] {
+        expected.insert(grant("cluster", "", "services", "*", verb));
+        expected.insert(grant(config_map.0, "", "configmaps", config_map.1, verb));
+    }
+    for verb in ["update", "patch"] {
+        expected.insert(grant("cluster", "", "services/status", "*", verb));
+    }
+    for verb in ["create", "patch"] {
+        expected.insert(grant("cluster", "events.k8s.io", "events", "*", verb));
+    }
+    for verb in ["get", "update"] {
+        expected.insert(grant(
+            lease_namespace,
+            "coordination.k8s.io",
+            "leases",
+            ALLOCATOR_LEASE,
+            verb,
+        ));
+    }
+    expected.insert(grant(
+        lease_namespace,
+        "coordination.k8s.io",
+        "leases",
+        "*",
+        "create",
+    ));
+    expected
+}
+
+/// What issue 30 asks of the allocator's Deployment: `allocate` in the speaker's image
+/// (never the -listen variant), at least two replicas spread over nodes and replaced one
+/// at a time with a standby, a PodDisruptionBudget of one, its own ServiceAccount, the pod
+/// name as the Lease identity, the Lease in its own namespace, the speaker's bgp-config,
+/// probes on /healthz and /readyz of the --metrics-addr port, bounded resources, and a
+/// security context at least as strict as the speaker's without the host network.
+fn allocator_problems(objects: &[Value], config_map: (&str, &str)) -> Vec<String> {
+    let mut problems = Vec::new();
+    let mut require = |ok: bool, what: &str| {
+        if !ok {
+            problems.push(what.to_string());
+        }
+    };
+    let deployments: Vec<&Value> = objects
+        .iter()
+        .filter(|o| kind_of(o) == "Deployment")
+        .collect();
+    let [deploy] = deployments.as_slice() else {
+        return vec![format!("one Deployment, found {}", deployments.len())];
+    };
+    let namespace = str_at(deploy, &["metadata", "namespace"]).unwrap_or("");
+    require(
+        str_at(deploy, &["metadata", "name"]) == Some("podcidr-speaker-allocator")
+            && namespace == SPEAKER_NAMESPACE,
+        "the Deployment is kube-system/podcidr-speaker-allocator",
+    );
+    require(
+        deploy
+            .get("spec")
+            .and_then(|s| s.get("replicas"))
+            .and_then(Value::as_u64)
+            .is_some_and(|r| r >= 2),
+        "at least 2 replicas: a standby takes the Lease when the leader goes",
+    );
+    require(
+        str_at(deploy, &["spec", "strategy", "type"]) == Some("RollingUpdate")
+            && at(
+                deploy,
+                &["spec", "strategy", "rollingUpdate", "maxUnavailable"],
+            ) == Some(&Value::from(0)),
+        "a rolling update with maxUnavailable 0: a new replica is ready before an old one stops",
+    );
+    let selector = at(deploy, &["spec", "selector", "matchLabels"])
+        .and_then(Value::as_mapping)
+        .cloned()
+        .unwrap_or_default();
+    require(
+        selector.get("app.kubernetes.io/component") == Some(&Value::from("allocator")),
+        "the selector names the allocator component (never the speakers' pods)",
+    );
+    let pod_labels = at(deploy, &["spec", "template", "metadata", "labels"])
+        .and_then(Value::as_mapping)
+        .cloned()
+        .unwrap_or_default();
+    let selects_pods = |labels: Option<&Value>| {
+        labels
+            .and_then(Value::as_mapping)
+            .is_some_and(|m| !m.is_empty() && m.iter().all(|(k, v)| pod_labels.get(k) == Some(v)))
+    };
+    require(
+        selects_pods(Some(&Value::Mapping(selector.clone()))),
+        "the selector matches the pod template's labels",
+    );
+
+    let budgets: Vec<&Value> = objects
+        .iter()
+        .filter(|o| kind_of(o) == "PodDisruptionBudget")
+        .collect();
+    require(
+        budgets.len() == 1
+            && budgets.iter().all(|b| {
+                str_at(b, &["metadata", "namespace"]) == Some(namespace)
+                    && at(b, &["spec", "maxUnavailable"]) == Some(&Value::from(1))
+                    && at(b, &["spec", "selector", "matchLabels"])
+                        == Some(&Value::Mapping(selector.clone()))
+            }),
+        "one PodDisruptionBudget, maxUnavailable 1, with the Deployment's selector",
+    );
+
+    let pod = at(deploy, &["spec", "template", "spec"]).unwrap_or(&Value::Null);
+    for key in ["hostNetwork", "hostPID", "hostIPC"] {
+        require(
+            pod.get(key) != Some(&Value::Bool(true)),
+            &format!("{key} must not be set: the allocator only talks to the API server"),
+        );
+    }
+    let volumes = pod.get("volumes").and_then(Value::as_sequence);
+    require(
+        !volumes
+            .into_iter()
+            .flatten()
+            .any(|v| v.get("hostPath").is_some()),
+        "no hostPath volumes",
+    );
+    require(
+        str_at(pod, &["serviceAccountName"]) == Some(ALLOCATOR_ACCOUNT),
+        "the allocator's own ServiceAccount",
+    );
+    let spread = pod
+        .get("topologySpreadConstraints")
+        .and_then(Value::as_sequence)
+        .into_iter()
+        .flatten()
+        .any(|c| {
+            str_at(c, &["topologyKey"]) == Some("kubernetes.io/hostname")
+                && selects_pods(at(c, &["labelSelector", "matchLabels"]))
+        });
+    let anti_affinity = at(pod, &["affinity", "podAntiAffinity"])
+        .map(|a| {
+            let preferred = a
+                .get("preferredDuringSchedulingIgnoredDuringExecution")
+                .and_then(Value::as_sequence)
+                .into_iter()
+                .flatten()
+                .filter_map(|t| t.get("podAffinityTerm"));
+            let required = a
+                .get("requiredDuringSchedulingIgnoredDuringExecution")
+                .and_then(Value::as_sequence)
+                .into_iter()
+                .flatten();
+            preferred.chain(required).any(|t| {
+                str_at(t, &["topologyKey"]) == Some("kubernetes.io/hostname")
+                    && selects_pods(at(t, &["labelSelector", "matchLabels"]))
+            })
+        })
+        .unwrap_or(false);
+    require(
+        spread || anti_affinity,
+        "replicas spread over nodes (topologySpreadConstraints or podAntiAffinity on kubernetes.io/hostname, selecting its own pods)",
+    );
+    let pod_security = pod.get("securityContext").unwrap_or(&Value::Null);
+    require(
+        pod_security.get("runAsNonRoot") == Some(&Value::Bool(true))
+            && pod_security
+                .get("runAsUser")
+                .and_then(Value::as_u64)
+                .is_some_and(|uid| uid != 0),
+        "pod securityContext: runAsNonRoot and a non-zero runAsUser",
+    );
+    let pod_seccomp = str_at(pod_security, &["seccompProfile", "type"]);
+
+    let containers = containers_of(deploy);
+    require(containers.len() == 1, "one container");
+    let version = env!("CARGO_PKG_VERSION");
+    for container in containers {
+        let name = str_at(container, &["name"]).unwrap_or("<unnamed>");
+        let mut require = |ok: bool, what: &str| {
+            if !ok {
+                problems.push(format!("container {name}: {what}"));
+            }
+        };
+        let image = str_at(container, &["image"]).unwrap_or("");
+        require(
+            image.starts_with("ghcr.io/podcidr/podcidr-speaker:")
+                && image_tag(image).as_deref() == Some(version),
+            &format!(
+                "the speaker's image at the crate version {version} (never -listen), is {image}"
+            ),
+        );
+        let args = str_list(container.get("args"));
+        require(
+            args.first().map(String::as_str) == Some("allocate"),
+            "args start with the allocate role",
+        );
+        require(
+            args.iter().any(|a| a == "--identity=$(POD_NAME)"),
+            "--identity=$(POD_NAME) in args",
+        );
+        let env = container
+            .get("env")
+            .and_then(Value::as_sequence)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        require(
+            env.iter().any(|e| {
+                str_at(e, &["name"]) == Some("POD_NAME")
+                    && str_at(e, &["valueFrom", "fieldRef", "fieldPath"]) == Some("metadata.name")
+            }),
+            "env POD_NAME from the downward API (metadata.name): one identity per replica",
+        );
+        let lease = format!("--lease={namespace}/{ALLOCATOR_LEASE}");
+        require(
+            args.contains(&lease),
+            &format!("{lease} in args (the Lease its Role grants)"),
+        );
+        let config_flag = format!("--bgp-config-map={}/{}", config_map.0, config_map.1);
+        let config_args: Vec<&String> = args
+            .iter()
+            .filter(|a| a.starts_with("--bgp-config-map="))
+            .collect();
+        require(
+            config_args.len() == 1
+                && config_args
+                    .iter()
+                    .all(|a| **a == config_flag || a.starts_with(&format!("{config_flag}:"))),
+            &format!("exactly one {config_flag}, the speaker's bgp-config"),
+        );
+
+        let metrics_port = container
+            .get("ports")
+            .and_then(Value::as_sequence)
+            .into_iter()
+            .flatten()
+            .find(|p| str_at(p, &["name"]) == Some("metrics"))
+            .and_then(|p| p.get("containerPort"))
+            .and_then(Value::as_u64);
+        let listen_port = args
+            .iter()
+            .find_map(|a| a.strip_prefix("--metrics-addr="))
+            .and_then(|addr| addr.rsplit(':').next())
+            .and_then(|port| port.parse::<u64>().ok());
+        require(
+            metrics_port.is_some() && metrics_port == listen_port,
+            "a container port named metrics equal to the --metrics-addr port",
+        );
+        for (probe, path) in [("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")] {
+            let get = at(container, &[probe, "httpGet"]).unwrap_or(&Value::Null);
+            let port = get.get("port");
+            let on_metrics = port == Some(&Value::from("metrics"))
+                || (metrics_port.is_some() && port.and_then(Value::as_u64) == metrics_port);
+            require(
+                str_at(get, &["path"]) == Some(path) && on_metrics,
+                &format!("{probe}: httpGet {path} on the metrics port"),
+            );
+        }
+
+        let resources = container.get("resources").unwrap_or(&Value::Null);
+        for (resource, parse) in [
+            ("cpu", parse_cpu_millis as fn(&str) -> Option<u64>),
+            ("memory", parse_memory_bytes),
+        ] {
+            let quantity = |kind: &str| {
+                at(resources, &[kind, resource])
+                    .and_then(quantity_str)
+                    .and_then(|q| parse(&q))
+            };
+            let (request, limit) = (quantity("requests"), quantity("limits"));
+            require(
+                matches!((request, limit), (Some(r), Some(l)) if r > 0 && r <= l),
+                &format!("resources: a {resource} request and limit, request <= limit"),
+            );
+        }
+
+        let security = container.get("securityContext").unwrap_or(&Value::Null);
+        require(
+            security.get("allowPrivilegeEscalation") == Some(&Value::Bool(false)),
+            "securityContext.allowPrivilegeEscalation must be false",
+        );
+        require(
+            security.get("readOnlyRootFilesystem") == Some(&Value::Bool(true)),
+            "securityContext.readOnlyRootFilesystem must be true",
+        );
+        require(
+            security.get("privileged") != Some(&Value::Bool(true)),
+            "securityContext.privileged must not be true",
+        );
+        require(
+            security.get("runAsNonRoot") != Some(&Value::Bool(false))
+                && security.get("runAsUser").and_then(Value::as_u64) != Some(0),
+            "the container must not override the pod's non-root user",
+        );
+        require(
+            str_at(security, &["seccompProfile", "type"]).or(pod_seccomp) == Some("RuntimeDefault"),
+            "seccompProfile RuntimeDefault (pod or container)",
+        );
+        require(
+            str_list(at(security, &["capabilities", "drop"]))
+                .iter()
+                .any(|c| c == "ALL"),
+            "capabilities.drop must be [ALL]",
+        );
+        require(
+            str_list(at(security, &["capabilities", "add"])).is_empty(),
+            "no capability added",
+        );
+    }
+    problems
+}
+
 /// Kubernetes CPU quantity in millicores ("20m", "0.5", "1").
 fn parse_cpu_millis(q: &str) -> Option<u64> {
     if let Some(m) = q.strip_suffix('m') {
@@ -1448,6 +2385,7 @@ fn container_env(container: &Value) -> Result<BTreeMap<String, String>, String> 
             match str_at(var, &["valueFrom", "fieldRef", "fieldPath"]) {
                 Some("spec.nodeName") => FAKE_NODE_NAME.to_string(),
                 Some("status.hostIP") | Some("status.podIP") => FAKE_HOST_IP.to_string(),
+                Some("metadata.name") => FAKE_POD_NAME.to_string(),
                 other => return Err(format!("env {name}: no test value for {other:?}")),
             }
         };

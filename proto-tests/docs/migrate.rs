@@ -249,6 +249,21 @@ fn values_file(text: &str, guide: &str) -> Value {
     serde_json::to_value(v).unwrap()
 }
 
+/// A `--set` value typed as Helm types it (its strvals parser): `true` and `false` are
+/// booleans, `null` is null, a decimal integer without a leading zero is a number,
+/// anything else a string (`--set-string` forces a string; the guides do not use it).
+fn helm_set_value(value: &str) -> Value {
+    match value {
+        "true" => Value::Bool(true),
+        "false" => Value::Bool(false),
+        "null" => Value::Null,
+        v if !(v.len() > 1 && v.starts_with('0')) && v.parse::<i64>().is_ok() => {
+            Value::from(v.parse::<i64>().unwrap())
+        }
+        v => Value::String(v.into()),
+    }
+}
+
 fn check_helm(w: &[String], text: &str, guide: &str) {
     let chart = w.get(3).unwrap_or_else(|| panic!("{guide}: {w:?}"));
     if chart == "deploy/helm/podcidr-speaker" {
@@ -260,7 +275,7 @@ fn check_helm(w: &[String], text: &str, guide: &str) {
         }
         for set in w.windows(2).filter(|p| p[0] == "--set").map(|p| &p[1]) {
             let (path, value) = set.split_once('=').expect("--set key=value");
-            let mut v = Value::String(value.into());
+            let mut v = helm_set_value(value);
             for key in path.rsplit('.') {
                 v = serde_json::json!({ key: v });
             }
@@ -345,6 +360,22 @@ fn the_checker_fails_on_a_bad_value_and_a_bad_flag() {
     })
     .is_err());
     assert!(Cli::try_parse_from(["podcidr-speaker", "status", "--adr", "x"]).is_err());
+
+    // --set values are typed as Helm types them, and checked as such.
+    assert_eq!(helm_set_value("true"), Value::Bool(true));
+    assert_eq!(helm_set_value("9478"), serde_json::json!(9478));
+    assert_eq!(helm_set_value("0755"), Value::String("0755".into()));
+    assert_eq!(helm_set_value("on"), Value::String("on".into()));
+    for bad in [
+        serde_json::json!({"allocator": {"enabled": helm_set_value("yes")}}),
+        serde_json::json!({"allocator": {"replicas": helm_set_value("two")}}),
+        serde_json::json!({"allocator": {"enable": helm_set_value("true")}}),
+    ] {
+        assert!(
+            !check_schema(&bad, &chart_schema(), "values").is_empty(),
+            "{bad}"
+        );
+    }
 }
 
 /// The DaemonSet `kubectl kustomize DIR` renders.

@@ -10,6 +10,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
+use std::sync::Arc;
+
+use podcidr_speaker::alloc::PoolUsage;
+use podcidr_speaker::allocate::metrics::{AllocMetrics, ReloadResult, WriteResult};
 use podcidr_speaker::bgp::session::State;
 use podcidr_speaker::bgp::wire::{Afi, MessageType};
 use podcidr_speaker::config::state::ConfigState;
@@ -17,6 +21,7 @@ use podcidr_speaker::metrics::labels::DIRECTIONS;
 use podcidr_speaker::metrics::Metrics;
 use podcidr_speaker::peer::{PeerStatus, RouteRefusal};
 use podcidr_speaker::sources::file;
+use podcidr_speaker::sources::kube::events::{EventLoss, EventObserver};
 use podcidr_speaker::sources::model::{node_view, IpamOverride};
 use podcidr_speaker::sources::{Resource, ResourceStatus, SourceStatus};
 use serde_json::Value;
@@ -118,6 +123,11 @@ fn the_full_scrape_has_a_sample_of_every_registered_family() {
 /// The `podcidr_speaker_*` names a PromQL expression uses, and the label names each is
 /// matched on (`name{label="..."}`), skipping string literals.
 pub fn promql_metrics(expr: &str) -> Vec<(String, Vec<String>)> {
+    promql_metrics_named(expr, "podcidr_speaker_")
+}
+
+/// As [`promql_metrics`], for the names that start with `prefix`.
+fn promql_metrics_named(expr: &str, prefix: &str) -> Vec<(String, Vec<String>)> {
     let mut out = Vec::new();
     let chars: Vec<char> = expr.chars().collect();
     let mut i = 0;
@@ -142,7 +152,7 @@ pub fn promql_metrics(expr: &str) -> Vec<(String, Vec<String>)> {
                 i += 1;
             }
             let word: String = chars[start..i].iter().collect();
-            if !word.starts_with("podcidr_speaker_") {
+            if !word.starts_with(prefix) {
                 continue;
             }
             let mut labels = Vec::new();
@@ -384,6 +394,24 @@ fn the_dashboard_parses_and_every_query_exists_in_a_scrape() {
 /// One alerting rule: (name, expr, for, severity, annotation texts).
 pub type Rule = (String, String, Option<String>, String, Vec<String>);
 
+/// The speaker's rule group: its alerts query the speaker's own metrics.
+pub const SPEAKER_GROUP: &str = "podcidr-speaker";
+/// The allocator's rule group (`podcidr-speaker allocate`, issue 30).
+const ALLOCATOR_GROUP: &str = "podcidr-allocator";
+
+/// The groups named `name` of a `groups:` list, as a `groups:` list.
+pub fn group(groups: &Yaml, name: &str) -> Yaml {
+    Yaml::Sequence(
+        groups
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .filter(|g| g["name"] == name)
+            .cloned()
+            .collect(),
+    )
+}
+
 pub fn rules(groups: &Yaml) -> Vec<Rule> {
     let mut out = Vec::new();
     for group in groups.as_sequence().unwrap() {
@@ -427,7 +455,7 @@ fn the_rules_file_and_the_prometheusrule_hold_the_same_groups() {
 fn every_alert_queries_scraped_metrics_and_the_issue_alerts_exist() {
     let operator: Yaml = serde_yaml::from_str(&monitoring("prometheusrule.yaml")).unwrap();
     let s = full_scrape();
-    let all = rules(&operator["spec"]["groups"]);
+    let all = rules(&group(&operator["spec"]["groups"], SPEAKER_GROUP));
     let mut problems = Vec::new();
     for (name, expr, _, severity, annotations) in &all {
         problems.extend(check_expr(&s, expr, name));
@@ -471,6 +499,193 @@ fn every_alert_queries_scraped_metrics_and_the_issue_alerts_exist() {
         reload.1,
         "podcidr_speaker_config_last_reload_successful == 0"
     );
+}
+
+/// A registry of `podcidr-speaker allocate` after one of every event it records (a
+/// test below proves it holds a sample of every family), as [`full_scrape`] is the
+/// speaker's.
+pub fn allocator_scrape() -> Scrape {
+    let m = AllocMetrics::new("allocator-0").unwrap();
+    m.leader.set(1);
+    m.leader_transitions.inc();
+    m.pools(&[PoolUsage {
+        name: Arc::from("default"),
+        total: 256,
+        in_use: 3,
+    }]);
+    m.allocations.with_label_values(&["default"]).inc();
+    m.pending.set(1);
+    m.config_refused.set(1);
+    m.reload(ReloadResult::Refused);
+    m.write(WriteResult::Ok);
+    m.not_written(EventLoss::ALL[0]);
+    parse(&m.encode()).unwrap()
+}
+
+#[test]
+fn the_allocator_scrape_has_a_sample_of_every_family() {
+    let s = allocator_scrape();
+    assert!(s.types.len() >= 11, "{} families", s.types.len());
+    for family in s.types.keys() {
+        assert!(
+            s.samples
+                .iter()
+                .any(|x| s.family_of(&x.name) == Some(family.as_str())),
+            "family {family} has no sample: record it in allocator_scrape"
+        );
+        assert!(
+            family.starts_with("podcidr_allocator_"),
+            "{family} is outside the allocator's namespace"
+        );
+    }
+}
+
+/// Problems of one allocator alert: a metric not in the allocator's scrape (or one of the
+/// speaker's), a label matched, grouped on or templated that none of its metrics carries.
+fn allocator_alert_problems(s: &Scrape, rule: &Rule) -> Vec<String> {
+    let (name, expr, _, severity, annotations) = rule;
+    let mut problems = Vec::new();
+    if !promql_metrics(expr).is_empty() {
+        problems.push(format!("{name}: queries the speaker's metrics"));
+    }
+    let metrics = promql_metrics_named(expr, "podcidr_allocator_");
+    if metrics.is_empty() {
+        problems.push(format!("{name}: queries no podcidr_allocator_ metric"));
+    }
+    let names = s.names();
+    let mut labels: BTreeSet<String> = TARGET_LABELS.iter().map(|l| (*l).to_owned()).collect();
+    for (metric, matchers) in &metrics {
+        if !names.contains(metric) {
+            problems.push(format!("{name}: {metric} is not in the allocator's scrape"));
+            continue;
+        }
+        let own = labels_of(s, metric);
+        for m in matchers {
+            if !own.contains(m) && !TARGET_LABELS.contains(&m.as_str()) {
+                problems.push(format!("{name}: {metric} has no label {m}"));
+            }
+        }
+        labels.extend(own);
+    }
+    for l in promql_grouping_labels(expr) {
+        if !labels.contains(&l) {
+            problems.push(format!(
+                "{name}: grouping label {l} is on none of its metrics"
+            ));
+        }
+    }
+    for text in annotations {
+        for part in text.split("$labels.").skip(1) {
+            let label: String = part
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            if !labels.contains(&label) {
+                problems.push(format!("{name}: template uses $labels.{label}"));
+            }
+        }
+    }
+    if !["critical", "warning"].contains(&severity.as_str()) {
+        problems.push(format!("{name}: severity {severity}"));
+    }
+    problems
+}
+
+#[test]
+fn the_allocator_alerts_query_the_allocator_metrics_and_the_issue_alerts_exist() {
+    let operator: Yaml = serde_yaml::from_str(&monitoring("prometheusrule.yaml")).unwrap();
+    let groups = &operator["spec"]["groups"];
+    let names: Vec<&str> = groups
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|g| g["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [SPEAKER_GROUP, ALLOCATOR_GROUP],
+        "every group is checked against its own metrics"
+    );
+    let s = allocator_scrape();
+    let all = rules(&group(groups, ALLOCATOR_GROUP));
+    let problems: Vec<String> = all
+        .iter()
+        .flat_map(|r| allocator_alert_problems(&s, r))
+        .collect();
+    assert!(problems.is_empty(), "{problems:#?}");
+
+    // The checker sees what it must refuse.
+    let rule = |expr: &str, text: &str| -> Rule {
+        (
+            "T".into(),
+            expr.into(),
+            None,
+            "warning".into(),
+            vec![text.into()],
+        )
+    };
+    for (expr, text) in [
+        ("podcidr_allocator_nope == 1", ""),
+        ("podcidr_allocator_leader{pool=\"x\"} == 1", ""),
+        ("max by (pool) (podcidr_allocator_leader) == 0", ""),
+        ("podcidr_allocator_leader == 0", "{{ $labels.pool }}"),
+        (
+            "podcidr_speaker_session_up == 0 and podcidr_allocator_leader == 1",
+            "",
+        ),
+        ("up == 0", ""),
+    ] {
+        assert!(
+            !allocator_alert_problems(&s, &rule(expr, text)).is_empty(),
+            "accepted {expr:?} with {text:?}"
+        );
+    }
+    assert_eq!(
+        allocator_alert_problems(
+            &s,
+            &rule(
+                "podcidr_allocator_pool_addresses_in_use{pool=\"a\"} > 0",
+                "{{ $labels.pool }} {{ $labels.namespace }}"
+            )
+        ),
+        Vec::<String>::new()
+    );
+
+    // Issue 30's alerts: no leader, a pool nearly full and full, Services pending, a
+    // config refused; each on the metric that says it.
+    let find = |n: &str| {
+        all.iter()
+            .find(|r| r.0 == n)
+            .unwrap_or_else(|| panic!("no alert {n}"))
+    };
+    for (alert, metric) in [
+        ("PodCIDRAllocatorNoLeader", "podcidr_allocator_leader"),
+        (
+            "PodCIDRAllocatorPoolNearlyFull",
+            "podcidr_allocator_pool_addresses_in_use",
+        ),
+        (
+            "PodCIDRAllocatorPoolFull",
+            "podcidr_allocator_pool_addresses_in_use",
+        ),
+        (
+            "PodCIDRAllocatorServicesPending",
+            "podcidr_allocator_services_pending",
+        ),
+        (
+            "PodCIDRAllocatorConfigRefused",
+            "podcidr_allocator_config_refused",
+        ),
+    ] {
+        let (_, expr, for_, ..) = find(alert);
+        assert!(
+            promql_metrics_named(expr, "podcidr_allocator_")
+                .iter()
+                .any(|(m, _)| m == metric),
+            "{alert} must query {metric}: {expr}"
+        );
+        assert!(for_.is_some(), "{alert}: a `for:` so a blip does not page");
+    }
 }
 
 #[test]

@@ -26,7 +26,7 @@ use ipnet::IpNet;
 use podcidr_speaker::metrics::Status;
 use serde_json::Value;
 
-use crate::deploy::{check_expr, dashboard_exprs, monitoring, rules};
+use crate::deploy::{check_expr, dashboard_exprs, group, monitoring, rules, SPEAKER_GROUP};
 use crate::exposition::{parse, Scrape};
 use crate::harness::bird::Bird;
 use crate::harness::frr::Frr;
@@ -573,7 +573,7 @@ fn a_running_speakers_metrics_follow_a_session_life_with_real_peers() {
     }
     let operator: serde_yaml::Value =
         serde_yaml::from_str(&monitoring("prometheusrule.yaml")).unwrap();
-    for (name, expr, ..) in rules(&operator["spec"]["groups"]) {
+    for (name, expr, ..) in rules(&group(&operator["spec"]["groups"], SPEAKER_GROUP)) {
         problems.extend(check_expr(&live, &expr, &name));
     }
     assert!(

@@ -54,3 +54,30 @@ metallb-system/config:config
 {{ include "podcidr-speaker.bgpConfigNamespace" . }}/{{ include "podcidr-speaker.bgpConfigName" . }}
 {{- end }}
 {{- end }}
+
+{{/*
+The allocator's labels: the same name, its own component, so its Deployment's selector
+never matches a speaker (and the reverse).
+*/}}
+{{- define "podcidr-speaker.allocatorLabels" -}}
+app.kubernetes.io/name: podcidr-speaker
+app.kubernetes.io/component: allocator
+{{- end }}
+
+{{- define "podcidr-speaker.allocatorSubjects" -}}
+subjects:
+  - kind: ServiceAccount
+    name: podcidr-speaker-allocator
+    namespace: {{ .Release.Namespace }}
+{{- end }}
+
+{{/*
+The allocator's image: the speaker's repository, tag and digest, never the "-listen"
+variant: its file capability would make the kernel refuse to exec it with every
+capability dropped.
+*/}}
+{{- define "podcidr-speaker.allocatorImage" -}}
+{{- $ref := printf "%s:%s" .Values.image.repository .Values.image.tag -}}
+{{- if .Values.image.digest }}{{ $ref = printf "%s@%s" $ref .Values.image.digest }}{{ end -}}
+{{- $ref -}}
+{{- end }}
