@@ -395,11 +395,9 @@ fn a_leader_frozen_past_its_lease_writes_nothing_when_it_thaws() {
 /// A Service changed from LoadBalancer to ClusterIP leaves the `spec.type` watch as the
 /// API server sends it: DELETED with the content it last had there (still a
 /// LoadBalancer). MetalLB clears the status of a Service that is no longer a
-/// LoadBalancer (`clearServiceState`); the runner means to (its `Event::Delete` of a
-/// non-LoadBalancer is decided once more), but only recognises the change when the
-/// DELETED object carries the new spec.
+/// LoadBalancer (`clearServiceState`); so does the runner, which looks the Service up
+/// when such a DELETED names one with addresses (deleted: nothing to do).
 #[test]
-#[ignore = "fails: allocate::run keeps the ingress of a Service no longer a LoadBalancer (see the lease helper's report)"]
 fn a_service_no_longer_a_load_balancer_has_its_ingress_cleared() {
     let dir = std::env::temp_dir().join(format!("podcidr-retype-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

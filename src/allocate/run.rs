@@ -430,6 +430,20 @@ impl Runner {
     }
 
     async fn service(&mut self, item: watcher::Result<Event<Service>>) {
+        // A Service that leaves the field selector's watch comes as DELETED with its
+        // previous content (the API server's watch cache sends the old object, at the new
+        // version): still a LoadBalancer here, whether it was deleted or retyped. One
+        // with addresses in its status is looked up after the event is handled.
+        let left = match &item {
+            Ok(Event::Delete(s)) if is_load_balancer(s) && has_ingress(s) => {
+                let key = ObjectKey::new(
+                    s.metadata.namespace.as_deref().unwrap_or("default"),
+                    s.metadata.name.as_deref().unwrap_or_default(),
+                );
+                self.services.live().contains_key(&key).then_some(key)
+            }
+            _ => None,
+        };
         let item = match item {
             // A LoadBalancer no more leaves the field selector's watch as DELETED with its
             // new spec: decided once more (its status cleared), then forgotten below.
@@ -484,7 +498,43 @@ impl Runner {
         if named {
             self.retry_refused().await;
         }
+        if let Some(key) = left {
+            self.clear_if_retyped(&key).await;
+        }
         self.refresh();
+    }
+
+    /// After a LoadBalancer left the watch: if it still exists and is no LoadBalancer
+    /// any more (a type change), its status addresses are cleared, as MetalLB clears
+    /// the state of a Service it no longer serves; deleted, nothing is left to do.
+    /// Leader only; a 409 (changed again meanwhile) is looked at again, a few times.
+    async fn clear_if_retyped(&mut self, key: &ObjectKey) {
+        for _ in 0..3 {
+            if !self.may_write() {
+                return;
+            }
+            let now = match self.writer.get(key).await {
+                Ok(Some(s)) => s,
+                Ok(None) => return,
+                Err(e) => {
+                    warn!(service = %key, error = %e, "a service that left the watch could not be read: its status is left as it is");
+                    return;
+                }
+            };
+            // A LoadBalancer again (or still): the watch brings it back.
+            if is_load_balancer(&now) || !has_ingress(&now) {
+                return;
+            }
+            let target = Target {
+                key: key.clone(),
+                uid: now.metadata.uid.clone(),
+                resource_version: now.metadata.resource_version.clone(),
+            };
+            info!(service = %key, "no longer a LoadBalancer: its status addresses are cleared");
+            if self.write(&target, &[]).await != WriteResult::Conflict {
+                return;
+            }
+        }
     }
 
     async fn config(&mut self, text: Option<String>) {
@@ -847,4 +897,13 @@ fn describe(state: &State) -> String {
         }
         State::Pending(r) => format!("pending: {r}"),
     }
+}
+
+/// Whether the Service's status lists any address.
+fn has_ingress(s: &Service) -> bool {
+    s.status
+        .as_ref()
+        .and_then(|st| st.load_balancer.as_ref())
+        .and_then(|lb| lb.ingress.as_ref())
+        .is_some_and(|i| !i.is_empty())
 }

@@ -94,6 +94,13 @@ impl Writer {
         )
     }
 
+    /// The Service as the API server has it now (`None`: deleted).
+    pub async fn get(&self, key: &ObjectKey) -> Result<Option<Service>, kube::Error> {
+        Api::<Service>::namespaced(self.client.clone(), &key.namespace)
+            .get_opt(&key.name)
+            .await
+    }
+
     /// Patches the Service's status to `ips`.
     pub async fn status(&self, target: &Target, ips: &[IpAddr]) -> WriteResult {
         let api = Api::<Service>::namespaced(self.client.clone(), &target.key.namespace);
