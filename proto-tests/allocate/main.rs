@@ -182,6 +182,7 @@ impl Cluster {
             config: ConfigInput::ConfigMap(BgpConfigMapRef::default()),
             retry: Retry::Fixed(Duration::from_millis(50)),
             leadership: leader_rx,
+            clock: None,
             rewrite: Duration::from_millis(200),
         };
         let runner = tokio::spawn(drive(inputs, Arc::clone(&metrics), async {
@@ -1128,6 +1129,7 @@ async fn the_config_file_is_followed_live() {
             config: ConfigInput::File(path.clone()),
             retry: Retry::Fixed(Duration::from_millis(50)),
             leadership: leader_rx,
+            clock: None,
             rewrite: Duration::from_millis(200),
         },
         Arc::clone(&metrics),

@@ -174,6 +174,7 @@ impl Elector {
         let publisher = Arc::new(Publisher {
             released: Mutex::new(false),
             tx: watch::channel(Leadership::Follower).0,
+            deadline: Mutex::new(None),
         });
         let (stop, stopped) = oneshot::channel();
         let driver = Driver {
@@ -193,6 +194,14 @@ impl Elector {
 
     pub fn leadership(&self) -> watch::Receiver<Leadership> {
         self.publisher.tx.subscribe()
+    }
+
+    /// The renew deadline as the elector last knew it, readable at the moment of a
+    /// write: [`Leadership`] changes arrive as events, and a process frozen past its
+    /// deadline (SIGSTOP, a stalled VM) could handle another event before the elector's
+    /// timer publishes `Follower`; the clock closes that gap.
+    pub fn clock(&self) -> LeaseClock {
+        LeaseClock(Arc::clone(&self.publisher))
     }
 
     /// Publishes Follower at once, then clears holderIdentity if we still hold the Lease
@@ -224,14 +233,42 @@ impl Drop for Elector {
     }
 }
 
+/// Whether this replica's term is still within its renew deadline now
+/// ([`Elector::clock`]).
+#[derive(Clone)]
+pub struct LeaseClock(Arc<Publisher>);
+
+impl LeaseClock {
+    /// True while a term's renew deadline lies ahead; false without a term, or past it
+    /// even if `Follower` has not been published yet.
+    pub fn within_deadline(&self) -> bool {
+        let deadline = *self
+            .0
+            .deadline
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        // The election's clock (tokio's, as the driver reads it).
+        deadline.is_some_and(|d| Instant::now().into_std() < d)
+    }
+}
+
 /// The one place [`Leadership`] is published: once released, never Leader again (a
 /// write answered after [`Elector::release`] must not restart the writes).
 struct Publisher {
     released: Mutex<bool>,
     tx: watch::Sender<Leadership>,
+    /// The term's renew deadline (`election::Election::poll_timeout`), `None` without a
+    /// term: set before a Leader is published and after every renewal.
+    deadline: Mutex<Option<std::time::Instant>>,
 }
 
 impl Publisher {
+    fn set_deadline(&self, deadline: Option<std::time::Instant>) {
+        let released = self.released.lock().unwrap_or_else(PoisonError::into_inner);
+        *self.deadline.lock().unwrap_or_else(PoisonError::into_inner) =
+            deadline.filter(|_| !*released);
+    }
+
     fn publish(&self, leadership: Leadership) {
         let released = self.released.lock().unwrap_or_else(PoisonError::into_inner);
         if !*released || !leadership.is_leader() {
@@ -242,6 +279,7 @@ impl Publisher {
     fn release(&self) {
         let mut released = self.released.lock().unwrap_or_else(PoisonError::into_inner);
         *released = true;
+        *self.deadline.lock().unwrap_or_else(PoisonError::into_inner) = None;
         self.tx.send_replace(Leadership::Follower);
     }
 }
@@ -277,6 +315,7 @@ impl Driver {
     async fn run(mut self, mut stop: oneshot::Receiver<()>) {
         let mut next = Instant::now();
         loop {
+            self.publisher.set_deadline(self.election.poll_timeout());
             let deadline = self.election.poll_timeout().map(Instant::from_std);
             // Biased: at the same instant the deadline comes before a new try.
             tokio::select! {
@@ -468,6 +507,7 @@ impl Driver {
                 ),
             },
         }
+        self.publisher.set_deadline(self.election.poll_timeout());
         self.publisher.publish(leadership);
     }
 
@@ -531,6 +571,34 @@ async fn sleep_until_some(deadline: Option<Instant>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A frozen leader that thaws past its renew deadline may handle an event before
+    /// the elector's timer publishes Follower: the clock says no on its own.
+    #[tokio::test(start_paused = true)]
+    async fn the_clock_refuses_past_the_deadline_before_follower_is_published() {
+        let publisher = Arc::new(Publisher {
+            released: Mutex::new(false),
+            tx: watch::channel(Leadership::Follower).0,
+            deadline: Mutex::new(None),
+        });
+        let clock = LeaseClock(Arc::clone(&publisher));
+        let leadership = publisher.tx.subscribe();
+        assert!(!clock.within_deadline(), "no term, no deadline");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        publisher.set_deadline(Some(deadline.into_std()));
+        publisher.publish(Leadership::Leader { term: 1 });
+        assert!(clock.within_deadline());
+        tokio::time::advance(Duration::from_secs(10)).await;
+        assert!(leadership.borrow().is_leader(), "nobody published Follower");
+        assert!(!clock.within_deadline(), "at the deadline the term is over");
+        // Released: no deadline, whatever the election still holds.
+        publisher.set_deadline(Some((Instant::now() + Duration::from_secs(60)).into_std()));
+        assert!(clock.within_deadline());
+        publisher.release();
+        assert!(!clock.within_deadline());
+        publisher.set_deadline(Some((Instant::now() + Duration::from_secs(60)).into_std()));
+        assert!(!clock.within_deadline(), "never again after the release");
+    }
 
     #[test]
     fn lease_ref_parses_namespace_and_name_only() {

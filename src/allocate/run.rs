@@ -39,7 +39,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tracing::{debug, info, warn};
 
-use super::lease::{Elector, Leadership, LeaseRef, Timings};
+use super::lease::{Elector, Leadership, LeaseClock, LeaseRef, Timings};
 use super::metrics::{AllocMetrics, ReloadResult, ServiceLine, WriteResult};
 use super::objects::alloc_facts;
 use super::writer::{Target, Writer};
@@ -93,6 +93,9 @@ pub struct Inputs {
     pub config: ConfigInput,
     pub retry: Retry,
     pub leadership: watch::Receiver<Leadership>,
+    /// The elector's renew deadline, checked with the leadership before each write
+    /// (`None`: leadership alone, as tests drive it).
+    pub clock: Option<LeaseClock>,
     /// [`REWRITE`] (tests shorten it).
     pub rewrite: Duration,
 }
@@ -111,6 +114,7 @@ pub async fn drive(
         config,
         retry,
         mut leadership,
+        clock,
         rewrite,
     } = inputs;
     let (tx, mut config_rx) = sources::channel(4);
@@ -140,7 +144,7 @@ pub async fn drive(
     });
     let mut runner = Runner::new(
         classes,
-        leadership.clone(),
+        (leadership.clone(), clock),
         stopping.clone(),
         writer,
         Arc::clone(&metrics),
@@ -250,6 +254,7 @@ pub async fn run(settings: Settings) -> Result<(), AllocateError> {
         config: settings.config.clone(),
         retry: Retry::KubeDefault,
         leadership: elector.leadership(),
+        clock: Some(elector.clock()),
         rewrite: REWRITE,
     };
     drive(inputs, metrics, signal()).await;
@@ -335,6 +340,8 @@ struct Runner {
     /// [`REWRITE`] with what the allocator holds for them then.
     unwritten: BTreeSet<ObjectKey>,
     leadership: watch::Receiver<Leadership>,
+    /// The elector's renew deadline (`Inputs::clock`).
+    clock: Option<LeaseClock>,
     /// True once the command stops.
     stopping: watch::Receiver<bool>,
     writer: Writer,
@@ -348,7 +355,7 @@ struct Runner {
 impl Runner {
     fn new(
         classes: BTreeSet<Arc<str>>,
-        leadership: watch::Receiver<Leadership>,
+        (leadership, clock): (watch::Receiver<Leadership>, Option<LeaseClock>),
         stopping: watch::Receiver<bool>,
         writer: Writer,
         metrics: Arc<AllocMetrics>,
@@ -368,6 +375,7 @@ impl Runner {
             written: BTreeMap::new(),
             unwritten: BTreeSet::new(),
             leadership,
+            clock,
             stopping,
             writer,
             metrics,
@@ -377,10 +385,13 @@ impl Runner {
     }
 
     /// Whether a write may go out now: this replica leads, in the term its allocator
-    /// was built for, and is not stopping. Asked right before each write.
+    /// was built for, within the term's renew deadline (a process frozen past it may
+    /// see an event before the elector's `Follower`), and is not stopping. Asked right
+    /// before each write.
     fn may_write(&self) -> bool {
         !*self.stopping.borrow()
             && matches!(*self.leadership.borrow(), Leadership::Leader { term } if Some(term) == self.term)
+            && self.clock.as_ref().is_none_or(LeaseClock::within_deadline)
     }
 
     async fn leadership(&mut self, now: Leadership) {
