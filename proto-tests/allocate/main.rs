@@ -148,6 +148,8 @@ fn manual(config: String, pool: &str) -> String {
 struct Cluster {
     api: MockApi,
     services: BTreeMap<String, Value>,
+    /// Services that are no LoadBalancer any more (outside the watch, still readable).
+    others: BTreeMap<String, Value>,
     rv: u64,
     /// `None` until the runner asks for it (it asks after the writes of its list).
     services_watch: Option<WatchStream>,
@@ -223,6 +225,7 @@ impl Cluster {
         Cluster {
             api,
             services,
+            others: BTreeMap::new(),
             rv,
             services_watch: None,
             backlog: Vec::new(),
@@ -236,8 +239,23 @@ impl Cluster {
         }
     }
 
-    /// Opens the Services' watch when the runner asks for it.
+    /// Opens the Services' watch when the runner asks for it, and answers its reads of
+    /// one Service by name (from what exists now: 404 once deleted).
     fn pump(&mut self) {
+        while let Some(call) = self.api.try_next(Route::ServiceObject) {
+            let name = call
+                .request
+                .uri()
+                .path()
+                .rsplit('/')
+                .next()
+                .unwrap_or_default()
+                .to_owned();
+            match self.services.get(&name).or_else(|| self.others.get(&name)) {
+                Some(s) => call.json(StatusCode::OK, s),
+                None => call.status_error(404, "NotFound"),
+            }
+        }
         if self.services_watch.is_none() {
             if let Some(call) = self.api.try_next(Route::Services) {
                 let watch = call.watch();
@@ -289,12 +307,18 @@ impl Cluster {
         self.emit("DELETED", s);
     }
 
-    /// A type change away from LoadBalancer: the field selector's watch says DELETED,
-    /// with the new object.
+    /// A type change away from LoadBalancer: the field selector's watch says DELETED
+    /// with the object as it last matched, at the new version (what the API server's
+    /// watch cache sends); the object itself, retyped, stays readable.
     fn retype(&mut self, name: &str, type_: &str) {
-        let s = self.services.remove(name).unwrap();
-        let s = self.bump(typed(s, type_));
-        self.emit("DELETED", s);
+        let before = self.services.remove(name).unwrap();
+        let after = self.bump(typed(before.clone(), type_));
+        let version = after["metadata"]["resourceVersion"].clone();
+        self.others.insert(name.to_owned(), after);
+        self.emit(
+            "DELETED",
+            with(before, &["metadata", "resourceVersion"], version),
+        );
     }
 
     fn config(&mut self, text: &str) {
@@ -374,9 +398,18 @@ impl Cluster {
             Some(_) => {
                 call.status_error(409, "Conflict");
             }
-            None => {
-                call.status_error(404, "NotFound");
-            }
+            None => match self.others.get(&name).cloned() {
+                // Written outside the watch (no longer a LoadBalancer): applied, and
+                // nothing comes on the watch.
+                Some(s) if s["metadata"]["resourceVersion"].as_str() == sent_rv.as_deref() => {
+                    let ip_refs: Vec<&str> = ips.iter().map(String::as_str).collect();
+                    let s = self.bump(status(s, &ip_refs));
+                    self.others.insert(name.clone(), s.clone());
+                    call.json(StatusCode::OK, &s);
+                }
+                Some(_) => call.status_error(409, "Conflict"),
+                None => call.status_error(404, "NotFound"),
+            },
         }
         (name, ips)
     }

@@ -59,6 +59,8 @@ pub enum Route {
     EndpointSlices,
     /// A Service's status subresource (the allocator's writes).
     ServiceStatus,
+    /// One Service read by name (the allocator's look at one that left its watch).
+    ServiceObject,
     /// coordination.k8s.io Leases (the allocator's election, doctor's look at it).
     Leases,
 }
@@ -73,6 +75,9 @@ fn route(request: &Request<KubeBody>) -> Route {
         "/api/v1/services" => Route::Services,
         "/apis/discovery.k8s.io/v1/endpointslices" => Route::EndpointSlices,
         p if p.starts_with("/api/v1/namespaces/") && p.ends_with("/status") => Route::ServiceStatus,
+        p if p.starts_with("/api/v1/namespaces/") && p.contains("/services/") => {
+            Route::ServiceObject
+        }
         p if p.starts_with("/apis/coordination.k8s.io/") => Route::Leases,
         p if p.starts_with("/apis/events.k8s.io/") => Route::Events,
         p if p.contains("/secrets") => Route::Secrets,
@@ -123,6 +128,7 @@ impl MockApi {
             Route::Services,
             Route::EndpointSlices,
             Route::ServiceStatus,
+            Route::ServiceObject,
             Route::Leases,
         ] {
             let (tx, rx) = mpsc::unbounded_channel();
