@@ -272,7 +272,8 @@ impl fmt::Display for AllocatorMissing {
              address-pools ({}): no allocator has written their status.loadBalancer.ingress. \
              Run one on the same ranges: MetalLB's controller alone on this same bgp-config \
              (its speaker not deployed), Cilium LB-IPAM (a CiliumLoadBalancerIPPool with the \
-             pools' addresses, Cilium 1.13 and later), or podcidr-speaker's planned `allocate`",
+             pools' addresses, Cilium 1.13 and later), or `podcidr-speaker allocate` (the \
+             chart's allocator.enabled)",
             self.pending.len(),
             named.join(", "),
             self.pools.join(", ")
