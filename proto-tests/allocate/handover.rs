@@ -264,33 +264,63 @@ fn one_writer_at_a_time(writes: &[WriteRecord]) -> Vec<String> {
     order
 }
 
+/// One test's API emulation (on a runtime of its own) and its directory, with the
+/// bgp-config every replica reads: a /27 pool named `web`. Dropped after the test's
+/// replicas (declared first): the server stops, then the directory goes.
+struct Lab {
+    api: ApiServer,
+    /// Runs the server's tasks: kept as long as the server.
+    _runtime: tokio::runtime::Runtime,
+    dir: PathBuf,
+    config: PathBuf,
+}
+
+impl Lab {
+    fn new(name: &str) -> Lab {
+        let dir = std::env::temp_dir().join(format!("podcidr-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let config = dir.join("bgp-config.yaml");
+        std::fs::write(
+            &config,
+            "peers: []\naddress-pools:\n  - name: web\n    protocol: bgp\n    addresses: [198.51.100.0/27]\n",
+        )
+        .unwrap();
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let api = runtime.block_on(ApiServer::start());
+        Lab {
+            api,
+            _runtime: runtime,
+            dir,
+            config,
+        }
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 #[test]
 fn hand_over_by_kill_and_by_stop_never_moves_loses_or_doubles_an_address() {
-    let dir = std::env::temp_dir().join(format!("podcidr-handover-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let config = dir.join("bgp-config.yaml");
-    std::fs::write(
-        &config,
-        "peers: []\naddress-pools:\n  - name: web\n    protocol: bgp\n    addresses: [198.51.100.0/27]\n",
-    )
-    .unwrap();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let api = runtime.block_on(ApiServer::start());
+    let lab = Lab::new("handover");
+    let (api, dir, config) = (&lab.api, &lab.dir, &lab.config);
 
     // Before: Services waiting for an allocator, then the two replicas.
-    create(&api, &["before-1", "before-2", "before-3"]);
-    let mut a = Replica::start(&dir, &api, &config, "a");
-    wait_holder(&api, |h| h == "a", "a acquires", &[&a]);
-    let mut b = Replica::start(&dir, &api, &config, "b");
-    let state = converged(&api, &BTreeMap::new(), "before", &[&a, &b]);
-    create(&api, &["before-4", "before-5"]);
-    let state = converged(&api, &state, "before, more", &[&a, &b]);
+    create(api, &["before-1", "before-2", "before-3"]);
+    let mut a = Replica::start(dir, api, config, "a");
+    wait_holder(api, |h| h == "a", "a acquires", &[&a]);
+    let mut b = Replica::start(dir, api, config, "b");
+    let state = converged(api, &BTreeMap::new(), "before", &[&a, &b]);
+    create(api, &["before-4", "before-5"]);
+    let state = converged(api, &state, "before, more", &[&a, &b]);
     assert_eq!(
-        holder(&api).as_deref(),
+        holder(api).as_deref(),
         Some("a"),
         "b never took a valid Lease"
     );
@@ -300,35 +330,35 @@ fn hand_over_by_kill_and_by_stop_never_moves_loses_or_doubles_an_address() {
     a.signal("KILL");
     let killed = Instant::now();
     a.wait_exit(Duration::from_secs(5));
-    create(&api, &["during-kill-1", "during-kill-2"]);
-    let (_, took) = wait_holder(&api, |h| h == "b", "b takes over", &[&b]);
+    create(api, &["during-kill-1", "during-kill-2"]);
+    let (_, took) = wait_holder(api, |h| h == "b", "b takes over", &[&b]);
     assert!(
         took - killed >= LEASE_DURATION - Duration::from_millis(600),
         "b took a Lease a renewed {:?} before",
         took - killed
     );
-    let state = converged(&api, &state, "after the kill", &[&b]);
+    let state = converged(api, &state, "after the kill", &[&b]);
 
     // A new replica c; then b is stopped: it releases, c takes over at once.
-    let mut c = Replica::start(&dir, &api, &config, "c");
+    let mut c = Replica::start(dir, api, config, "c");
     std::thread::sleep(Duration::from_secs(1));
-    assert_eq!(holder(&api).as_deref(), Some("b"));
+    assert_eq!(holder(api).as_deref(), Some("b"));
     b.signal("TERM");
     let stopped = Instant::now();
-    create(&api, &["during-stop-1", "during-stop-2"]);
+    create(api, &["during-stop-1", "during-stop-2"]);
     let status = b.wait_exit(Duration::from_secs(10));
     assert!(status.success(), "b's exit: {status}\n{}", b.log_tail());
-    let (_, took) = wait_holder(&api, |h| h == "c", "c takes over", &[&c]);
+    let (_, took) = wait_holder(api, |h| h == "c", "c takes over", &[&c]);
     assert!(
         took - stopped < LEASE_DURATION,
         "c waited {:?}: the Lease was not released",
         took - stopped
     );
-    let state = converged(&api, &state, "after the stop", &[&c]);
+    let state = converged(api, &state, "after the stop", &[&c]);
 
     // After: c allocates on its own.
-    create(&api, &["after-1", "after-2"]);
-    let state = converged(&api, &state, "after", &[&c]);
+    create(api, &["after-1", "after-2"]);
+    let state = converged(api, &state, "after", &[&c]);
     assert_eq!(state.len(), 11);
 
     let order = one_writer_at_a_time(&api.writes());
@@ -336,9 +366,6 @@ fn hand_over_by_kill_and_by_stop_never_moves_loses_or_doubles_an_address() {
     assert_eq!(order, ["a", "b", "c"]);
     c.signal("TERM");
     assert!(c.wait_exit(Duration::from_secs(10)).success());
-    drop(api);
-    drop(runtime);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The leader is frozen (SIGSTOP: its timers do not run, as in a long GC pause or a
@@ -347,34 +374,22 @@ fn hand_over_by_kill_and_by_stop_never_moves_loses_or_doubles_an_address() {
 /// one the API server would refuse.
 #[test]
 fn a_leader_frozen_past_its_lease_writes_nothing_when_it_thaws() {
-    let dir = std::env::temp_dir().join(format!("podcidr-frozen-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let config = dir.join("bgp-config.yaml");
-    std::fs::write(
-        &config,
-        "peers: []\naddress-pools:\n  - name: web\n    protocol: bgp\n    addresses: [198.51.100.0/27]\n",
-    )
-    .unwrap();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let api = runtime.block_on(ApiServer::start());
-    create(&api, &["before-1"]);
-    let mut a = Replica::start(&dir, &api, &config, "a");
-    wait_holder(&api, |h| h == "a", "a acquires", &[&a]);
-    let b = Replica::start(&dir, &api, &config, "b");
-    let state = converged(&api, &BTreeMap::new(), "before", &[&a, &b]);
+    let lab = Lab::new("frozen");
+    let (api, dir, config) = (&lab.api, &lab.dir, &lab.config);
+    create(api, &["before-1"]);
+    let mut a = Replica::start(dir, api, config, "a");
+    wait_holder(api, |h| h == "a", "a acquires", &[&a]);
+    let b = Replica::start(dir, api, config, "b");
+    let state = converged(api, &BTreeMap::new(), "before", &[&a, &b]);
 
     a.signal("STOP");
-    let (_, took) = wait_holder(&api, |h| h == "b", "b takes over", &[&b]);
-    create(&api, &["frozen-1", "frozen-2"]);
-    let state = converged(&api, &state, "while a is frozen", &[&b]);
+    let (_, took) = wait_holder(api, |h| h == "b", "b takes over", &[&b]);
+    create(api, &["frozen-1", "frozen-2"]);
+    let state = converged(api, &state, "while a is frozen", &[&b]);
     a.signal("CONT");
     std::thread::sleep(Duration::from_secs(2));
-    create(&api, &["thawed-1"]);
-    let state = converged(&api, &state, "after a thawed", &[&a, &b]);
+    create(api, &["thawed-1"]);
+    let state = converged(api, &state, "after a thawed", &[&a, &b]);
     assert_eq!(state.len(), 4);
     let late: Vec<WriteRecord> = api
         .writes()
@@ -387,9 +402,6 @@ fn a_leader_frozen_past_its_lease_writes_nothing_when_it_thaws() {
         a.log_tail()
     );
     one_writer_at_a_time(&api.writes());
-    drop(api);
-    drop(runtime);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A Service changed from LoadBalancer to ClusterIP leaves the `spec.type` watch as the
@@ -399,23 +411,11 @@ fn a_leader_frozen_past_its_lease_writes_nothing_when_it_thaws() {
 /// when such a DELETED names one with addresses (deleted: nothing to do).
 #[test]
 fn a_service_no_longer_a_load_balancer_has_its_ingress_cleared() {
-    let dir = std::env::temp_dir().join(format!("podcidr-retype-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let config = dir.join("bgp-config.yaml");
-    std::fs::write(
-        &config,
-        "peers: []\naddress-pools:\n  - name: web\n    protocol: bgp\n    addresses: [198.51.100.0/27]\n",
-    )
-    .unwrap();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let api = runtime.block_on(ApiServer::start());
-    create(&api, &["x"]);
-    let a = Replica::start(&dir, &api, &config, "a");
-    let state = converged(&api, &BTreeMap::new(), "x allocated", &[&a]);
+    let lab = Lab::new("retype");
+    let (api, dir, config) = (&lab.api, &lab.dir, &lab.config);
+    create(api, &["x"]);
+    let a = Replica::start(dir, api, config, "a");
+    let state = converged(api, &BTreeMap::new(), "x allocated", &[&a]);
     let key = Key::new("services", "default", "x");
     api.patch(&key, &serde_json::json!({"spec": {"type": "ClusterIP"}}))
         .unwrap();
@@ -432,7 +432,4 @@ fn a_service_no_longer_a_load_balancer_has_its_ingress_cleared() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    drop(api);
-    drop(runtime);
-    let _ = std::fs::remove_dir_all(&dir);
 }
