@@ -263,6 +263,7 @@ mod tests {
         std::fs::write(dir.join("a.yaml"), "a").unwrap();
         let woken = tokio::time::timeout(within, trigger.wait(false)).await;
         assert!(woken.is_ok(), "a file in the new directory did not wake it");
+        std::fs::remove_dir_all(dir.parent().unwrap()).unwrap();
     }
 
     /// A file's directory that is not there cannot be watched: looked at every poll.
@@ -279,6 +280,7 @@ mod tests {
             let looked = tokio::time::timeout(poll * 10, trigger.wait(false)).await;
             assert!(looked.is_ok(), "not polled");
         }
+        std::fs::remove_dir_all(dir.parent().unwrap()).unwrap();
     }
 
     /// A file's own directory and, through its symlinks, the one it lives in: one name
