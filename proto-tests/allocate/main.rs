@@ -335,11 +335,18 @@ impl Cluster {
     /// else applied (the new status comes back on the watch). Returns the name and the
     /// ingress written.
     async fn patch(&mut self) -> (String, Vec<String>) {
+        let call = self.next_patch().await;
+        self.answer_patch(call).await
+    }
+
+    /// The next status PATCH, not answered yet (the Services' watch and reads by name
+    /// are served meanwhile); fails after [`WAIT`].
+    async fn next_patch(&mut self) -> Call {
         let deadline = tokio::time::Instant::now() + WAIT;
         loop {
             self.pump();
             if let Some(call) = self.api.try_next(Route::ServiceStatus) {
-                return self.answer_patch(call).await;
+                return call;
             }
             assert!(
                 tokio::time::Instant::now() < deadline,
@@ -1116,13 +1123,7 @@ async fn a_failed_write_is_tried_again() {
     // leaves no event to wait for: tried again after REWRITE (200 ms here).
     let config = pools(&[("default", &["192.0.2.0/30"])]);
     let mut c = Cluster::start(&config, vec![svc("a")], Leadership::Leader { term: 1 }).await;
-    let call = loop {
-        c.pump();
-        if let Some(call) = c.api.try_next(Route::ServiceStatus) {
-            break call;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    };
+    let call = c.next_patch().await;
     call.status_error(500, "InternalError");
     c.expect_patches("written again after a 500", &[("a", &["192.0.2.0"])])
         .await;
@@ -1209,13 +1210,7 @@ async fn a_leader_deposed_mid_batch_sends_not_one_write_more() {
         Leadership::Leader { term: 1 },
     )
     .await;
-    let call = loop {
-        c.pump();
-        if let Some(call) = c.api.try_next(Route::ServiceStatus) {
-            break call;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    };
+    let call = c.next_patch().await;
     c.leadership.send(Leadership::Follower).unwrap();
     c.answer_patch(call).await;
     c.quiet("deposed mid-batch: no further patch").await;
@@ -1334,13 +1329,7 @@ async fn a_stop_mid_batch_sends_not_one_write_more() {
         Leadership::Leader { term: 1 },
     )
     .await;
-    let call = loop {
-        c.pump();
-        if let Some(call) = c.api.try_next(Route::ServiceStatus) {
-            break call;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    };
+    let call = c.next_patch().await;
     c.stop.take().unwrap().send(()).unwrap();
     // Given time to see the stop before the answer comes.
     tokio::time::sleep(Duration::from_millis(50)).await;
