@@ -12,8 +12,9 @@
 //! - A conflict: either key is true in cilium-config. Absent, empty or false: none; no
 //!   cilium-config: none.
 //! - `--cilium-bgp-conflict hold` (the default): while the conflict stands the speaker
-//!   opens and accepts no new session ([`ConflictDecision::admits`]): a planned session
-//!   that is not Established does not run. A session already Established stays up with
+//!   opens and accepts no new session ([`ConflictDecision::holding`]; the peer tasks
+//!   carry it out as the session's `Input::Hold`): a planned session that is not
+//!   Established does not start. A session already Established stays up with
 //!   its routes: the key turning on does not start Cilium's speaker before its agent
 //!   restarts, and a config change never takes routes down. Such a session that goes
 //!   down is not opened again while the conflict stands, and it keeps the parameters
@@ -129,12 +130,6 @@ impl ConflictDecision {
     pub fn holding(&self) -> bool {
         self.conflict.is_some() && self.policy == ConflictPolicy::Hold
     }
-
-    /// Whether a planned session may run: always, unless holding; then only one that
-    /// is Established now (it keeps its routes, and is not opened again once down).
-    pub fn admits(&self, established: bool) -> bool {
-        !self.holding() || established
-    }
 }
 
 /// The decision for `cilium_config` (`None`: it does not exist) under `policy`.
@@ -182,25 +177,22 @@ mod tests {
     }
 
     #[test]
-    fn hold_admits_only_established_sessions_while_the_conflict_stands() {
+    fn hold_holds_while_the_conflict_stands_and_ignore_only_reports() {
         let on = config(None, Some(true));
         let held = decide(ConflictPolicy::Hold, Some(&on));
         assert!(held.holding());
-        assert!(held.admits(true), "an Established session stays");
-        assert!(!held.admits(false), "no new session");
 
         let ignored = decide(ConflictPolicy::Ignore, Some(&on));
         assert!(!ignored.holding());
         assert!(ignored.conflict.is_some(), "still reported");
-        assert!(ignored.admits(false));
 
         // Cleared: every session starts at once.
         let cleared = decide(
             ConflictPolicy::Hold,
             Some(&config(Some(false), Some(false))),
         );
-        assert!(!cleared.holding() && cleared.admits(false));
-        assert!(decide(ConflictPolicy::Hold, None).admits(false));
+        assert!(!cleared.holding() && cleared.conflict.is_none());
+        assert!(!decide(ConflictPolicy::Hold, None).holding());
     }
 
     #[test]
