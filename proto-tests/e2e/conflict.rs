@@ -14,6 +14,7 @@ use crate::fixture::{start_tors, BgpConfig, Peer};
 use crate::harness::{v4, BgpDaemon};
 use crate::isolated;
 use crate::local::{bird_route, expect, frr_route};
+use crate::scrape::get;
 use crate::speaker::{node_ip, Inputs, NodeSpec, Speaker};
 use crate::tor::{bird_route_times, frr_route_times};
 use crate::{settle, wait_exact, WAIT};
@@ -21,6 +22,9 @@ use crate::{settle, wait_exact, WAIT};
 /// How long a session that would open is given to open: the speaker dials within a
 /// second of its plan (`connect-retry-time: 1s`), sessions come up in 1-5 s here.
 const WOULD_OPEN: Duration = Duration::from_secs(6);
+
+/// Why a held peer does not start, as `/status` gives it.
+const HELD: &str = "podcidr-speaker: held, cilium's embedded bgp speaker is on";
 
 fn cilium_config(pod: &str, lb: &str) -> String {
     format!(
@@ -80,6 +84,13 @@ fn cilium_embedded_bgp_on_holds_new_sessions_and_never_an_established_one() {
             speaker.log_tail(30)
         );
     }
+    // Each peer's row in `/status` says why it does not start.
+    assert_eq!(
+        held_back(node_ip(1)),
+        vec![Some(HELD.to_owned()), Some(HELD.to_owned())],
+        "{}",
+        speaker.log_tail(30)
+    );
 
     // Cilium's speaker off: both sessions start at once and the pod CIDR is announced.
     inputs.write_cluster_file("cilium-config.yaml", &cilium_config("false", "false"));
@@ -93,6 +104,7 @@ fn cilium_embedded_bgp_on_holds_new_sessions_and_never_an_established_one() {
     }
     let want = expect(&[(1, &["10.244.1.0/24"])], bird_route);
     wait_exact(&bird, &want, "keys off");
+    assert_eq!(held_back(node_ip(1)), vec![None, None]);
     let frr_want = expect(&[(1, &["10.244.1.0/24"])], frr_route);
     wait_exact(&frr, &frr_want, "keys off");
     settle();
@@ -230,4 +242,18 @@ fn cilium_bgp_conflict_ignore_reports_and_opens_the_sessions() {
         speaker.log_tail(30)
     );
     assert!(speaker.terminate().success(), "{}", speaker.log_tail(30));
+}
+
+/// Each peer's `held_back` in the speaker's `/status` (its endpoint on `node`), in the
+/// document's order.
+fn held_back(node: std::net::IpAddr) -> Vec<Option<String>> {
+    let (code, body) = get(std::net::SocketAddr::new(node, 9477), "/status");
+    assert_eq!(code, 200, "{body}");
+    let doc: serde_json::Value = serde_json::from_str(&body).expect("/status is JSON");
+    doc["peers"]
+        .as_array()
+        .expect("peers")
+        .iter()
+        .map(|p| p["held_back"].as_str().map(str::to_owned))
+        .collect()
 }

@@ -998,6 +998,43 @@ fn peer_status(key: PeerKey, pending: usize, last_error: Option<SessionError>) -
     }
 }
 
+/// The daemon holds new sessions back (the Cilium conflict): the peer's row says so,
+/// and the document carries the reason, until the peer task's status drops the hold.
+#[test]
+fn a_held_peer_is_marked_in_the_status_until_released() {
+    let m = Metrics::new();
+    let a = peer("192.0.2.1", 179);
+    m.add_peer(a, 65001, t(0));
+    let reason: Arc<str> = "cilium-config has bgp-announce-pod-cidr: true".into();
+    let held = PeerStatus {
+        state: State::Idle,
+        held: Some(reason.clone()),
+        ..peer_status(a, 0, None)
+    };
+    m.record_peer_status(&held, t(1));
+    let status = m.status(t(2), Instant::now());
+    assert_eq!(status.peers[0].held_back.as_deref(), Some(&*reason));
+    let json = serde_json::to_string(&status).unwrap();
+    assert!(
+        json.contains("\"held_back\":\"cilium-config has bgp-announce-pod-cidr: true\""),
+        "{json}"
+    );
+    let shown = podcidr_speaker::commands::status::Summary(&status).to_string();
+    assert!(shown.contains("Idle, held back"), "{shown}");
+
+    m.record_peer_status(
+        &PeerStatus {
+            state: State::Idle,
+            ..peer_status(a, 0, None)
+        },
+        t(3),
+    );
+    let status = m.status(t(4), Instant::now());
+    assert_eq!(status.peers[0].held_back, None);
+    let shown = podcidr_speaker::commands::status::Summary(&status).to_string();
+    assert!(!shown.contains("held back"), "{shown}");
+}
+
 /// The session waits in Idle to dial again: `/status` says when (wall clock), and only
 /// while it is Idle.
 #[test]

@@ -232,6 +232,11 @@ pub struct PeerReport {
     /// address (absent while not suspected, and in documents of older speakers).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub second_speaker: Option<SecondSpeakerReport>,
+    /// Why the daemon holds this peer's new sessions back (the Cilium conflict), while
+    /// it does; an Established session carries on meanwhile (absent otherwise, and in
+    /// documents of older speakers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_back: Option<String>,
 }
 
 /// The second-speaker finding (`bgp::session::second_speaker`) as `/status` shows it.

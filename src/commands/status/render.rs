@@ -390,10 +390,13 @@ fn peer_row(p: &PeerReport, now_unix: u64) -> [String; 9] {
         "established" => "Established",
         other => other,
     };
-    // Waiting after a failure: when the next attempt is due.
-    let state = match p.next_retry_unix {
-        Some(at) => format!("{state}, retry in {}s", at.saturating_sub(now_unix)),
-        None => state.to_owned(),
+    // Held back: no new session starts until the hold is lifted (an Established one
+    // carries on, so its row needs no mark). Else, waiting after a failure: when the
+    // next attempt is due.
+    let state = match (&p.held_back, p.next_retry_unix) {
+        (Some(_), _) if !p.up => format!("{state}, held back"),
+        (_, Some(at)) => format!("{state}, retry in {}s", at.saturating_sub(now_unix)),
+        _ => state.to_owned(),
     };
     [
         p.peer.clone(),
@@ -497,6 +500,7 @@ mod tests {
             bfd: None,
             collision_ceases: 0,
             second_speaker: None,
+            held_back: None,
         }
     }
 
@@ -746,5 +750,31 @@ mod tests {
         };
         let text = Summary(&status(vec![quiet])).to_string();
         assert!(!text.contains("Second BGP speaker"), "{text}");
+    }
+
+    #[test]
+    fn a_held_peer_says_so_in_its_row_until_it_is_up() {
+        let idle = PeerReport {
+            state: "idle".to_owned(),
+            up: false,
+            uptime_seconds: None,
+            next_retry_unix: Some(1030),
+            held_back: Some("cilium-config has bgp-announce-pod-cidr: true".to_owned()),
+            ..peer_report(RoutesReport::unanswered(0))
+        };
+        assert_eq!(peer_row(&idle, 1000)[2], "Idle, held back");
+        let released = PeerReport {
+            held_back: None,
+            ..idle.clone()
+        };
+        assert_eq!(peer_row(&released, 1000)[2], "Idle, retry in 30s");
+        // An Established session carries on under the hold: nothing to mark.
+        let up = PeerReport {
+            state: "established".to_owned(),
+            up: true,
+            next_retry_unix: None,
+            ..idle
+        };
+        assert_eq!(peer_row(&up, 1000)[2], "Established");
     }
 }

@@ -96,6 +96,7 @@ impl Metrics {
                         last_subcode: f.last_subcode,
                         message: f.to_string(),
                     }),
+                    held_back: e.held_back.clone(),
                 })
                 .collect(),
         }

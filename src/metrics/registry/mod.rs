@@ -131,6 +131,8 @@ struct PeerEntry {
     collision_ceases: u64,
     /// The second-speaker finding while it stands, with when it was raised.
     second_speaker: Option<(SystemTime, Finding)>,
+    /// Why the peer task holds new sessions back, as its last status said.
+    held_back: Option<String>,
 }
 
 /// What `/status` shows of a peer's BFD session besides its series.

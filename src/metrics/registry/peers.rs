@@ -366,6 +366,7 @@ impl Metrics {
             entry.last_error.clone_from(&session_error);
         }
         entry.session_error = session_error;
+        entry.held_back = status.held.as_deref().map(str::to_owned);
         self.merge_bfd_status(entry, status.bfd.as_ref());
     }
 
@@ -419,6 +420,7 @@ impl Metrics {
                 bfd: None,
                 collision_ceases: 0,
                 second_speaker: None,
+                held_back: None,
             }
         }))
     }
