@@ -436,6 +436,7 @@ fn doctor_reads_the_path_it_is_given_only() {
     let code = doctor::command_file(
         Path::new(&dir),
         IpamOverride::Auto,
+        &[],
         None,
         &mut out,
         &mut err,
@@ -1037,4 +1038,79 @@ async fn in_cluster_without_the_services_makes_no_allocation_check() {
     assert!(out.contains("Services cannot be listed"), "{out}");
     assert!(!out.contains("  allocator: "), "{out}");
     assert!(!out.contains("addresses in use from scratch"), "{out}");
+}
+
+/// `doctor --cluster-state` with a bgp-config that has pools gives the allocator's
+/// answer over the files' Services, as in a cluster (the Lease is not checked: files
+/// have none), instead of the guess from the status alone; `--lb-class` picks the
+/// Services it decides for.
+#[test]
+fn files_get_the_allocators_answer_not_a_guess() {
+    let dir = std::env::temp_dir().join(format!("podcidr-doctor-alloc-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let service = |name: &str, ip: u8, extra: &str, status: &str| {
+        format!(
+            "---\napiVersion: v1\nkind: Service\nmetadata: {{name: {name}, namespace: shop}}\n\
+             spec: {{type: LoadBalancer, clusterIP: 10.96.0.{ip}, ipFamilies: [IPv4], \
+             ports: [{{port: 80}}]{extra}}}\nstatus: {{loadBalancer: {{ingress: [{status}]}}}}\n"
+        )
+    };
+    let state = [
+        "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\nspec: {podCIDR: 10.244.1.0/24}\n\
+         status: {addresses: [{type: InternalIP, address: 10.0.0.11}]}\n"
+            .to_owned(),
+        // Kept: in the pool, claimed first.
+        service("kept", 1, "", "{ip: 203.0.113.2}"),
+        // Waiting: the pool's first free address.
+        service("fresh", 2, "", ""),
+        // Outside every pool: the allocator refuses such a config (a problem).
+        service("orphan", 3, "", "{ip: 192.0.2.50}"),
+        // Another allocator's class: left alone unless asked for.
+        service("classy", 4, ", loadBalancerClass: example.com/lb", ""),
+    ]
+    .concat();
+    std::fs::write(dir.join("state.yaml"), state).unwrap();
+    let config = podcidr_speaker::config::parse(
+        "peers: [{peer-address: 10.0.0.1, peer-asn: 65000, my-asn: 65001}]\n\
+         address-pools:\n- {name: public, protocol: bgp, addresses: [203.0.113.0/30]}\n",
+    )
+    .unwrap();
+    let run = |classes: &[String]| {
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let code = doctor::command_file(
+            &dir,
+            IpamOverride::Kubernetes,
+            classes,
+            Some(&config),
+            &mut out,
+            &mut err,
+        );
+        assert!(err.is_empty(), "{}", String::from_utf8_lossy(&err));
+        (code, String::from_utf8(out).unwrap())
+    };
+    let (code, out) = run(&[]);
+    for line in [
+        "  loadbalancer ip allocation: 1 Service(s) pending an IP (see warnings); addresses in use from scratch: public 3/4",
+        "  allocator: not checked: files (--cluster-state) have no Lease to say whether one runs",
+        "  1 LoadBalancer Service(s) pending an IP (shop/fresh: the allocator would give it 203.0.113.0 from pool public)",
+        "  the allocator, starting now, would change the status of 1 LoadBalancer Service(s) (shop/orphan: 192.0.2.50 -> 203.0.113.1 from pool public)",
+    ] {
+        assert!(out.lines().any(|l| l == line), "missing {line:?} in:\n{out}");
+    }
+    assert!(
+        out.contains("192.0.2.50 (held by shop/orphan): a running podcidr-speaker allocate refuses this config"),
+        "{out}"
+    );
+    // Its own line (the speaker's: nothing to announce) stays; the allocator's
+    // answer has no word for it.
+    assert!(!out.contains("shop/classy: the allocator"), "{out}");
+    assert_eq!(code, 1, "{out}");
+
+    // Deciding for the other class: only shop/classy is the allocator's, and pending.
+    let (_, out) = run(&["example.com/lb".to_owned()]);
+    assert!(
+        out.contains("(shop/classy: the allocator would give it 203.0.113.0 from pool public)"),
+        "{out}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }

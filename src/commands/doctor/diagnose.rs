@@ -108,11 +108,13 @@ pub struct Diagnosis {
     /// The bgp-config: where it was read and whether it is there and valid.
     pub bgp_config: BgpConfigCheck,
     /// LoadBalancer Services pending an IP while the bgp-config has bgp pools (the
-    /// guess made from the status alone, without the allocator: `--cluster-state`).
+    /// guess made from the status alone, without the allocator: only where the Service
+    /// objects cannot be had for [`Diagnosis::allocation`]).
     pub allocator: Option<AllocatorMissing>,
-    /// In a cluster, with a bgp-config that has address-pools: the allocator's answer
-    /// over the live Services, and whether an allocator of ours runs. When present it
-    /// is shown instead of [`Diagnosis::allocator`].
+    /// With a bgp-config that has address-pools: the allocator's answer over the
+    /// Services (live, or the `--cluster-state` files'), and in a cluster whether an
+    /// allocator of ours runs. When present it is shown instead of
+    /// [`Diagnosis::allocator`].
     pub allocation: Option<AllocationCheck>,
 }
 
@@ -269,6 +271,9 @@ pub enum LeaseCheck {
     Missing { lease: String },
     /// Not readable with these credentials.
     Unreadable { lease: String, reason: String },
+    /// Files diagnosed (`--cluster-state`): there is no Lease to read, so whether an
+    /// allocator runs is not known.
+    Files,
 }
 
 impl LeaseCheck {
@@ -338,6 +343,10 @@ impl fmt::Display for LeaseCheck {
             LeaseCheck::Unreadable { lease, reason } => {
                 write!(f, "Lease {lease} cannot be read ({reason}): not checked")
             }
+            LeaseCheck::Files => write!(
+                f,
+                "not checked: files (--cluster-state) have no Lease to say whether one runs"
+            ),
         }
     }
 }

@@ -79,7 +79,7 @@ pub fn run(
     };
     let config = config.as_ref();
     match &request.cluster_state {
-        Some(path) => command_file(path, request.ipam, config, out, err),
+        Some(path) => command_file(path, request.ipam, &request.lb_classes, config, out, err),
         None => match tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -116,10 +116,13 @@ fn read_bgp_config(path: &Path) -> Result<Config, String> {
     })
 }
 
-/// `doctor --cluster-state PATH`: prints the diagnosis; the exit status.
+/// `doctor --cluster-state PATH`: prints the diagnosis; the exit status. With a
+/// bgp-config that has address-pools, the allocator runs from scratch over the files'
+/// Services (for `lb_classes`, as `allocate --lb-class`), as in a cluster.
 pub fn command_file(
     path: &Path,
     ipam: IpamOverride,
+    lb_classes: &[String],
     config: Option<&Config>,
     out: &mut dyn Write,
     err: &mut dyn Write,
@@ -132,6 +135,20 @@ pub fn command_file(
             if let Some(c) = config {
                 d.bgp_config = BgpConfigCheck::valid("--bgp-config", c);
                 d.allocator = allocator(&d, &files.lb, c);
+                if !c.pools.is_empty() && !files.lb.services.is_empty() {
+                    // The files loaded once already; a second read failing now is
+                    // said, and the guess above stands.
+                    match crate::sources::file::load_services(path) {
+                        Ok(services) => {
+                            let view =
+                                AllocationView::from_scratch(&c.pools, lb_classes, &services);
+                            d.allocation = Some(AllocationCheck::new(view, LeaseCheck::Files));
+                        }
+                        Err(e) => d.warnings.push(format!(
+                            "the Services could not be read again for the allocator's answer: {e}"
+                        )),
+                    }
+                }
             }
             report(&d, out, err)
         }
