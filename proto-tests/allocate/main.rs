@@ -1145,6 +1145,45 @@ async fn a_failed_write_is_tried_again() {
 }
 
 #[tokio::test]
+async fn failed_writes_back_off_and_one_that_lands_resets_the_wait() {
+    // Every write refused: each round of retries that writes nothing doubles the wait
+    // (200, 400, 800 ms here); the write that lands ends the retries, and the next
+    // failure waits the first 200 ms again.
+    let config = pools(&[("default", &["192.0.2.0/30"])]);
+    let mut c = Cluster::start(&config, vec![svc("a")], Leadership::Leader { term: 1 }).await;
+    let mut at = Vec::new();
+    for _ in 0..4 {
+        let call = c.next_patch().await;
+        at.push(tokio::time::Instant::now());
+        call.status_error(500, "InternalError");
+    }
+    let gaps: Vec<Duration> = at.windows(2).map(|w| w[1] - w[0]).collect();
+    for (gap, least) in gaps.iter().zip([200, 400, 800]) {
+        assert!(
+            *gap >= Duration::from_millis(least),
+            "retried after {gap:?}, before its {least} ms: {gaps:?}"
+        );
+    }
+    // Growing, not fixed: the third wait is longer than the first two together.
+    assert!(gaps[2] > gaps[0] + gaps[1], "{gaps:?}");
+    c.expect_patches("written at last", &[("a", &["192.0.2.0"])])
+        .await;
+    // Back to the first wait: had it stayed doubled, this retry would take 1.6 s.
+    c.apply(svc("b"));
+    let call = c.next_patch().await;
+    let failed = tokio::time::Instant::now();
+    call.status_error(500, "InternalError");
+    let call = c.next_patch().await;
+    let gap = tokio::time::Instant::now() - failed;
+    assert!(
+        gap >= Duration::from_millis(200) && gap < Duration::from_millis(1200),
+        "after a write landed, the next retry came after {gap:?}"
+    );
+    c.answer_patch(call).await;
+    c.stop().await;
+}
+
+#[tokio::test]
 async fn the_config_file_is_followed_live() {
     // --bgp-config FILE: read at start, reloaded on change, as `run` follows it.
     let dir = std::env::temp_dir().join(format!("allocate-config-{}", std::process::id()));

@@ -60,9 +60,15 @@ const BEAT: Duration = Duration::from_secs(1);
 /// writing 10,000 statuses hears 10,000 back) must not walk them 10,000 times.
 const PUBLISH: Duration = Duration::from_millis(250);
 
-/// How often a status write that got no answer, or an error other than a 409, is tried
-/// again (a 409 is not: the Service's watch event decides it again).
+/// How long after a status write that got no answer, or an error other than a 409,
+/// it is tried again (a 409 is not: the Service's watch event decides it again). A
+/// round of retries that writes nothing doubles the wait, up to [`REWRITE_BACKOFF`]
+/// times this; one write that lands brings it back.
 pub const REWRITE: Duration = Duration::from_secs(10);
+
+/// The longest wait between rounds of retries, as a multiple of [`REWRITE`]: an API
+/// server refusing every write (a webhook, a quota) is asked every 160 s, not every 10.
+const REWRITE_BACKOFF: u32 = 16;
 
 /// Where the bgp-config comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -149,14 +155,15 @@ pub async fn drive(
         writer,
         Arc::clone(&metrics),
     );
+    runner.rewrite_base = rewrite;
+    runner.rewrite_wait = rewrite;
     let first = *leadership.borrow_and_update();
     runner.leadership(first).await;
     let mut tick = tokio::time::interval(BEAT);
-    let mut rewrite = tokio::time::interval(rewrite);
-    rewrite.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut leadership_open = true;
     let mut config_open = true;
     loop {
+        runner.arm_rewrite();
         tokio::select! {
             // A change of leadership goes before anything else waiting.
             biased;
@@ -188,7 +195,8 @@ pub async fn drive(
             _ = tick.tick() => metrics.beat(),
             // Armed only while figures wait: no wake-up when idle.
             () = tokio::time::sleep_until(runner.next_publish), if runner.dirty => runner.publish(),
-            _ = rewrite.tick() => runner.rewrite().await,
+            // Armed only while a write waits to be tried again.
+            () = sleep_until_some(runner.next_rewrite) => runner.rewrite().await,
         }
     }
     runner.leadership(Leadership::Follower).await;
@@ -350,6 +358,19 @@ struct Runner {
     dirty: bool,
     /// Not before then (see [`PUBLISH`]).
     next_publish: tokio::time::Instant,
+    /// [`REWRITE`] (tests shorten it), and the wait before the next round of retries.
+    rewrite_base: Duration,
+    rewrite_wait: Duration,
+    /// When the writes in `unwritten` are tried again; `None` while there are none.
+    next_rewrite: Option<tokio::time::Instant>,
+}
+
+/// Sleeps until `deadline`; never without one.
+async fn sleep_until_some(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
 }
 
 impl Runner {
@@ -381,6 +402,20 @@ impl Runner {
             metrics,
             dirty: false,
             next_publish: tokio::time::Instant::now(),
+            rewrite_base: REWRITE,
+            rewrite_wait: REWRITE,
+            next_rewrite: None,
+        }
+    }
+
+    /// The retry timer follows `unwritten`: armed when a write first waits, disarmed
+    /// once none does (and the wait back to [`REWRITE`]).
+    fn arm_rewrite(&mut self) {
+        if self.unwritten.is_empty() {
+            self.next_rewrite = None;
+            self.rewrite_wait = self.rewrite_base;
+        } else if self.next_rewrite.is_none() {
+            self.next_rewrite = Some(tokio::time::Instant::now() + self.rewrite_wait);
         }
     }
 
@@ -783,15 +818,19 @@ impl Runner {
         result
     }
 
-    /// Tries the failed writes again, with what the allocator holds now.
+    /// Tries the failed writes again, with what the allocator holds now. A round that
+    /// writes nothing doubles the wait before the next one (up to [`REWRITE_BACKOFF`]
+    /// times [`REWRITE`]); [`Runner::arm_rewrite`] sets the timer after it.
     async fn rewrite(&mut self) {
+        self.next_rewrite = None;
         if self.unwritten.is_empty() || !self.may_write() {
             return;
         }
         let keys: Vec<ObjectKey> = self.unwritten.iter().cloned().collect();
+        let mut landed = false;
         for key in keys {
             if !self.may_write() {
-                return;
+                break;
             }
             let want = match self.alloc.as_ref().and_then(|a| a.state(&key)) {
                 Some(State::Holds(h)) => h.ips.clone(),
@@ -815,6 +854,7 @@ impl Runner {
                 _ => None,
             };
             if self.write(&target, &want).await == WriteResult::Ok {
+                landed = true;
                 // Its IPAllocated waited for the status to say so.
                 if let Some(h) = held {
                     self.metrics
@@ -826,6 +866,11 @@ impl Runner {
                 }
             }
         }
+        self.rewrite_wait = if landed {
+            self.rewrite_base
+        } else {
+            (self.rewrite_wait * 2).min(self.rewrite_base * REWRITE_BACKOFF)
+        };
     }
 
     /// After a change: published now, or within [`PUBLISH`] of the last time.
