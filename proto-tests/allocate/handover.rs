@@ -21,6 +21,8 @@
 
 #[path = "../common/apiserver.rs"]
 mod apiserver;
+#[path = "../common/rbac.rs"]
+mod rbac;
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -366,6 +368,44 @@ fn hand_over_by_kill_and_by_stop_never_moves_loses_or_doubles_an_address() {
     assert_eq!(order, ["a", "b", "c"]);
     c.signal("TERM");
     assert!(c.wait_exit(Duration::from_secs(10)).success());
+    within_rbac(api);
+}
+
+/// Every request the replicas made (reads, watches, writes) is one the allocator's RBAC
+/// in deploy/ allows: a permission missing there would fail in a cluster with a 403.
+fn within_rbac(api: &ApiServer) {
+    let manifests = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/deploy/components/allocator/rbac.yaml"
+    );
+    let grants = rbac::Grants::of(
+        &std::fs::read_to_string(manifests).expect("the allocator's RBAC"),
+        ("kube-system", "podcidr-speaker-allocator"),
+    );
+    let requests = api.requests();
+    assert!(!requests.is_empty());
+    for r in &requests {
+        let Some(access) = rbac::Access::of(&r.method, &r.path, &r.query) else {
+            // Discovery, which every authenticated client may read.
+            assert!(
+                matches!(r.path.as_str(), "/version" | "/api" | "/apis"),
+                "{} asked for {} {}?{}",
+                r.who,
+                r.method,
+                r.path,
+                r.query
+            );
+            continue;
+        };
+        assert!(
+            grants.allows(&access),
+            "{} {} {}?{}: {access:?} is not granted by {manifests}",
+            r.who,
+            r.method,
+            r.path,
+            r.query
+        );
+    }
 }
 
 /// The leader is frozen (SIGSTOP: its timers do not run, as in a long GC pause or a
@@ -432,4 +472,6 @@ fn a_service_no_longer_a_load_balancer_has_its_ingress_cleared() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+    // The look-up (a GET by name) and the clearing write are granted too.
+    within_rbac(api);
 }

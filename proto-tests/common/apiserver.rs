@@ -200,6 +200,16 @@ pub struct WriteRecord {
     pub at: Instant,
 }
 
+/// A request of any kind, as recorded (what RBAC would be asked to allow).
+#[derive(Clone, Debug)]
+pub struct RequestRecord {
+    /// The bearer token of the client's kubeconfig (empty: none).
+    pub who: String,
+    pub method: String,
+    pub path: String,
+    pub query: String,
+}
+
 /// The objects and their history: the pure part, whose rules the unit tests check.
 #[derive(Default)]
 pub struct Store {
@@ -477,6 +487,7 @@ struct Shared {
     store: Store,
     watches: Vec<(Selector, mpsc::UnboundedSender<String>)>,
     writes: Vec<WriteRecord>,
+    requests: Vec<RequestRecord>,
 }
 
 impl Shared {
@@ -514,6 +525,7 @@ impl ApiServer {
             store: Store::default(),
             watches: Vec::new(),
             writes: Vec::new(),
+            requests: Vec::new(),
         }));
         let served = shared.clone();
         let task = tokio::spawn(async move {
@@ -589,6 +601,11 @@ impl ApiServer {
         self.with(|s| s.writes.clone())
     }
 
+    /// Every request so far (reads, watches and writes), in order.
+    pub fn requests(&self) -> Vec<RequestRecord> {
+        self.with(|s| s.requests.clone())
+    }
+
     /// The open watches (for a test waiting until a client watches).
     pub fn watching(&self, resource: &str) -> usize {
         self.with(|s| {
@@ -619,6 +636,12 @@ fn handle(
     body: &[u8],
 ) -> Answer {
     let mut s = shared.lock().expect("emulation state");
+    s.requests.push(RequestRecord {
+        who: who.into(),
+        method: method.into(),
+        path: path.into(),
+        query: query.into(),
+    });
     let from = s.store.resource_version();
     let answer = route(&mut s, method, path, query, body);
     if method != "GET" {
