@@ -432,7 +432,22 @@ impl FilesBuilder {
     }
 
     pub fn finish(self) -> ClusterFiles {
-        self.files
+        let FilesBuilder {
+            mut files,
+            names,
+            origin,
+        } = self;
+        drop((names, origin));
+        // The per-node maps were filled one insert at a time, which leaves their leaves
+        // about half empty; rebuilt from their (sorted) entries they are full: at 50,000
+        // nodes several MB less for as long as the state is kept. The origins are
+        // dropped first, so the rebuild does not add to the load's peak.
+        let state = &mut files.state;
+        state.nodes = std::mem::take(&mut state.nodes).into_iter().collect();
+        state.cilium_nodes = std::mem::take(&mut state.cilium_nodes)
+            .into_iter()
+            .collect();
+        files
     }
 }
 
