@@ -67,6 +67,7 @@ fn start_with(path: PathBuf, load_balancers: bool) -> Source {
         ipam: IpamOverride::Auto,
         poll: DEFAULT_POLL,
         load_balancers,
+        labels_of: None,
     };
     let task = tokio::spawn(async move {
         let _ = file::run(config, tx).await;
@@ -202,6 +203,75 @@ async fn a_removed_cilium_config_stays_in_force() {
             .status(Resource::ClusterStateFile, |st| st.relists == 3)
             .await;
         assert_eq!(st.last_error, None);
+    })
+    .await;
+}
+
+/// The daemon's source (`labels_of`: its own node) keeps that node's labels only: the
+/// others arrive without theirs, a change to another node's labels alone sends
+/// nothing, and a change to its own is sent.
+#[tokio::test]
+async fn labels_of_keeps_only_the_own_nodes_labels() {
+    bounded(async {
+        let dir = scratch("labels-of");
+        let path = dir.join("cluster.yaml");
+        let labelled = |a: &str, b: &str| {
+            format!(
+                "{KUBE_CONFIG}{}  labels: {{role: {a}}}\n{}  labels: {{role: {b}}}\n",
+                node_doc("a", "10.1.0.0/24").replace("spec:\n  podCIDRs: [10.1.0.0/24]\n", ""),
+                node_doc("b", "10.2.0.0/24").replace("spec:\n  podCIDRs: [10.2.0.0/24]\n", "")
+            )
+        };
+        write_atomic(&path, &labelled("x", "y"));
+        let (tx, rx) = channel(8);
+        let config = FileSourceConfig {
+            path: path.clone(),
+            ipam: IpamOverride::Auto,
+            poll: DEFAULT_POLL,
+            load_balancers: false,
+            labels_of: Some("b".into()),
+        };
+        let task = tokio::spawn(async move {
+            let _ = file::run(config, tx).await;
+        });
+        let mut s = Source::new(rx, task);
+        let first = s.cluster().await;
+        assert!(
+            first.state.nodes["a"].labels.is_empty(),
+            "another node's labels kept"
+        );
+        assert_eq!(
+            first.state.nodes["b"]
+                .labels
+                .get("role")
+                .map(String::as_str),
+            Some("y")
+        );
+        assert_eq!(
+            file::load(&path).unwrap().nodes["a"]
+                .labels
+                .get("role")
+                .map(String::as_str),
+            Some("x"),
+            "the one-shot load keeps every node's"
+        );
+
+        // Another node's labels alone: loaded, nothing sent.
+        s.status(Resource::ClusterStateFile, |st| st.relists == 1)
+            .await;
+        write_atomic(&path, &labelled("z", "y"));
+        s.status(Resource::ClusterStateFile, |st| st.relists == 2)
+            .await;
+        s.no_update();
+
+        // Its own: sent.
+        write_atomic(&path, &labelled("z", "w"));
+        let next = s.cluster().await;
+        assert_eq!(
+            next.state.nodes["b"].labels.get("role").map(String::as_str),
+            Some("w")
+        );
+        assert!(next.state.nodes["a"].labels.is_empty());
     })
     .await;
 }

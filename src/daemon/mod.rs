@@ -336,6 +336,7 @@ async fn start_sources(
                 ipam: settings.ipam,
                 poll,
                 load_balancers: settings.follows_load_balancers(),
+                labels_of: settings.node.as_deref().map(Arc::from),
             };
             tasks.spawn(async move {
                 let _ = sources::file::run(config, tx).await;

@@ -684,7 +684,10 @@ pub fn node_view(state: &ClusterState, ipam: IpamOverride) -> Result<NodeView, I
         None => (&[][..], &[][..]),
     };
 
-    let mut nodes = BTreeMap::new();
+    // In name order (the state's), collected into the map at the end: a map built from
+    // sorted entries has full leaves, where one insert at a time leaves them about half
+    // empty, and an entry is a few hundred octets (50,000 nodes: 10 MB less).
+    let mut nodes = Vec::with_capacity(state.nodes.len());
     let mut unchecked_v4 = false;
     let mut unchecked_v6 = false;
     let mut pools_unreadable = false;
@@ -735,12 +738,14 @@ pub fn node_view(state: &ClusterState, ipam: IpamOverride) -> Result<NodeView, I
         // The Node's spec is not in force in multi-pool mode, and its CiliumNode keeps
         // its CIDRs elsewhere: nothing the two should agree on.
         let drift = drift.filter(|_| mode != IpamMode::MultiPool);
+        // At most every CIDR listed: sized once (a push-grown Vec takes room for four).
+        let most = listed.len() + allocations.iter().map(|a| a.cidrs.len()).sum::<usize>();
         let listed = listed.iter().map(|net| (*net, None)).chain(
             allocations
                 .iter()
                 .flat_map(|a| a.cidrs.iter().map(move |net| (*net, Some(a.pool.as_str())))),
         );
-        let mut prefixes = Vec::new();
+        let mut prefixes = Vec::with_capacity(most);
         let mut refused = Vec::new();
         let mut seen = BTreeSet::new();
         for (net, pool) in listed {
@@ -793,7 +798,7 @@ pub fn node_view(state: &ClusterState, ipam: IpamOverride) -> Result<NodeView, I
         }
 
         let name: Arc<str> = Arc::from(name.as_str());
-        nodes.insert(
+        nodes.push((
             Arc::clone(&name),
             NodeEntry {
                 name,
@@ -810,8 +815,9 @@ pub fn node_view(state: &ClusterState, ipam: IpamOverride) -> Result<NodeView, I
                 drift,
                 pools: allocations.to_vec(),
             },
-        );
+        ));
     }
+    let nodes: BTreeMap<Arc<str>, NodeEntry> = nodes.into_iter().collect();
     if unchecked_v4 {
         warnings.push(ViewWarning::ClusterPoolUnknown {
             family: Family::Ipv4,

@@ -300,8 +300,13 @@ pub fn cilium_node_facts(node: &CiliumNode) -> Result<(String, CiliumNodeFacts),
     let Some(spec) = spec else {
         return Ok((name, CiliumNodeFacts::default()));
     };
-    let mut facts = CiliumNodeFacts::default();
     let pod_cidrs = spec.ipam.pod_cidrs.as_deref().unwrap_or_default();
+    // Sized to the list: a one-CIDR Vec grown by a push takes room for four, and
+    // there is one per node for as long as the state is kept.
+    let mut facts = CiliumNodeFacts {
+        pod_cidrs: Vec::with_capacity(pod_cidrs.len()),
+        ..CiliumNodeFacts::default()
+    };
     let mut seen = HashSet::new();
     for (i, text) in pod_cidrs.iter().enumerate() {
         let field = || format!("spec.ipam.podCIDRs[{i}]");

@@ -65,6 +65,8 @@ pub struct Loader {
     services: BTreeMap<ObjectKey, (Arc<Path>, services::ServiceFacts)>,
     slices: BTreeMap<ObjectKey, (Arc<Path>, services::SliceFacts)>,
     names: Names,
+    /// Keep only this node's labels (`FilesBuilder::labels_of`).
+    labels_of: Option<Arc<str>>,
 }
 
 /// One kind's new facts, from the changed files, with their files.
@@ -76,6 +78,12 @@ impl Loader {
             load_balancers,
             ..Self::default()
         }
+    }
+
+    /// Keeps the labels of the node `own` only (see `FilesBuilder::labels_of`).
+    pub fn keep_labels_of(mut self, own: Option<Arc<str>>) -> Self {
+        self.labels_of = own;
+        self
     }
 
     /// Reads what changed under `path` since the last good reload.
@@ -107,7 +115,7 @@ impl Loader {
         }
         // The node-side state of the changed files first; of the others once it is known
         // to be needed.
-        let mut nodes = FilesBuilder::default();
+        let mut nodes = FilesBuilder::labels_of(self.labels_of.clone());
         let mut services: Fresh<services::ServiceFacts> = BTreeMap::new();
         let mut slices: Fresh<services::SliceFacts> = BTreeMap::new();
         let mut read = Vec::with_capacity(changed.len());
