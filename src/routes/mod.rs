@@ -46,8 +46,8 @@ pub use attrs::DEFAULT_LOCAL_PREF;
 pub use error::RoutesError;
 pub use mode::AnnounceMode;
 pub use plan::{
-    plan, source_address, Conflict, Finding, FindingTracker, LocalNode, Overrides, PeerPlan, Plan,
-    Unannounceable, UnannounceableReason,
+    plan, plan_reusing, source_address, Conflict, Finding, FindingTracker, LocalNode, Overrides,
+    PeerPlan, Plan, Unannounceable, UnannounceableReason,
 };
 
 use crate::bgp::wire::{LargeCommunity, Origin};
