@@ -22,8 +22,8 @@ use ipnet::IpNet;
 use podcidr_speaker::bgp::wire::Origin;
 use podcidr_speaker::config::{self, PeerKey};
 use podcidr_speaker::routes::{
-    self, plan, AnnounceMode, Conflict, LocalNode, NextHop, Overrides, Plan, RouteAttrs,
-    UnannounceableReason,
+    self, plan, plan_reusing, AnnounceMode, Conflict, LocalNode, NextHop, Overrides, Plan,
+    RouteAttrs, UnannounceableReason,
 };
 use podcidr_speaker::sources::model::{
     node_view, CiliumConfig, ClusterState, Family, IpamOverride, NodeFacts,
@@ -642,6 +642,29 @@ fn run_planner(model: &Model, local: &str, mode: AnnounceMode, over: Option<IpAd
     )
 }
 
+/// [`run_planner`] through `plan_reusing`, from `previous`.
+fn run_planner_from(
+    model: &Model,
+    local: &str,
+    mode: AnnounceMode,
+    over: Option<IpAddr>,
+    previous: Option<&Plan>,
+) -> Plan {
+    let yaml = model.config_yaml();
+    let config = config::parse(&yaml).unwrap_or_else(|e| panic!("{e}\n{yaml}"));
+    let view = node_view(&model.state(), IpamOverride::Auto).unwrap();
+    plan_reusing(
+        &view,
+        &config,
+        &LocalNode::new(local),
+        mode,
+        &Overrides {
+            source_address: over,
+        },
+        previous,
+    )
+}
+
 fn check_plan(
     plan: &Plan,
     model: &Model,
@@ -809,6 +832,45 @@ proptest! {
         }
     }
 
+    /// The daemon plans each event from the last plan (`plan_reusing`): after every
+    /// random event (nodes, CIDRs, labels, addresses, the config) that plan is the one
+    /// planned from scratch, and in cluster mode a route whose attributes did not change
+    /// keeps the previous plan's very `Arc`.
+    #[test]
+    fn planning_from_the_last_plan_equals_planning_from_scratch(
+        initial in model(),
+        events in prop::collection::vec(event(), 1..30),
+        local in 0..NAMES.len(),
+        cluster in any::<bool>(),
+        over in prop::option::of(prop::sample::select(vec!["192.168.0.1", "fd99::1"])),
+    ) {
+        let local = NAMES[local];
+        let mode = if cluster { AnnounceMode::Cluster } else { AnnounceMode::Local };
+        let over: Option<IpAddr> = over.map(|o| o.parse().unwrap());
+        let mut model = initial;
+        let mut before = run_planner(&model, local, mode, over);
+        for event in &events {
+            model.apply(event);
+            let full = run_planner(&model, local, mode, over);
+            let reused = run_planner_from(&model, local, mode, over, Some(&before));
+            prop_assert_eq!(&reused, &full, "after {:?}", event);
+            if mode == AnnounceMode::Cluster {
+                for (key, p) in &reused.peers {
+                    let Some(old) = before.peers.get(key) else { continue };
+                    for (prefix, r) in p.routes.iter() {
+                        if let Some(o) = old.routes.get(prefix) {
+                            if o.attrs == r.attrs {
+                                prop_assert!(Arc::ptr_eq(&o.attrs, &r.attrs),
+                                    "{} to {}: equal attributes, a new Arc", prefix, key);
+                            }
+                        }
+                    }
+                }
+            }
+            before = reused;
+        }
+    }
+
     #[test]
     fn planning_twice_gives_the_same_plan(m in model(), local in 0..NAMES.len(), cluster in any::<bool>()) {
         let mode = if cluster { AnnounceMode::Cluster } else { AnnounceMode::Local };
@@ -938,6 +1000,15 @@ proptest! {
             p.peers.values().next().map(|pp| pp.routes.as_ref().clone()).unwrap_or_default()
         };
         let got = routes_of(&alloc);
+        // Planned from the plan of `alloc` (the daemon's way), `changed` plans as from
+        // scratch, the pools' communities included.
+        let planned = |alloc: &Allocations, previous: Option<&Plan>| {
+            let view = node_view(&multi_pool_state(alloc), IpamOverride::Auto).unwrap();
+            let local = NAMES[*alloc.keys().next().unwrap()];
+            plan_reusing(&view, &config, &LocalNode::new(local), AnnounceMode::Cluster, &Overrides::default(), previous)
+        };
+        let first = planned(&alloc, None);
+        prop_assert_eq!(planned(&changed, Some(&first)), planned(&changed, None));
         let mut want: BTreeMap<IpNet, (String, Vec<u32>)> = BTreeMap::new();
         for (&node, pools) in &alloc {
             // A CIDR listed in two pools belongs to the first (Cilium never does this;

@@ -223,6 +223,7 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
                 } else {
                     daemon.flush_lb(event);
                 }
+                daemon.retired.clear();
             }
             () = gate_changed(gate.as_mut()) => {
                 if let Some(g) = gate.as_mut() {
@@ -462,6 +463,10 @@ struct Daemon {
     metrics: Arc<Metrics>,
     peers: Peers,
     cluster: Option<Arc<ClusterSnapshot>>,
+    /// Snapshots replaced by a newer one, dropped once the plan is handed over: freeing
+    /// a 5,000-node view is most of an event's time, and none of it has to come
+    /// before the UPDATE.
+    retired: Vec<Arc<ClusterSnapshot>>,
     /// This node's Node object was in a cluster snapshot: its absence later means it
     /// was deleted (before, it means nothing is known).
     node_seen: bool,
@@ -525,6 +530,7 @@ impl Daemon {
             metrics,
             peers,
             cluster: None,
+            retired: Vec::new(),
             node_seen: false,
             stop_events: None,
             config: ConfigState::new(),
@@ -656,7 +662,7 @@ impl Daemon {
                 if let Some(node) = self.settings.node.as_deref() {
                     self.node_seen |= snapshot.state.nodes.contains_key(node);
                 }
-                self.cluster = Some(snapshot);
+                self.retired.extend(self.cluster.replace(snapshot));
             }
             SourceUpdate::BgpConfigText(text) => {
                 let update = match text {
@@ -780,7 +786,14 @@ impl Daemon {
         let overrides = Overrides {
             source_address: self.settings.source_address,
         };
-        let plan = routes::plan(view, &config, &local, self.settings.announce, &overrides);
+        let plan = routes::plan_reusing(
+            view,
+            &config,
+            &local,
+            self.settings.announce,
+            &overrides,
+            self.plan.as_ref(),
+        );
         let entry = view.nodes.get(name);
         let labels = entry.map(|e| e.labels.clone()).unwrap_or_default();
         let context = LbContext::new(

@@ -46,8 +46,8 @@ pub use attrs::DEFAULT_LOCAL_PREF;
 pub use error::RoutesError;
 pub use mode::AnnounceMode;
 pub use plan::{
-    plan, source_address, Conflict, Finding, FindingTracker, LocalNode, Overrides, PeerPlan, Plan,
-    Unannounceable, UnannounceableReason,
+    plan, plan_reusing, source_address, Conflict, Finding, FindingTracker, LocalNode, Overrides,
+    PeerPlan, Plan, Unannounceable, UnannounceableReason,
 };
 
 use crate::bgp::wire::{LargeCommunity, Origin};
@@ -198,7 +198,11 @@ pub fn diff_sorted<'a, H: AsRef<RouteAttrs>>(
                     want_iter.next();
                 }
                 std::cmp::Ordering::Equal => {
-                    if (*held_attrs).as_ref() != &***attrs {
+                    // The daemon's planner keeps unchanged attributes in the `Arc` the
+                    // peer task already holds (`plan_reusing`): the same one is equal
+                    // without comparing its lists.
+                    let held: &RouteAttrs = (*held_attrs).as_ref();
+                    if !std::ptr::eq(held, &***attrs) && *held != ***attrs {
                         out.announce.push((**w, Arc::clone(attrs)));
                     }
                     held_iter.next();

@@ -253,6 +253,23 @@ pub fn plan(
     mode: AnnounceMode,
     overrides: &Overrides,
 ) -> Plan {
+    plan_reusing(view, config, local, mode, overrides, None)
+}
+
+/// [`plan`], taking each route's attributes from `previous` (the last plan) where they
+/// are equal. The result equals `plan`'s; only the allocations differ: in cluster mode
+/// every node has attributes of its own (its next hop), so a plan from scratch makes
+/// one `Arc<RouteAttrs>` per node and frees the last plan's, while one event changes a
+/// node or two. Reused, they also stay the very `Arc`s the peer tasks hold, which their
+/// comparisons take as equal at once.
+pub fn plan_reusing(
+    view: &NodeView,
+    config: &Config,
+    local: &LocalNode,
+    mode: AnnounceMode,
+    overrides: &Overrides,
+    previous: Option<&Plan>,
+) -> Plan {
     let owned = Ownership::of(view);
     let local_entry = view.nodes.get(&*local.name);
     let mut plan = Plan {
@@ -363,7 +380,8 @@ pub fn plan(
         let routes = match shared.get(&profile) {
             Some(routes) => Arc::clone(routes),
             None => {
-                let routes = Arc::new(routable.routes(&profile, &local.name));
+                let reuse = previous.and_then(|p| p.peers.get(&key)).map(|p| &*p.routes);
+                let routes = Arc::new(routable.routes(&profile, &local.name, reuse));
                 shared.insert(profile, Arc::clone(&routes));
                 routes
             }
@@ -496,7 +514,14 @@ enum Routable<'v> {
 }
 
 impl<'v> Routable<'v> {
-    fn routes(&self, profile: &Profile<'_>, local: &Arc<str>) -> DesiredRoutes {
+    /// The routes of one profile; in cluster mode, attributes equal to those of the same
+    /// prefix in `reuse` are that `Arc` (see [`plan_reusing`]).
+    fn routes(
+        &self,
+        profile: &Profile<'_>,
+        local: &Arc<str>,
+        reuse: Option<&DesiredRoutes>,
+    ) -> DesiredRoutes {
         let mut pooled = PoolAttrs::<'v>::default();
         let with_next_hop = |next_hop| {
             Arc::new(RouteAttrs {
@@ -528,17 +553,38 @@ impl<'v> Routable<'v> {
                     .collect()
             }
             Routable::Cluster { next_hops, routes } => {
-                let attrs: Vec<Arc<RouteAttrs>> = next_hops
-                    .iter()
-                    .map(|ip| with_next_hop(NextHop::Address(*ip)))
-                    .collect();
+                // One base per next hop: the previous plan's when one of its prefixes
+                // had it (a node's new prefix takes its other prefixes' `Arc`), else a
+                // new one when a route first needs it.
+                let mut attrs: Vec<Option<Arc<RouteAttrs>>> = vec![None; next_hops.len()];
+                if let Some(reuse) = reuse {
+                    for (prefix, _, id, _) in routes {
+                        let (Some(slot), Some(ip)) = (attrs.get_mut(*id), next_hops.get(*id))
+                        else {
+                            continue;
+                        };
+                        if slot.is_some() {
+                            continue;
+                        }
+                        *slot = reuse
+                            .get(prefix)
+                            .map(|r| &r.attrs)
+                            .filter(|a| a.next_hop == NextHop::Address(*ip))
+                            .filter(|a| same_but_next_hop(a, &profile.template))
+                            .cloned();
+                    }
+                }
                 routes
                     .iter()
                     .filter_map(|(prefix, node, id, pool)| {
+                        let next_hop = NextHop::Address(*next_hops.get(*id)?);
+                        let base = attrs
+                            .get_mut(*id)?
+                            .get_or_insert_with(|| with_next_hop(next_hop));
                         Some((
                             *prefix,
                             PlannedRoute {
-                                attrs: pooled.get(profile, *pool, *id, attrs.get(*id)?)?,
+                                attrs: pooled.get(profile, *pool, *id, base)?,
                                 node: Arc::clone(node),
                             },
                         ))
@@ -547,6 +593,27 @@ impl<'v> Routable<'v> {
             }
         }
     }
+}
+
+/// Whether `a` is `template` with some next hop (so that `a` with the template's next
+/// hop replaced is `template`), without building that copy.
+fn same_but_next_hop(a: &RouteAttrs, template: &RouteAttrs) -> bool {
+    // Every field named, so that a field added to `RouteAttrs` is compared here too.
+    let RouteAttrs {
+        origin,
+        as_path,
+        next_hop: _,
+        med,
+        local_pref,
+        communities,
+        large_communities,
+    } = a;
+    *origin == template.origin
+        && *as_path == template.as_path
+        && *med == template.med
+        && *local_pref == template.local_pref
+        && *communities == template.communities
+        && *large_communities == template.large_communities
 }
 
 /// One node's claim on a prefix.
