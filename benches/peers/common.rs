@@ -187,7 +187,10 @@ pub fn start_speaker_with(
     let cfg = dir.join("bgp-config.yaml");
     write_file(&cfg, &y).expect("write bgp-config");
     let mut cmd = Command::new(speaker_bin());
+    // No bench measures the stop: without graceful restart (ExaBGP, BIRD here) a
+    // SIGTERM would drain for 15 s (RFC 8326) past the harness's 5 s and be killed.
     cmd.arg("run")
+        .arg("--graceful-shutdown-time=0")
         .arg("--node=n000000")
         .arg(format!("--bgp-config={}", cfg.display()))
         .arg(format!("--cluster-state={}", cluster.display()))

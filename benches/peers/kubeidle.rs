@@ -58,7 +58,10 @@ fn start_file(dir: &Path) -> Process {
     )
     .expect("write bgp-config");
     let mut cmd = Command::new(speaker_bin());
+    // No bench measures the stop: without graceful restart (ExaBGP, BIRD here) a
+    // SIGTERM would drain for 15 s (RFC 8326) past the harness's 5 s and be killed.
     cmd.arg("run")
+        .arg("--graceful-shutdown-time=0")
         .arg("--node=n000000")
         .arg(format!("--bgp-config={}", cfg.display()))
         .arg(format!("--cluster-state={}", state.display()))

@@ -307,7 +307,10 @@ pub(crate) fn start(dir: &Path, api: SocketAddr, watches: Watches) -> Process {
     )
     .expect("write kubeconfig");
     let mut cmd = Command::new(speaker_bin());
+    // No bench measures the stop: without graceful restart (ExaBGP, BIRD here) a
+    // SIGTERM would drain for 15 s (RFC 8326) past the harness's 5 s and be killed.
     cmd.arg("run")
+        .arg("--graceful-shutdown-time=0")
         .arg("--node=n000000")
         .arg(format!("--bgp-config={}", cfg.display()))
         .arg("--announce=local")
