@@ -6,7 +6,10 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 use super::error::{DecodeError, EncodeError};
 use super::input::Src;
-use super::types::{Afi, AfiSafi, Message, MessageType, RouteRefresh, RouteRefreshSubtype, Safi};
+use super::output::{self, Room};
+use super::types::{
+    Afi, AfiSafi, Message, MessageType, RouteRefresh, RouteRefreshSubtype, Safi, Update,
+};
 use super::{notification, open, update, Context, HEADER_LEN, MAX_MESSAGE_LEN};
 
 /// The all-ones marker (RFC 4271 section 4.1).
@@ -171,18 +174,54 @@ pub fn encode_message(msg: &Message, ctx: &Context, out: &mut BytesMut) -> Resul
     res
 }
 
+/// UPDATE, the message sent by the thousand: checked and sized whole, then written into
+/// room made once (`output.rs` says why).
+fn encode_update(
+    u: &Update,
+    ctx: &Context,
+    out: &mut BytesMut,
+    start: usize,
+) -> Result<(), EncodeError> {
+    let planned = update::plan(u, ctx)?;
+    let len = HEADER_LEN + planned.len();
+    let max = ctx.max_message_len();
+    if len > max {
+        return Err(EncodeError::MessageTooLong { len, max });
+    }
+    out.resize(start + len + output::SLACK, 0);
+    let mut room = Room::new(&mut out[start..]);
+    room.array(MARKER);
+    // len <= 65535 after the check above.
+    room.u16(len as u16);
+    room.u8(MessageType::Update as u8);
+    update::write(u, ctx, &planned, &mut room)?;
+    let written = room.written();
+    out.truncate(start + len);
+    if written != Some(len) {
+        return Err(EncodeError::Sizing {
+            computed: len,
+            written,
+        });
+    }
+    Ok(())
+}
+
 fn encode_inner(
     msg: &Message,
     ctx: &Context,
     out: &mut BytesMut,
     start: usize,
 ) -> Result<(), EncodeError> {
+    if let Message::Update(u) = msg {
+        return encode_update(u, ctx, out, start);
+    }
     out.put_slice(&MARKER);
     out.put_u16(0);
     out.put_u8(msg.message_type() as u8);
     match msg {
         Message::Open(o) => open::encode(o, out)?,
-        Message::Update(u) => update::encode(u, ctx, out)?,
+        // Written whole by encode_update above.
+        Message::Update(_) => {}
         Message::Notification(n) => notification::encode_body(n, out),
         Message::Keepalive => {}
         Message::RouteRefresh(r) => {

@@ -18,6 +18,7 @@ mod message;
 mod nlri;
 mod notification;
 mod open;
+mod output;
 mod types;
 mod update;
 
