@@ -394,4 +394,67 @@ mod tests {
         };
         assert!(encode_message(&n, &ext, &mut out).is_ok());
     }
+
+    #[test]
+    fn an_update_is_sized_before_it_is_written() {
+        use crate::bgp::wire::types::{AsPath, Nlri, Origin, PathAttribute};
+        use std::net::Ipv4Addr;
+
+        let ctx = Context::default();
+        let attrs = vec![
+            PathAttribute::Origin(Origin::Igp),
+            PathAttribute::AsPath(AsPath::default()),
+            PathAttribute::NextHop(Ipv4Addr::new(192, 0, 2, 1)),
+        ];
+        let v4 = |s: &str| Nlri::from(s.parse::<ipnet::IpNet>().unwrap());
+        let mut out = BytesMut::from(&b"xy"[..]);
+
+        // 1,200 /24s: 4,800 octets of NLRI, refused whole with the length it would
+        // have had (19 + 2 + 2 + 14 of attributes + 4,800), nothing written.
+        let nlri = (0..1200u32)
+            .map(|i| {
+                let net = ipnet::Ipv4Net::new(Ipv4Addr::from(0x0a00_0000 + (i << 8)), 24);
+                Nlri::from(ipnet::IpNet::V4(net.unwrap()))
+            })
+            .collect();
+        let long = Update {
+            attributes: attrs.clone(),
+            nlri,
+            ..Update::default()
+        };
+        assert_eq!(
+            encode_message(&Message::Update(long), &ctx, &mut out),
+            Err(EncodeError::MessageTooLong {
+                len: 4837,
+                max: 4096
+            })
+        );
+        assert_eq!(&out[..], b"xy");
+
+        let v6 = Update {
+            attributes: attrs.clone(),
+            nlri: vec![v4("2001:db8::/32")],
+            ..Update::default()
+        };
+        assert!(matches!(
+            encode_message(&Message::Update(v6), &ctx, &mut out),
+            Err(EncodeError::WrongFamily { .. })
+        ));
+        assert_eq!(&out[..], b"xy");
+
+        // A value above 255 octets gets the two-octet length (flags 0xd0, 280 octets),
+        // written after what the buffer already held.
+        let mut attributes = attrs;
+        attributes.push(PathAttribute::Communities((0..70).collect()));
+        let big = Update {
+            attributes,
+            nlri: vec![v4("10.0.0.0/8")],
+            ..Update::default()
+        };
+        encode_message(&Message::Update(big.clone()), &ctx, &mut out).unwrap();
+        assert_eq!(&out[..2], b"xy");
+        let msg = &out[2..];
+        assert!(msg.windows(4).any(|w| w == [0xd0, 0x08, 0x01, 0x18]));
+        assert_eq!(decode_message(msg, &ctx), Ok(Message::Update(big)));
+    }
 }
