@@ -417,11 +417,12 @@ pub(crate) fn encode(
     ctx: &Context,
     out: &mut BytesMut,
 ) -> Result<(), EncodeError> {
-    let len = encoded_len(attr, ctx)?;
+    let value = checked_value_len(attr, ctx)?;
+    let len = header_len(attr, value) + usize::from(value);
     let start = out.len();
     out.resize(start + len + output::SLACK, 0);
     let mut room = Room::new(&mut out[start..]);
-    write(attr, ctx, &mut room)?;
+    write(attr, ctx, value, &mut room);
     let written = room.written();
     out.truncate(start + len);
     if written != Some(len) {
@@ -434,44 +435,42 @@ pub(crate) fn encode(
     Ok(())
 }
 
-/// Octets `attr` takes, header included, after every check writing it can fail: the
+/// The value's length in octets, after every check writing `attr` can fail: the
 /// sizing half of [`write`], so that a whole UPDATE is sized, then written into room
 /// made once.
 #[inline]
-pub(crate) fn encoded_len(attr: &PathAttribute, ctx: &Context) -> Result<usize, EncodeError> {
+pub(crate) fn checked_value_len(attr: &PathAttribute, ctx: &Context) -> Result<u16, EncodeError> {
     let len = value_len(attr, ctx)?;
-    if len > usize::from(u16::MAX) {
-        return Err(EncodeError::FieldTooLong {
-            field: "path attribute",
-            len,
-        });
-    }
-    Ok(if long_length(attr, len) { 4 } else { 3 } + len)
+    u16::try_from(len).map_err(|_| EncodeError::FieldTooLong {
+        field: "path attribute",
+        len,
+    })
 }
 
-/// Writes one attribute [`encoded_len`] accepted. On a 2-octet session AS numbers above
-/// 65535 become AS_TRANS in AS_PATH and AGGREGATOR; `update.rs` adds the AS4_*
-/// attributes that carry them.
+/// Octets of the header in front of a value of `len` octets.
 #[inline]
-pub(crate) fn write(
-    attr: &PathAttribute,
-    ctx: &Context,
-    room: &mut Room<'_>,
-) -> Result<(), EncodeError> {
-    // The length again, rather than kept from the sizing pass: for every attribute but
-    // MP_* it is arithmetic on a length or two.
-    let len = value_len(attr, ctx)?;
+pub(crate) fn header_len(attr: &PathAttribute, len: u16) -> usize {
+    if long_length(attr, usize::from(len)) {
+        4
+    } else {
+        3
+    }
+}
+
+/// Writes one attribute whose value [`checked_value_len`] sized at `len` octets. On a
+/// 2-octet session AS numbers above 65535 become AS_TRANS in AS_PATH and AGGREGATOR;
+/// `update.rs` adds the AS4_* attributes that carry them.
+#[inline]
+pub(crate) fn write(attr: &PathAttribute, ctx: &Context, len: u16, room: &mut Room<'_>) {
     let flags = attr.flags() & !attr_flags::EXTENDED_LENGTH;
-    if long_length(attr, len) {
-        // encoded_len refused values above 65535.
+    if long_length(attr, usize::from(len)) {
         room.array([flags | attr_flags::EXTENDED_LENGTH, attr.type_code()]);
-        room.u16(len as u16);
+        room.u16(len);
     } else {
         // len <= 255 here.
         room.array([flags, attr.type_code(), len as u8]);
     }
     write_value(attr, ctx, room);
-    Ok(())
 }
 
 /// The two-octet length: for values above 255, and always for MP_*, as FRR and ExaBGP

@@ -300,6 +300,10 @@ fn merge_as4_path(as_path: &AsPath, as4: AsPath) -> AsPath {
     AsPath { segments }
 }
 
+/// Attributes whose value lengths [`plan`] keeps for [`write`]; any further ones (no
+/// real UPDATE has them) are sized again when written.
+const KEPT_LENGTHS: usize = 16;
+
 /// An UPDATE body checked and sized by [`plan`], ready for [`write`]: the message is
 /// sized first so that it is written into room made once.
 pub(crate) struct Planned {
@@ -309,6 +313,9 @@ pub(crate) struct Planned {
     withdrawn: u16,
     attributes: u16,
     nlri: usize,
+    /// The first attributes' value lengths (the extras after the caller's), so that
+    /// writing does not size them twice.
+    value_lens: [u16; KEPT_LENGTHS],
 }
 
 impl Planned {
@@ -331,9 +338,18 @@ pub(crate) fn plan(u: &Update, ctx: &Context) -> Result<Planned, EncodeError> {
         field: "withdrawn routes",
         len: wlen,
     })?;
+    let mut value_lens = [0; KEPT_LENGTHS];
     let mut alen = 0;
-    for a in &u.attributes {
-        alen += attribute::encoded_len(a, ctx)?;
+    let mut size = |i: usize, a: &PathAttribute| -> Result<(), EncodeError> {
+        let value = attribute::checked_value_len(a, ctx)?;
+        if let Some(slot) = value_lens.get_mut(i) {
+            *slot = value;
+        }
+        alen += attribute::header_len(a, value) + usize::from(value);
+        Ok(())
+    };
+    for (i, a) in u.attributes.iter().enumerate() {
+        size(i, a)?;
     }
     let extras = if ctx.four_octet_as {
         Vec::new()
@@ -345,8 +361,8 @@ pub(crate) fn plan(u: &Update, ctx: &Context) -> Result<Planned, EncodeError> {
             check_confed_leading(&u.attributes)?;
         }
     }
-    for extra in &extras {
-        alen += attribute::encoded_len(extra, ctx)?;
+    for (i, extra) in extras.iter().enumerate() {
+        size(u.attributes.len() + i, extra)?;
     }
     let attributes = u16::try_from(alen).map_err(|_| EncodeError::FieldTooLong {
         field: "path attributes",
@@ -358,6 +374,7 @@ pub(crate) fn plan(u: &Update, ctx: &Context) -> Result<Planned, EncodeError> {
         withdrawn,
         attributes,
         nlri,
+        value_lens,
     })
 }
 
@@ -374,8 +391,12 @@ pub(crate) fn write(
     room.u16(planned.withdrawn);
     nlri::write_list(room, &u.withdrawn);
     room.u16(planned.attributes);
-    for a in u.attributes.iter().chain(&planned.extras) {
-        attribute::write(a, ctx, room)?;
+    for (i, a) in u.attributes.iter().chain(&planned.extras).enumerate() {
+        let value = match planned.value_lens.get(i) {
+            Some(value) => *value,
+            None => attribute::checked_value_len(a, ctx)?,
+        };
+        attribute::write(a, ctx, value, room);
     }
     nlri::write_list(room, &u.nlri);
     Ok(())
@@ -490,7 +511,7 @@ pub fn withdrawn(update: &Update) -> impl Iterator<Item = (AfiSafi, &Nlri)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bgp::wire::types::{Aggregator, Origin};
+    use crate::bgp::wire::types::{attr_flags, Aggregator, Origin, UnknownAttribute};
     use bytes::BytesMut;
     use std::net::Ipv4Addr;
 
@@ -553,6 +574,24 @@ mod tests {
         assert!(out.windows(2).any(|w| w == [0xc0, 0x11]));
         assert!(out.windows(2).any(|w| w == [0xc0, 0x12]));
         assert_eq!(decode(&out, &ctx2(), Src::copying()).unwrap(), u);
+    }
+
+    #[test]
+    fn attributes_past_the_kept_lengths_are_sized_again() {
+        let mut attributes = base_attrs(AsPath::default());
+        attributes.extend((0..2 * KEPT_LENGTHS as u8).map(|i| {
+            PathAttribute::from(UnknownAttribute {
+                flags: attr_flags::OPTIONAL | attr_flags::TRANSITIVE,
+                type_code: 100 + i,
+                value: bytes::Bytes::from(vec![i; usize::from(i) * 5]),
+            })
+        }));
+        let u = Update {
+            attributes,
+            nlri: vec![Nlri::from("10.0.0.0/8".parse::<ipnet::IpNet>().unwrap())],
+            ..Update::default()
+        };
+        assert_eq!(round(&u, &ctx2()), u);
     }
 
     #[test]
