@@ -4,15 +4,16 @@
 //! [`UpdateFault`]s; must not decide what they cost (that is `UpdateFault::reaction`)
 //! nor look across attributes (that is `update.rs`).
 
-use bytes::{BufMut, BytesMut};
+use bytes::BytesMut;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use super::error::{attr_type as t, AttrProblem, EncodeError, UpdateFault};
 use super::input::Src;
 use super::nlri;
+use super::output::{self, Room};
 use super::types::{
     attr_flags, Afi, AfiSafi, Aggregator, AsPath, AsSegment, LargeCommunity, MpNextHop, MpReach,
-    MpUnreach, Origin, PathAttribute, Safi, SegmentType, UnknownAttribute, AS_TRANS,
+    MpUnreach, Nlri, Origin, PathAttribute, Safi, SegmentType, UnknownAttribute, AS_TRANS,
 };
 use super::Context;
 
@@ -409,144 +410,227 @@ impl UnknownAttribute {
     }
 }
 
-/// Writes one attribute. On a 2-octet session AS numbers above 65535 become AS_TRANS
-/// in AS_PATH and AGGREGATOR; `update.rs` adds the AS4_* attributes that carry them.
+/// Writes one attribute (see [`write`]) on its own, for callers that encode attributes
+/// once and copy the octets (the UPDATE builder).
 pub(crate) fn encode(
     attr: &PathAttribute,
     ctx: &Context,
     out: &mut BytesMut,
 ) -> Result<(), EncodeError> {
+    let value = checked_value_len(attr, ctx)?;
+    let len = header_len(attr, value) + usize::from(value);
     let start = out.len();
-    // Reserve the long header and move the value down if the short one suffices: the
-    // copy is a few octets for every attribute but MP_*, which the builder writes
-    // itself.
-    // One write for the header: each small put is a call with its own growth check.
-    out.put_slice(&[
-        attr.flags() & !attr_flags::EXTENDED_LENGTH,
-        attr.type_code(),
-        0,
-        0,
-    ]);
-    let value_start = out.len();
-    put_value(attr, ctx, out)?;
-    let len = out.len() - value_start;
-    // MP_* always get the two-octet length, as FRR and ExaBGP write them (their size is
-    // rarely known before the NLRI are in); unknown attributes keep the flag they came
-    // with.
-    let forced_long = match attr {
-        PathAttribute::MpReach(_) | PathAttribute::MpUnreach(_) => true,
-        PathAttribute::Unknown(u) => u.flags & attr_flags::EXTENDED_LENGTH != 0,
-        _ => false,
-    };
-    if len > 255 || forced_long {
-        let len16 = u16::try_from(len).map_err(|_| EncodeError::FieldTooLong {
-            field: "path attribute",
-            len,
-        })?;
-        out[start] |= attr_flags::EXTENDED_LENGTH;
-        out[start + 2..start + 4].copy_from_slice(&len16.to_be_bytes());
-    } else {
-        // len <= 255 here.
-        out[start + 2] = len as u8;
-        out.copy_within(value_start.., start + 3);
-        out.truncate(out.len() - 1);
+    out.resize(start + len + output::SLACK, 0);
+    let mut room = Room::new(&mut out[start..]);
+    write(attr, ctx, value, &mut room);
+    let written = room.written();
+    out.truncate(start + len);
+    if written != Some(len) {
+        out.truncate(start);
+        return Err(EncodeError::Sizing {
+            computed: len,
+            written,
+        });
     }
     Ok(())
 }
 
-fn put_value(attr: &PathAttribute, ctx: &Context, out: &mut BytesMut) -> Result<(), EncodeError> {
-    match attr {
-        PathAttribute::Origin(o) => out.put_u8(*o as u8),
-        PathAttribute::AsPath(p) => put_as_path(p, ctx.four_octet_as, out)?,
-        PathAttribute::As4Path(p) => put_as_path(p, true, out)?,
-        PathAttribute::NextHop(a) | PathAttribute::OriginatorId(a) => out.put_slice(&a.octets()),
-        PathAttribute::MultiExitDisc(v) | PathAttribute::LocalPref(v) => out.put_u32(*v),
-        PathAttribute::AtomicAggregate => {}
-        PathAttribute::Aggregator(a) => put_aggregator(a, ctx.four_octet_as, out),
-        PathAttribute::As4Aggregator(a) => put_aggregator(a, true, out),
-        PathAttribute::Communities(list) => {
-            let at = out.len();
-            out.resize(at + 4 * list.len(), 0);
-            for (slot, c) in out[at..].chunks_exact_mut(4).zip(list) {
-                slot.copy_from_slice(&c.to_be_bytes());
-            }
+/// The value's length in octets, after every check writing `attr` can fail: the
+/// sizing half of [`write`], so that a whole UPDATE is sized, then written into room
+/// made once.
+#[inline]
+pub(crate) fn checked_value_len(attr: &PathAttribute, ctx: &Context) -> Result<u16, EncodeError> {
+    let len = value_len(attr, ctx)?;
+    u16::try_from(len).map_err(|_| EncodeError::FieldTooLong {
+        field: "path attribute",
+        len,
+    })
+}
+
+/// Octets of the header in front of a value of `len` octets.
+#[inline]
+pub(crate) fn header_len(attr: &PathAttribute, len: u16) -> usize {
+    if long_length(attr, usize::from(len)) {
+        4
+    } else {
+        3
+    }
+}
+
+/// Writes one attribute whose value [`checked_value_len`] sized at `len` octets. On a
+/// 2-octet session AS numbers above 65535 become AS_TRANS in AS_PATH and AGGREGATOR;
+/// `update.rs` adds the AS4_* attributes that carry them.
+#[inline]
+pub(crate) fn write(attr: &PathAttribute, ctx: &Context, len: u16, room: &mut Room<'_>) {
+    let flags = attr.flags() & !attr_flags::EXTENDED_LENGTH;
+    if long_length(attr, usize::from(len)) {
+        room.array([flags | attr_flags::EXTENDED_LENGTH, attr.type_code()]);
+        room.u16(len);
+    } else {
+        // len <= 255 here.
+        room.array([flags, attr.type_code(), len as u8]);
+    }
+    write_value(attr, ctx, room);
+}
+
+/// The two-octet length: for values above 255, and always for MP_*, as FRR and ExaBGP
+/// write them (their size is rarely known before the NLRI are in); unknown attributes
+/// keep the flag they came with.
+fn long_length(attr: &PathAttribute, len: usize) -> bool {
+    len > 255
+        || match attr {
+            PathAttribute::MpReach(_) | PathAttribute::MpUnreach(_) => true,
+            PathAttribute::Unknown(u) => u.flags & attr_flags::EXTENDED_LENGTH != 0,
+            _ => false,
         }
-        PathAttribute::ClusterList(list) => list.iter().for_each(|a| out.put_slice(&a.octets())),
-        PathAttribute::ExtendedCommunities(list) => list.iter().for_each(|e| out.put_slice(e)),
+}
+
+/// The value's length; refuses what has no encoding.
+fn value_len(attr: &PathAttribute, ctx: &Context) -> Result<usize, EncodeError> {
+    Ok(match attr {
+        PathAttribute::Origin(_) => 1,
+        PathAttribute::AsPath(p) => as_path_len(p, ctx.four_octet_as)?,
+        PathAttribute::As4Path(p) => as_path_len(p, true)?,
+        PathAttribute::NextHop(_)
+        | PathAttribute::OriginatorId(_)
+        | PathAttribute::MultiExitDisc(_)
+        | PathAttribute::LocalPref(_) => 4,
+        PathAttribute::AtomicAggregate => 0,
+        PathAttribute::Aggregator(_) if !ctx.four_octet_as => 6,
+        PathAttribute::Aggregator(_) | PathAttribute::As4Aggregator(_) => 8,
+        PathAttribute::Communities(list) => 4 * list.len(),
+        PathAttribute::ClusterList(list) => 4 * list.len(),
+        PathAttribute::ExtendedCommunities(list) => 8 * list.len(),
+        PathAttribute::LargeCommunities(list) => 12 * list.len(),
+        PathAttribute::MpReach(r) => {
+            2 + 1
+                + next_hop_checked_len(&r.next_hop)?
+                + 1
+                + mp_nlri_len(&r.nlri, r.afi_safi, ctx)?
+                + r.raw_nlri.as_ref().map_or(0, |raw| raw.len())
+        }
+        PathAttribute::MpUnreach(u) => {
+            2 + 1
+                + mp_nlri_len(&u.withdrawn, u.afi_safi, ctx)?
+                + u.raw_withdrawn.as_ref().map_or(0, |raw| raw.len())
+        }
+        PathAttribute::Unknown(u) => u.value.len(),
+    })
+}
+
+/// The prefixes of an MP_* attribute: only in the families this codec parses (others
+/// travel as raw octets).
+fn mp_nlri_len(list: &[Nlri], family: AfiSafi, ctx: &Context) -> Result<usize, EncodeError> {
+    if parsed_family(family) {
+        nlri::list_len(list, family, add_path_for(ctx, family))
+    } else if let Some(first) = list.first() {
+        Err(EncodeError::WrongFamily {
+            prefix: first.prefix,
+            afi_safi: family,
+        })
+    } else {
+        Ok(0)
+    }
+}
+
+fn write_value(attr: &PathAttribute, ctx: &Context, room: &mut Room<'_>) {
+    match attr {
+        PathAttribute::Origin(o) => room.u8(*o as u8),
+        PathAttribute::AsPath(p) => write_as_path(p, ctx.four_octet_as, room),
+        PathAttribute::As4Path(p) => write_as_path(p, true, room),
+        PathAttribute::NextHop(a) | PathAttribute::OriginatorId(a) => room.array(a.octets()),
+        PathAttribute::MultiExitDisc(v) | PathAttribute::LocalPref(v) => room.u32(*v),
+        PathAttribute::AtomicAggregate => {}
+        PathAttribute::Aggregator(a) => write_aggregator(a, ctx.four_octet_as, room),
+        PathAttribute::As4Aggregator(a) => write_aggregator(a, true, room),
+        PathAttribute::Communities(list) => list.iter().for_each(|c| room.u32(*c)),
+        PathAttribute::ClusterList(list) => list.iter().for_each(|a| room.array(a.octets())),
+        PathAttribute::ExtendedCommunities(list) => list.iter().for_each(|e| room.array(*e)),
         PathAttribute::LargeCommunities(list) => list.iter().for_each(|l| {
-            out.put_u32(l.global_admin);
-            out.put_u32(l.local_data1);
-            out.put_u32(l.local_data2);
+            room.u32(l.global_admin);
+            room.u32(l.local_data1);
+            room.u32(l.local_data2);
         }),
         PathAttribute::MpReach(r) => {
-            out.put_u16(r.afi_safi.afi.0);
-            out.put_u8(r.afi_safi.safi.0);
-            put_next_hop(&r.next_hop, out)?;
-            out.put_u8(0);
-            if parsed_family(r.afi_safi) {
-                nlri::put_all(out, &r.nlri, r.afi_safi, add_path_for(ctx, r.afi_safi))?;
-            } else if !r.nlri.is_empty() {
-                return Err(EncodeError::WrongFamily {
-                    prefix: r.nlri[0].prefix,
-                    afi_safi: r.afi_safi,
-                });
-            }
+            room.u16(r.afi_safi.afi.0);
+            room.u8(r.afi_safi.safi.0);
+            write_next_hop(&r.next_hop, room);
+            room.u8(0);
+            nlri::write_list(room, &r.nlri);
             if let Some(raw) = &r.raw_nlri {
-                out.put_slice(raw);
+                room.slice(raw);
             }
         }
         PathAttribute::MpUnreach(u) => {
-            out.put_u16(u.afi_safi.afi.0);
-            out.put_u8(u.afi_safi.safi.0);
-            if parsed_family(u.afi_safi) {
-                nlri::put_all(out, &u.withdrawn, u.afi_safi, add_path_for(ctx, u.afi_safi))?;
-            } else if !u.withdrawn.is_empty() {
-                return Err(EncodeError::WrongFamily {
-                    prefix: u.withdrawn[0].prefix,
-                    afi_safi: u.afi_safi,
-                });
-            }
+            room.u16(u.afi_safi.afi.0);
+            room.u8(u.afi_safi.safi.0);
+            nlri::write_list(room, &u.withdrawn);
             if let Some(raw) = &u.raw_withdrawn {
-                out.put_slice(raw);
+                room.slice(raw);
             }
         }
-        PathAttribute::Unknown(u) => out.put_slice(&u.value),
+        PathAttribute::Unknown(u) => room.slice(&u.value),
     }
-    Ok(())
 }
 
 /// Writes the MP_REACH next hop with its length octet.
 pub(crate) fn put_next_hop(nh: &MpNextHop, out: &mut BytesMut) -> Result<(), EncodeError> {
+    let len = next_hop_checked_len(nh)?;
+    let start = out.len();
+    out.resize(start + len, 0);
+    let mut room = Room::new(&mut out[start..]);
+    write_next_hop(nh, &mut room);
+    let written = room.written();
+    if written != Some(len) {
+        out.truncate(start);
+        return Err(EncodeError::Sizing {
+            computed: len,
+            written,
+        });
+    }
+    Ok(())
+}
+
+/// [`next_hop_len`], refusing a next hop of more octets than its length octet holds.
+fn next_hop_checked_len(nh: &MpNextHop) -> Result<usize, EncodeError> {
+    if let MpNextHop::Other(b) = nh {
+        if b.len() > usize::from(u8::MAX) {
+            return Err(EncodeError::FieldTooLong {
+                field: "mp next hop",
+                len: b.len(),
+            });
+        }
+    }
+    Ok(next_hop_len(nh))
+}
+
+fn write_next_hop(nh: &MpNextHop, room: &mut Room<'_>) {
     match nh {
         MpNextHop::V4(a) => {
-            out.put_u8(4);
-            out.put_slice(&a.octets());
+            room.u8(4);
+            room.array(a.octets());
         }
         MpNextHop::V6 {
             global,
             link_local: None,
         } => {
-            out.put_u8(16);
-            out.put_slice(&global.octets());
+            room.u8(16);
+            room.array(global.octets());
         }
         MpNextHop::V6 {
             global,
             link_local: Some(ll),
         } => {
-            out.put_u8(32);
-            out.put_slice(&global.octets());
-            out.put_slice(&ll.octets());
+            room.u8(32);
+            room.array(global.octets());
+            room.array(ll.octets());
         }
         MpNextHop::Other(b) => {
-            let len = u8::try_from(b.len()).map_err(|_| EncodeError::FieldTooLong {
-                field: "mp next hop",
-                len: b.len(),
-            })?;
-            out.put_u8(len);
-            out.put_slice(b);
+            // next_hop_checked_len refused more than 255 octets.
+            room.u8(b.len() as u8);
+            room.slice(b);
         }
     }
-    Ok(())
 }
 
 /// Octets of the MP_REACH next hop field including its length octet.
@@ -564,54 +648,59 @@ pub(crate) fn next_hop_len(nh: &MpNextHop) -> usize {
     }
 }
 
-fn put_aggregator(a: &Aggregator, four: bool, out: &mut BytesMut) {
+fn write_aggregator(a: &Aggregator, four: bool, room: &mut Room<'_>) {
     if four {
-        out.put_u32(a.asn);
+        room.u32(a.asn);
     } else {
-        out.put_u16(u16::try_from(a.asn).unwrap_or(AS_TRANS));
+        room.u16(u16::try_from(a.asn).unwrap_or(AS_TRANS));
     }
-    out.put_slice(&a.address.octets());
+    room.array(a.address.octets());
 }
 
-/// Writes AS_PATH segments. With `four` false, AS numbers above 65535 become AS_TRANS
-/// (RFC 6793 section 4.2.2); confederation members cannot be mapped that way and are
-/// refused.
-fn put_as_path(p: &AsPath, four: bool, out: &mut BytesMut) -> Result<(), EncodeError> {
+/// The AS_PATH value's length. Refuses a segment of no or more than 255 AS numbers,
+/// and, with `four` false, a confederation member above 65535: AS4_PATH carries no
+/// confederation segments (RFC 6793 section 3), so it cannot reach a 2-octet peer
+/// intact.
+fn as_path_len(p: &AsPath, four: bool) -> Result<usize, EncodeError> {
+    let width = if four { 4 } else { 2 };
+    let mut len = 0;
     for seg in &p.segments {
         let n = seg.asns.len();
         if n == 0 || n > 255 {
             return Err(EncodeError::AsPathSegment { len: n });
         }
-        out.put_slice(&[seg.kind as u8, n as u8]);
-        if four {
-            // Room made once, then fixed-width copies (see nlri::put_all).
-            let at = out.len();
-            out.resize(at + 4 * n, 0);
-            for (slot, a) in out[at..].chunks_exact_mut(4).zip(&seg.asns) {
-                slot.copy_from_slice(&a.to_be_bytes());
-            }
-        } else {
-            let confed = matches!(
+        if !four
+            && matches!(
                 seg.kind,
                 SegmentType::ConfedSequence | SegmentType::ConfedSet
-            );
-            for a in &seg.asns {
-                match u16::try_from(*a) {
-                    Ok(a16) => out.put_u16(a16),
-                    Err(_) if !confed => out.put_u16(AS_TRANS),
-                    // RFC 6793 section 3: AS4_PATH carries no confederation segments,
-                    // so a 4-octet member AS cannot reach a 2-octet peer intact.
-                    Err(_) => {
-                        return Err(EncodeError::OutOfRange {
-                            field: "confederation member as on a 2-octet as session",
-                            value: u64::from(*a),
-                        })
-                    }
-                }
+            )
+        {
+            if let Some(a) = seg.asns.iter().find(|a| **a > 0xffff) {
+                return Err(EncodeError::OutOfRange {
+                    field: "confederation member as on a 2-octet as session",
+                    value: u64::from(*a),
+                });
             }
         }
+        len += 2 + width * n;
     }
-    Ok(())
+    Ok(len)
+}
+
+/// Writes AS_PATH segments [`as_path_len`] accepted. With `four` false, AS numbers above
+/// 65535 become AS_TRANS (RFC 6793 section 4.2.2).
+fn write_as_path(p: &AsPath, four: bool, room: &mut Room<'_>) {
+    for seg in &p.segments {
+        // as_path_len refused segments of more than 255.
+        room.array([seg.kind as u8, seg.asns.len() as u8]);
+        if four {
+            seg.asns.iter().for_each(|a| room.u32(*a));
+        } else {
+            seg.asns
+                .iter()
+                .for_each(|a| room.u16(u16::try_from(*a).unwrap_or(AS_TRANS)));
+        }
+    }
 }
 
 #[cfg(test)]

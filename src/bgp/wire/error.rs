@@ -404,6 +404,13 @@ pub enum EncodeError {
     /// or IPv4 prefixes with no NEXT_HOP).
     #[error("update builder: {0}")]
     Builder(&'static str),
+    /// The encoder wrote a different number of octets than it computed and made room
+    /// for: a bug in this codec, reported instead of sending a corrupt message.
+    #[error("encoder computed {computed} octets but wrote {written:?}")]
+    Sizing {
+        computed: usize,
+        written: Option<usize>,
+    },
 }
 
 /// NOTIFICATION error codes (RFC 4271 section 4.5, RFC 7313; IANA "BGP Error

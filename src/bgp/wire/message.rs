@@ -6,7 +6,10 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 use super::error::{DecodeError, EncodeError};
 use super::input::Src;
-use super::types::{Afi, AfiSafi, Message, MessageType, RouteRefresh, RouteRefreshSubtype, Safi};
+use super::output::{self, Room};
+use super::types::{
+    Afi, AfiSafi, Message, MessageType, RouteRefresh, RouteRefreshSubtype, Safi, Update,
+};
 use super::{notification, open, update, Context, HEADER_LEN, MAX_MESSAGE_LEN};
 
 /// The all-ones marker (RFC 4271 section 4.1).
@@ -171,18 +174,54 @@ pub fn encode_message(msg: &Message, ctx: &Context, out: &mut BytesMut) -> Resul
     res
 }
 
+/// UPDATE, the message sent by the thousand: checked and sized whole, then written into
+/// room made once (`output.rs` says why).
+fn encode_update(
+    u: &Update,
+    ctx: &Context,
+    out: &mut BytesMut,
+    start: usize,
+) -> Result<(), EncodeError> {
+    let planned = update::plan(u, ctx)?;
+    let len = HEADER_LEN + planned.len();
+    let max = ctx.max_message_len();
+    if len > max {
+        return Err(EncodeError::MessageTooLong { len, max });
+    }
+    out.resize(start + len + output::SLACK, 0);
+    let mut room = Room::new(&mut out[start..]);
+    room.array(MARKER);
+    // len <= 65535 after the check above.
+    room.u16(len as u16);
+    room.u8(MessageType::Update as u8);
+    update::write(u, ctx, &planned, &mut room)?;
+    let written = room.written();
+    out.truncate(start + len);
+    if written != Some(len) {
+        return Err(EncodeError::Sizing {
+            computed: len,
+            written,
+        });
+    }
+    Ok(())
+}
+
 fn encode_inner(
     msg: &Message,
     ctx: &Context,
     out: &mut BytesMut,
     start: usize,
 ) -> Result<(), EncodeError> {
+    if let Message::Update(u) = msg {
+        return encode_update(u, ctx, out, start);
+    }
     out.put_slice(&MARKER);
     out.put_u16(0);
     out.put_u8(msg.message_type() as u8);
     match msg {
         Message::Open(o) => open::encode(o, out)?,
-        Message::Update(u) => update::encode(u, ctx, out)?,
+        // Written whole by encode_update above.
+        Message::Update(_) => {}
         Message::Notification(n) => notification::encode_body(n, out),
         Message::Keepalive => {}
         Message::RouteRefresh(r) => {
@@ -354,5 +393,68 @@ mod tests {
             ..ctx
         };
         assert!(encode_message(&n, &ext, &mut out).is_ok());
+    }
+
+    #[test]
+    fn an_update_is_sized_before_it_is_written() {
+        use crate::bgp::wire::types::{AsPath, Nlri, Origin, PathAttribute};
+        use std::net::Ipv4Addr;
+
+        let ctx = Context::default();
+        let attrs = vec![
+            PathAttribute::Origin(Origin::Igp),
+            PathAttribute::AsPath(AsPath::default()),
+            PathAttribute::NextHop(Ipv4Addr::new(192, 0, 2, 1)),
+        ];
+        let v4 = |s: &str| Nlri::from(s.parse::<ipnet::IpNet>().unwrap());
+        let mut out = BytesMut::from(&b"xy"[..]);
+
+        // 1,200 /24s: 4,800 octets of NLRI, refused whole with the length it would
+        // have had (19 + 2 + 2 + 14 of attributes + 4,800), nothing written.
+        let nlri = (0..1200u32)
+            .map(|i| {
+                let net = ipnet::Ipv4Net::new(Ipv4Addr::from(0x0a00_0000 + (i << 8)), 24);
+                Nlri::from(ipnet::IpNet::V4(net.unwrap()))
+            })
+            .collect();
+        let long = Update {
+            attributes: attrs.clone(),
+            nlri,
+            ..Update::default()
+        };
+        assert_eq!(
+            encode_message(&Message::Update(long), &ctx, &mut out),
+            Err(EncodeError::MessageTooLong {
+                len: 4837,
+                max: 4096
+            })
+        );
+        assert_eq!(&out[..], b"xy");
+
+        let v6 = Update {
+            attributes: attrs.clone(),
+            nlri: vec![v4("2001:db8::/32")],
+            ..Update::default()
+        };
+        assert!(matches!(
+            encode_message(&Message::Update(v6), &ctx, &mut out),
+            Err(EncodeError::WrongFamily { .. })
+        ));
+        assert_eq!(&out[..], b"xy");
+
+        // A value above 255 octets gets the two-octet length (flags 0xd0, 280 octets),
+        // written after what the buffer already held.
+        let mut attributes = attrs;
+        attributes.push(PathAttribute::Communities((0..70).collect()));
+        let big = Update {
+            attributes,
+            nlri: vec![v4("10.0.0.0/8")],
+            ..Update::default()
+        };
+        encode_message(&Message::Update(big.clone()), &ctx, &mut out).unwrap();
+        assert_eq!(&out[..2], b"xy");
+        let msg = &out[2..];
+        assert!(msg.windows(4).any(|w| w == [0xd0, 0x08, 0x01, 0x18]));
+        assert_eq!(decode_message(msg, &ctx), Ok(Message::Update(big)));
     }
 }

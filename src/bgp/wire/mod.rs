@@ -7,7 +7,8 @@
 //! `capability`, `update` (cross-attribute checks, AS4 reconciliation, End-of-RIB),
 //! `attribute` (one attribute), `nlri` (prefix lists), `notification`, `builder` (packing
 //! prefixes into UPDATEs), `error` (errors and the reaction table), `types` (the
-//! message values). Must not touch sockets, clocks or configuration.
+//! message values), `input` / `output` (the decoder's byte source, the room an encoded
+//! UPDATE is written into once sized). Must not touch sockets, clocks or configuration.
 
 mod attribute;
 mod builder;
@@ -18,6 +19,7 @@ mod message;
 mod nlri;
 mod notification;
 mod open;
+mod output;
 mod types;
 mod update;
 

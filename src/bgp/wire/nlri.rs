@@ -8,6 +8,7 @@ use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use super::error::EncodeError;
+use super::output::Room;
 use super::types::{Afi, AfiSafi, Nlri};
 
 impl std::fmt::Display for AfiSafi {
@@ -179,56 +180,71 @@ pub(crate) fn put(out: &mut BytesMut, nlri: &Nlri) {
     }
 }
 
-/// Checks and writes a whole list; on an error nothing is written.
-///
-/// The list is written into room made once, each prefix as fixed-width copies (its
-/// address whole, then the next prefix overwrites the octets past its length, the last
-/// one's are cut): `BytesMut`'s per-call growth check and a `memmove` call for one to
-/// four octets made the per-prefix writes the encoder's largest cost.
-pub(crate) fn put_all(
-    out: &mut BytesMut,
+/// Checks a whole list for a field of `family` under `add_path`; returns the octets it
+/// takes. The sizing half of [`write_list`].
+pub(crate) fn list_len(
     list: &[Nlri],
     family: AfiSafi,
     add_path: bool,
-) -> Result<(), EncodeError> {
+) -> Result<usize, EncodeError> {
     let mut len = 0;
     for nlri in list {
         check(nlri, family, add_path)?;
         len += encoded_len(nlri, add_path);
     }
-    // Room for the last prefix's whole address past its length.
-    const SLACK: usize = 16;
-    let start = out.len();
-    out.resize(start + len + SLACK, 0);
-    let buf = &mut out[start..];
-    let mut at = 0;
+    Ok(len)
+}
+
+/// Writes a list [`list_len`] accepted. Each prefix is one store of its whole address
+/// (the next write overwrites the octets past its length), which needs
+/// [`SLACK`](super::output::SLACK) octets of room past the list: a copy of one to four
+/// octets whose count is known only at run time was the per-prefix cost.
+#[inline]
+pub(crate) fn write_list(room: &mut Room<'_>, list: &[Nlri]) {
     for nlri in list {
         if let Some(id) = nlri.path_id {
-            buf[at..at + 4].copy_from_slice(&id.to_be_bytes());
-            at += 4;
+            room.u32(id);
         }
         let bits = nlri.prefix.prefix_len();
-        buf[at] = bits;
         let n = usize::from(bits).div_ceil(8);
         // network(): the octets past the length are zero, as RFC 4271 section 4.3 wants
         // the trailing bits.
         match nlri.prefix {
             IpNet::V4(net) => {
-                buf[at + 1..at + 5].copy_from_slice(&u32::from(net.network()).to_be_bytes());
+                let [a, b, c, d] = u32::from(net.network()).to_be_bytes();
+                room.wide([bits, a, b, c, d], 1 + n);
             }
             IpNet::V6(net) => {
-                buf[at + 1..at + 17].copy_from_slice(&u128::from(net.network()).to_be_bytes());
+                let mut v = [0; 17];
+                v[0] = bits;
+                v[1..].copy_from_slice(&u128::from(net.network()).to_be_bytes());
+                room.wide(v, 1 + n);
             }
         }
-        at += 1 + n;
     }
-    out.truncate(start + len);
-    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Checks and writes a whole list, as the UPDATE and MP_* encoders do; on an error
+    /// nothing is written.
+    fn put_all(
+        out: &mut BytesMut,
+        list: &[Nlri],
+        family: AfiSafi,
+        add_path: bool,
+    ) -> Result<(), EncodeError> {
+        let len = list_len(list, family, add_path)?;
+        let start = out.len();
+        out.resize(start + len + crate::bgp::wire::output::SLACK, 0);
+        let mut room = Room::new(&mut out[start..]);
+        write_list(&mut room, list);
+        assert_eq!(room.written(), Some(len));
+        out.truncate(start + len);
+        Ok(())
+    }
 
     fn v4(s: &str) -> Nlri {
         Nlri::from(s.parse::<IpNet>().unwrap())

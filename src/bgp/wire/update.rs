@@ -5,12 +5,11 @@
 //! Must not interpret routes (next hop reachability, policy): the session and the
 //! planner do.
 
-use bytes::{BufMut, BytesMut};
-
 use super::attribute;
 use super::error::{attr_type as t, DecodeError, EncodeError, NonFatal, UpdateError, UpdateFault};
 use super::input::Src;
 use super::nlri;
+use super::output::Room;
 use super::types::{
     AfiSafi, AsPath, AsSegment, MpReach, MpUnreach, Nlri, PathAttribute, SegmentType, Update,
     AS_TRANS,
@@ -301,54 +300,106 @@ fn merge_as4_path(as_path: &AsPath, as4: AsPath) -> AsPath {
     AsPath { segments }
 }
 
-/// Writes an UPDATE body. On a 2-octet AS session, AS4_PATH / AS4_AGGREGATOR are
-/// appended when AS_PATH / AGGREGATOR hold AS numbers above 65535 (RFC 6793 section
-/// 4.2.2), unless the caller supplied them.
-pub(crate) fn encode(u: &Update, ctx: &Context, out: &mut BytesMut) -> Result<(), EncodeError> {
-    let wpos = out.len();
-    out.put_u16(0);
-    nlri::put_all(
-        out,
+/// Attributes whose value lengths [`plan`] keeps for [`write`]; any further ones (no
+/// real UPDATE has them) are sized again when written.
+const KEPT_LENGTHS: usize = 16;
+
+/// An UPDATE body checked and sized by [`plan`], ready for [`write`]: the message is
+/// sized first so that it is written into room made once.
+pub(crate) struct Planned {
+    /// AS4_PATH / AS4_AGGREGATOR a 2-octet AS session needs (RFC 6793 section 4.2.2);
+    /// empty on 4-octet sessions, where nothing is allocated.
+    extras: Vec<PathAttribute>,
+    withdrawn: u16,
+    attributes: u16,
+    nlri: usize,
+    /// The first attributes' value lengths (the extras after the caller's), so that
+    /// writing does not size them twice.
+    value_lens: [u16; KEPT_LENGTHS],
+}
+
+impl Planned {
+    /// The body's octets: both length fields and the three lists.
+    pub(crate) fn len(&self) -> usize {
+        2 + usize::from(self.withdrawn) + 2 + usize::from(self.attributes) + self.nlri
+    }
+}
+
+/// Checks an UPDATE body for everything writing it can refuse and sizes it. On a
+/// 2-octet AS session, AS4_PATH / AS4_AGGREGATOR are appended when AS_PATH / AGGREGATOR
+/// hold AS numbers above 65535, unless the caller supplied them.
+pub(crate) fn plan(u: &Update, ctx: &Context) -> Result<Planned, EncodeError> {
+    let wlen = nlri::list_len(
         &u.withdrawn,
         AfiSafi::IPV4_UNICAST,
         ctx.add_path_ipv4_unicast,
     )?;
-    let wlen = out.len() - wpos - 2;
-    let wlen16 = u16::try_from(wlen).map_err(|_| EncodeError::FieldTooLong {
+    let withdrawn = u16::try_from(wlen).map_err(|_| EncodeError::FieldTooLong {
         field: "withdrawn routes",
         len: wlen,
     })?;
-    out[wpos..wpos + 2].copy_from_slice(&wlen16.to_be_bytes());
-
-    let apos = out.len();
-    out.put_u16(0);
-    for a in &u.attributes {
-        attribute::encode(a, ctx, out)?;
-    }
-    if !ctx.four_octet_as {
-        let extras = as4_attributes(&u.attributes);
-        for extra in &extras {
-            if let PathAttribute::As4Path(_) = extra {
-                check_confed_leading(&u.attributes)?;
-            }
+    let mut value_lens = [0; KEPT_LENGTHS];
+    let mut alen = 0;
+    let mut size = |i: usize, a: &PathAttribute| -> Result<(), EncodeError> {
+        let value = attribute::checked_value_len(a, ctx)?;
+        if let Some(slot) = value_lens.get_mut(i) {
+            *slot = value;
         }
-        for extra in extras {
-            attribute::encode(&extra, ctx, out)?;
+        alen += attribute::header_len(a, value) + usize::from(value);
+        Ok(())
+    };
+    for (i, a) in u.attributes.iter().enumerate() {
+        size(i, a)?;
+    }
+    let extras = if ctx.four_octet_as {
+        Vec::new()
+    } else {
+        as4_attributes(&u.attributes)
+    };
+    for extra in &extras {
+        if let PathAttribute::As4Path(_) = extra {
+            check_confed_leading(&u.attributes)?;
         }
     }
-    let alen = out.len() - apos - 2;
-    let alen16 = u16::try_from(alen).map_err(|_| EncodeError::FieldTooLong {
+    for (i, extra) in extras.iter().enumerate() {
+        size(u.attributes.len() + i, extra)?;
+    }
+    let attributes = u16::try_from(alen).map_err(|_| EncodeError::FieldTooLong {
         field: "path attributes",
         len: alen,
     })?;
-    out[apos..apos + 2].copy_from_slice(&alen16.to_be_bytes());
+    let nlri = nlri::list_len(&u.nlri, AfiSafi::IPV4_UNICAST, ctx.add_path_ipv4_unicast)?;
+    Ok(Planned {
+        extras,
+        withdrawn,
+        attributes,
+        nlri,
+        value_lens,
+    })
+}
 
-    nlri::put_all(
-        out,
-        &u.nlri,
-        AfiSafi::IPV4_UNICAST,
-        ctx.add_path_ipv4_unicast,
-    )
+/// Writes the body [`plan`] checked and sized, with [`output::SLACK`] octets of room
+/// past it.
+///
+/// [`output::SLACK`]: super::output::SLACK
+pub(crate) fn write(
+    u: &Update,
+    ctx: &Context,
+    planned: &Planned,
+    room: &mut Room<'_>,
+) -> Result<(), EncodeError> {
+    room.u16(planned.withdrawn);
+    nlri::write_list(room, &u.withdrawn);
+    room.u16(planned.attributes);
+    for (i, a) in u.attributes.iter().chain(&planned.extras).enumerate() {
+        let value = match planned.value_lens.get(i) {
+            Some(value) => *value,
+            None => attribute::checked_value_len(a, ctx)?,
+        };
+        attribute::write(a, ctx, value, room);
+    }
+    nlri::write_list(room, &u.nlri);
+    Ok(())
 }
 
 /// With AS4_PATH, a 2-octet session can only carry confederation segments in front of
@@ -460,7 +511,8 @@ pub fn withdrawn(update: &Update) -> impl Iterator<Item = (AfiSafi, &Nlri)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bgp::wire::types::{Aggregator, Origin};
+    use crate::bgp::wire::types::{attr_flags, Aggregator, Origin, UnknownAttribute};
+    use bytes::BytesMut;
     use std::net::Ipv4Addr;
 
     fn seq(asns: &[u32]) -> AsSegment {
@@ -480,6 +532,18 @@ mod tests {
             PathAttribute::AsPath(path),
             PathAttribute::NextHop(Ipv4Addr::new(192, 0, 2, 1)),
         ]
+    }
+
+    /// The body alone, as `message::encode_update` writes it after the header.
+    fn encode(u: &Update, ctx: &Context, out: &mut BytesMut) -> Result<(), EncodeError> {
+        let planned = plan(u, ctx)?;
+        let start = out.len();
+        out.resize(start + planned.len() + crate::bgp::wire::output::SLACK, 0);
+        let mut room = Room::new(&mut out[start..]);
+        write(u, ctx, &planned, &mut room)?;
+        assert_eq!(room.written(), Some(planned.len()));
+        out.truncate(start + planned.len());
+        Ok(())
     }
 
     fn round(u: &Update, ctx: &Context) -> Update {
@@ -510,6 +574,24 @@ mod tests {
         assert!(out.windows(2).any(|w| w == [0xc0, 0x11]));
         assert!(out.windows(2).any(|w| w == [0xc0, 0x12]));
         assert_eq!(decode(&out, &ctx2(), Src::copying()).unwrap(), u);
+    }
+
+    #[test]
+    fn attributes_past_the_kept_lengths_are_sized_again() {
+        let mut attributes = base_attrs(AsPath::default());
+        attributes.extend((0..2 * KEPT_LENGTHS as u8).map(|i| {
+            PathAttribute::from(UnknownAttribute {
+                flags: attr_flags::OPTIONAL | attr_flags::TRANSITIVE,
+                type_code: 100 + i,
+                value: bytes::Bytes::from(vec![i; usize::from(i) * 5]),
+            })
+        }));
+        let u = Update {
+            attributes,
+            nlri: vec![Nlri::from("10.0.0.0/8".parse::<ipnet::IpNet>().unwrap())],
+            ..Update::default()
+        };
+        assert_eq!(round(&u, &ctx2()), u);
     }
 
     #[test]
