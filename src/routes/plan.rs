@@ -380,7 +380,22 @@ pub fn plan_reusing(
         let routes = match shared.get(&profile) {
             Some(routes) => Arc::clone(routes),
             None => {
-                let reuse = previous.and_then(|p| p.peers.get(&key)).map(|p| &*p.routes);
+                // The first peer of a profile plans the routes every peer of it shares:
+                // reuse from a previous peer with the same attributes (its own, else
+                // any other, such as the one a new or edited peer now shares with), so
+                // that the sharers keep their `Arc`s too; else its own old routes.
+                let reuse = previous
+                    .and_then(|p| {
+                        let own = p.peers.get(&key);
+                        own.filter(|old| attrs_template(&old.peer) == profile.template)
+                            .or_else(|| {
+                                p.peers
+                                    .values()
+                                    .find(|old| attrs_template(&old.peer) == profile.template)
+                            })
+                            .or(own)
+                    })
+                    .map(|p| &*p.routes);
                 let routes = Arc::new(routable.routes(&profile, &local.name, reuse));
                 shared.insert(profile, Arc::clone(&routes));
                 routes
