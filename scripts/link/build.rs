@@ -3,13 +3,14 @@
 //! toolchain's rust-lld (the default for x86_64-unknown-linux-gnu since Rust 1.90), and
 //! never the dependencies' compilation (RUSTFLAGS would rebuild every crate).
 //!
-//! - `--symbol-ordering-file=link/startup.order`: the functions the daemon runs from start
+//! - `--symbol-ordering-file=scripts/link/startup.order`: the functions the daemon runs from start
 //!   to idle (recorded by scripts/symbol-order) are placed together at the start of .text.
 //!   Scattered over the 13 MB of code, the 1.7 MB of them kept about 9 MiB of the binary
 //!   resident (the kernel maps 64 KiB around each page fault); packed, a fraction of that.
 //!   A name no longer in the binary (renamed function, other toolchain) is skipped by the
 //!   linker: a stale file costs locality, never a build.
-//! - `-z pack-relative-relocs` (DT_RELR, glibc 2.36+, Debian 12's): the position-
+//! - `-z pack-relative-relocs` (DT_RELR, glibc 2.36+, Debian 12's; left out when the
+//!   build machine's glibc is older): the position-
 //!   independent binary's 30,000 relative relocations as a bitmap of a few KiB instead of
 //!   a 740 KB .rela.dyn, which the loader reads whole at every start.
 
@@ -17,7 +18,7 @@ use std::env;
 use std::process::Command;
 
 fn main() {
-    println!("cargo:rerun-if-changed=link/startup.order");
+    println!("cargo:rerun-if-changed=scripts/link/startup.order");
     println!("cargo:rerun-if-env-changed=RUSTC_LINKER");
     println!("cargo:rerun-if-env-changed=CARGO_ENCODED_RUSTFLAGS");
     if !uses_rust_lld() {
@@ -27,15 +28,45 @@ fn main() {
         return;
     }
     let order = format!(
-        "{}/link/startup.order",
+        "{}/scripts/link/startup.order",
         env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| ".".into())
     );
-    for arg in [
+    let mut args = vec![
         format!("-Wl,--symbol-ordering-file={order}"),
         "-Wl,--no-warn-symbol-ordering".to_owned(),
-        "-Wl,-z,pack-relative-relocs".to_owned(),
-    ] {
+    ];
+    // A DT_RELR binary needs glibc 2.36 to load (GLIBC_ABI_DT_RELR): packed only when
+    // the glibc built against has it, so the binary always runs where it was built.
+    if glibc_at_least(2, 36) {
+        args.push("-Wl,-z,pack-relative-relocs".to_owned());
+    } else {
+        println!("cargo:warning=relocations not packed (glibc before 2.36 or unknown)");
+    }
+    for arg in args {
         println!("cargo:rustc-link-arg-bin=podcidr-speaker={arg}");
+    }
+}
+
+/// The build machine's glibc (a native build: `uses_rust_lld` holds the target to
+/// x86_64 GNU Linux) is at least `major.minor`, by `getconf GNU_LIBC_VERSION`
+/// ("glibc 2.36"); false when it cannot be told.
+fn glibc_at_least(major: u32, minor: u32) -> bool {
+    if env::var("HOST").ok() != env::var("TARGET").ok() {
+        return false;
+    }
+    let Ok(out) = Command::new("getconf").arg("GNU_LIBC_VERSION").output() else {
+        return false;
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut version = text
+        .split_whitespace()
+        .nth(1)
+        .unwrap_or_default()
+        .split('.')
+        .map(|n| n.parse::<u32>().ok());
+    match (version.next().flatten(), version.next().flatten()) {
+        (Some(a), Some(b)) => (a, b) >= (major, minor),
+        _ => false,
     }
 }
 
