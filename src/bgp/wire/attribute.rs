@@ -419,20 +419,10 @@ pub(crate) fn encode(
 ) -> Result<(), EncodeError> {
     let value = checked_value_len(attr, ctx)?;
     let len = header_len(attr, value) + usize::from(value);
-    let start = out.len();
-    out.resize(start + len + output::SLACK, 0);
-    let mut room = Room::new(&mut out[start..]);
-    write(attr, ctx, value, &mut room);
-    let written = room.written();
-    out.truncate(start + len);
-    if written != Some(len) {
-        out.truncate(start);
-        return Err(EncodeError::Sizing {
-            computed: len,
-            written,
-        });
-    }
-    Ok(())
+    output::append(out, len, |room| {
+        write(attr, ctx, value, room);
+        Ok(())
+    })
 }
 
 /// The value's length in octets, after every check writing `attr` can fail: the
@@ -576,19 +566,10 @@ fn write_value(attr: &PathAttribute, ctx: &Context, room: &mut Room<'_>) {
 /// Writes the MP_REACH next hop with its length octet.
 pub(crate) fn put_next_hop(nh: &MpNextHop, out: &mut BytesMut) -> Result<(), EncodeError> {
     let len = next_hop_checked_len(nh)?;
-    let start = out.len();
-    out.resize(start + len, 0);
-    let mut room = Room::new(&mut out[start..]);
-    write_next_hop(nh, &mut room);
-    let written = room.written();
-    if written != Some(len) {
-        out.truncate(start);
-        return Err(EncodeError::Sizing {
-            computed: len,
-            written,
-        });
-    }
-    Ok(())
+    output::append(out, len, |room| {
+        write_next_hop(nh, room);
+        Ok(())
+    })
 }
 
 /// [`next_hop_len`], refusing a next hop of more octets than its length octet holds.

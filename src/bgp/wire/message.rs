@@ -6,7 +6,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 use super::error::{DecodeError, EncodeError};
 use super::input::Src;
-use super::output::{self, Room};
+use super::output;
 use super::types::{
     Afi, AfiSafi, Message, MessageType, RouteRefresh, RouteRefreshSubtype, Safi, Update,
 };
@@ -176,34 +176,20 @@ pub fn encode_message(msg: &Message, ctx: &Context, out: &mut BytesMut) -> Resul
 
 /// UPDATE, the message sent by the thousand: checked and sized whole, then written into
 /// room made once (`output.rs` says why).
-fn encode_update(
-    u: &Update,
-    ctx: &Context,
-    out: &mut BytesMut,
-    start: usize,
-) -> Result<(), EncodeError> {
+fn encode_update(u: &Update, ctx: &Context, out: &mut BytesMut) -> Result<(), EncodeError> {
     let planned = update::plan(u, ctx)?;
     let len = HEADER_LEN + planned.len();
     let max = ctx.max_message_len();
     if len > max {
         return Err(EncodeError::MessageTooLong { len, max });
     }
-    out.resize(start + len + output::SLACK, 0);
-    let mut room = Room::new(&mut out[start..]);
-    room.array(MARKER);
-    // len <= 65535 after the check above.
-    room.u16(len as u16);
-    room.u8(MessageType::Update as u8);
-    update::write(u, ctx, &planned, &mut room)?;
-    let written = room.written();
-    out.truncate(start + len);
-    if written != Some(len) {
-        return Err(EncodeError::Sizing {
-            computed: len,
-            written,
-        });
-    }
-    Ok(())
+    output::append(out, len, |room| {
+        room.array(MARKER);
+        // len <= 65535 after the check above.
+        room.u16(len as u16);
+        room.u8(MessageType::Update as u8);
+        update::write(u, ctx, &planned, room)
+    })
 }
 
 fn encode_inner(
@@ -213,7 +199,7 @@ fn encode_inner(
     start: usize,
 ) -> Result<(), EncodeError> {
     if let Message::Update(u) = msg {
-        return encode_update(u, ctx, out, start);
+        return encode_update(u, ctx, out);
     }
     out.put_slice(&MARKER);
     out.put_u16(0);

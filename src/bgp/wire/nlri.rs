@@ -237,13 +237,10 @@ mod tests {
         add_path: bool,
     ) -> Result<(), EncodeError> {
         let len = list_len(list, family, add_path)?;
-        let start = out.len();
-        out.resize(start + len + crate::bgp::wire::output::SLACK, 0);
-        let mut room = Room::new(&mut out[start..]);
-        write_list(&mut room, list);
-        assert_eq!(room.written(), Some(len));
-        out.truncate(start + len);
-        Ok(())
+        crate::bgp::wire::output::append(out, len, |room| {
+            write_list(room, list);
+            Ok(())
+        })
     }
 
     fn v4(s: &str) -> Nlri {

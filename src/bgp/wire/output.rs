@@ -6,9 +6,36 @@
 //! value whose length is only known once it is written has to be moved down after its
 //! header; the profile of the encoder was those calls and `memmove`s, not the values.
 
+use bytes::BytesMut;
+
+use super::error::EncodeError;
+
 /// Octets past the computed size that a [`Room`] is given, so that a prefix's whole
 /// address can be stored in one write (an IPv6 prefix: its length octet, then 16).
 pub(crate) const SLACK: usize = 16;
+
+/// Appends `len` octets to `out`, written by `fill` into room made once. If `fill`
+/// fails, or writes other than the `len` octets the caller's sizing pass computed (the
+/// two passes disagree: a bug), `out` is left as it was and the error returned: never
+/// corrupt octets on the wire.
+pub(crate) fn append(
+    out: &mut BytesMut,
+    len: usize,
+    fill: impl FnOnce(&mut Room<'_>) -> Result<(), EncodeError>,
+) -> Result<(), EncodeError> {
+    let start = out.len();
+    out.resize(start + len + SLACK, 0);
+    let mut room = Room::new(&mut out[start..]);
+    let res = fill(&mut room).and_then(|()| match room.written() {
+        Some(n) if n == len => Ok(()),
+        written => Err(EncodeError::Sizing {
+            computed: len,
+            written,
+        }),
+    });
+    out.truncate(if res.is_ok() { start + len } else { start });
+    res
+}
 
 /// A cursor over room made for a message. A write past the end is dropped rather than
 /// panicking and makes [`Room::written`] `None`: the caller, which computed the size,
@@ -124,5 +151,43 @@ mod tests {
         room.slice(&[0x07; 3]);
         assert_eq!(room.written(), None);
         assert_eq!(buf, [0x01, 0x00, 0x00]);
+    }
+
+    #[test]
+    fn append_keeps_exactly_the_sized_octets_or_nothing() {
+        let mut out = BytesMut::from(&[0xee][..]);
+        append(&mut out, 3, |room| {
+            room.u8(1);
+            room.u16(0x0203);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(&out[..], &[0xee, 1, 2, 3]);
+
+        // Fewer or more octets than sized: a Sizing error, `out` as it was.
+        for (wrote, written) in [(2, Some(2)), (4, Some(4)), (3 + SLACK + 1, None)] {
+            let err = append(&mut out, 3, |room| {
+                room.slice(&vec![9; wrote]);
+                Ok(())
+            })
+            .unwrap_err();
+            assert_eq!(
+                err,
+                EncodeError::Sizing {
+                    computed: 3,
+                    written
+                }
+            );
+            assert_eq!(&out[..], &[0xee, 1, 2, 3]);
+        }
+
+        // The fill's own error also leaves `out` as it was.
+        let err = append(&mut out, 2, |room| {
+            room.u16(7);
+            Err(EncodeError::MessageTooLong { len: 1, max: 0 })
+        })
+        .unwrap_err();
+        assert_eq!(err, EncodeError::MessageTooLong { len: 1, max: 0 });
+        assert_eq!(&out[..], &[0xee, 1, 2, 3]);
     }
 }

@@ -537,13 +537,7 @@ mod tests {
     /// The body alone, as `message::encode_update` writes it after the header.
     fn encode(u: &Update, ctx: &Context, out: &mut BytesMut) -> Result<(), EncodeError> {
         let planned = plan(u, ctx)?;
-        let start = out.len();
-        out.resize(start + planned.len() + crate::bgp::wire::output::SLACK, 0);
-        let mut room = Room::new(&mut out[start..]);
-        write(u, ctx, &planned, &mut room)?;
-        assert_eq!(room.written(), Some(planned.len()));
-        out.truncate(start + planned.len());
-        Ok(())
+        crate::bgp::wire::output::append(out, planned.len(), |room| write(u, ctx, &planned, room))
     }
 
     fn round(u: &Update, ctx: &Context) -> Update {
