@@ -627,22 +627,12 @@ fn event() -> impl Strategy<Value = Event> {
 // ---------------------------------------------------------------------------------------
 // Checks
 
+/// Plans from scratch, as `plan` does (`plan_reusing` with no previous plan).
 fn run_planner(model: &Model, local: &str, mode: AnnounceMode, over: Option<IpAddr>) -> Plan {
-    let yaml = model.config_yaml();
-    let config = config::parse(&yaml).unwrap_or_else(|e| panic!("{e}\n{yaml}"));
-    let view = node_view(&model.state(), IpamOverride::Auto).unwrap();
-    plan(
-        &view,
-        &config,
-        &LocalNode::new(local),
-        mode,
-        &Overrides {
-            source_address: over,
-        },
-    )
+    run_planner_from(model, local, mode, over, None)
 }
 
-/// [`run_planner`] through `plan_reusing`, from `previous`.
+/// Plans through `plan_reusing`, from `previous`, as the daemon plans each event.
 fn run_planner_from(
     model: &Model,
     local: &str,
@@ -796,6 +786,11 @@ fn check_deletion(
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
+    /// After every random event (nodes, CIDRs, labels, addresses, the config) the plan
+    /// is the expected one, and a deleted node's prefixes are withdrawn and nothing
+    /// else. The plan is made as the daemon makes it, from the last plan
+    /// (`plan_reusing`): it must equal the plan from scratch, and in cluster mode a route
+    /// whose attributes did not change keeps the last plan's very `Arc`.
     #[test]
     fn after_every_event_the_plan_is_the_expected_one(
         initial in model(),
@@ -819,43 +814,12 @@ proptest! {
                 _ => None,
             };
             model.apply(event);
-            let after = run_planner(&model, local, mode, over);
-            check_plan(&after, &model, local, mode, over)?;
-            match deleted {
-                Some((name, _)) if name == local => {
-                    prop_assert!(after.peers.is_empty(), "the local node is gone, its sessions too");
-                }
-                Some((name, claimed)) => check_deletion(&before, &after, name, &claimed)?,
-                None => {}
-            }
-            before = after;
-        }
-    }
-
-    /// The daemon plans each event from the last plan (`plan_reusing`): after every
-    /// random event (nodes, CIDRs, labels, addresses, the config) that plan is the one
-    /// planned from scratch, and in cluster mode a route whose attributes did not change
-    /// keeps the previous plan's very `Arc`.
-    #[test]
-    fn planning_from_the_last_plan_equals_planning_from_scratch(
-        initial in model(),
-        events in prop::collection::vec(event(), 1..30),
-        local in 0..NAMES.len(),
-        cluster in any::<bool>(),
-        over in prop::option::of(prop::sample::select(vec!["192.168.0.1", "fd99::1"])),
-    ) {
-        let local = NAMES[local];
-        let mode = if cluster { AnnounceMode::Cluster } else { AnnounceMode::Local };
-        let over: Option<IpAddr> = over.map(|o| o.parse().unwrap());
-        let mut model = initial;
-        let mut before = run_planner(&model, local, mode, over);
-        for event in &events {
-            model.apply(event);
             let full = run_planner(&model, local, mode, over);
-            let reused = run_planner_from(&model, local, mode, over, Some(&before));
-            prop_assert_eq!(&reused, &full, "after {:?}", event);
+            let after = run_planner_from(&model, local, mode, over, Some(&before));
+            prop_assert_eq!(&after, &full, "planned from the last plan, after {:?}", event);
+            check_plan(&after, &model, local, mode, over)?;
             if mode == AnnounceMode::Cluster {
-                for (key, p) in &reused.peers {
+                for (key, p) in &after.peers {
                     let Some(old) = before.peers.get(key) else { continue };
                     for (prefix, r) in p.routes.iter() {
                         if let Some(o) = old.routes.get(prefix) {
@@ -867,7 +831,14 @@ proptest! {
                     }
                 }
             }
-            before = reused;
+            match deleted {
+                Some((name, _)) if name == local => {
+                    prop_assert!(after.peers.is_empty(), "the local node is gone, its sessions too");
+                }
+                Some((name, claimed)) => check_deletion(&before, &after, name, &claimed)?,
+                None => {}
+            }
+            before = after;
         }
     }
 
