@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use apiserver::{load_balancer, ApiServer, Key, WriteRecord};
+use apiserver::{load_balancer, ApiServer, Key, ServedApi, WriteRecord};
 use serde_json::Value;
 
 const BINARY: &str = env!("CARGO_BIN_EXE_podcidr-speaker");
@@ -270,9 +270,7 @@ fn one_writer_at_a_time(writes: &[WriteRecord]) -> Vec<String> {
 /// bgp-config every replica reads: a /27 pool named `web`. Dropped after the test's
 /// replicas (declared first): the server stops, then the directory goes.
 struct Lab {
-    api: ApiServer,
-    /// Runs the server's tasks: kept as long as the server.
-    _runtime: tokio::runtime::Runtime,
+    api: ServedApi,
     dir: PathBuf,
     config: PathBuf,
 }
@@ -287,15 +285,8 @@ impl Lab {
             "peers: []\naddress-pools:\n  - name: web\n    protocol: bgp\n    addresses: [198.51.100.0/27]\n",
         )
         .unwrap();
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        let api = runtime.block_on(ApiServer::start());
         Lab {
-            api,
-            _runtime: runtime,
+            api: ServedApi::start(),
             dir,
             config,
         }

@@ -504,6 +504,37 @@ impl Shared {
     }
 }
 
+/// The emulation served from a runtime of its own, for tests whose own code blocks
+/// (they start the speaker's processes and wait on them). Dropped: the server stops,
+/// then its runtime (fields drop in this order).
+pub struct ServedApi {
+    api: ApiServer,
+    _runtime: tokio::runtime::Runtime,
+}
+
+impl ServedApi {
+    pub fn start() -> ServedApi {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("the emulation's runtime");
+        let api = runtime.block_on(ApiServer::start());
+        ServedApi {
+            api,
+            _runtime: runtime,
+        }
+    }
+}
+
+impl std::ops::Deref for ServedApi {
+    type Target = ApiServer;
+
+    fn deref(&self) -> &ApiServer {
+        &self.api
+    }
+}
+
 /// The running emulation. Dropped: it stops serving (its open watches end).
 pub struct ApiServer {
     addr: SocketAddr,

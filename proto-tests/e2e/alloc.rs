@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::apiserver::{load_balancer, ApiServer, Key};
+use crate::apiserver::{load_balancer, ApiServer, Key, ServedApi};
 use crate::fixture::{BgpConfig, Peer, BIRD_AS, NODE_AS};
 use crate::harness::bird::Bird;
 use crate::harness::process::Process;
@@ -89,13 +89,8 @@ fn allocator_writes_a_new_services_address_and_bird_learns_it_from_both_speakers
         );
     }
 
-    // The emulation serves from this process's runtime, inside the namespace.
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let api = runtime.block_on(ApiServer::start());
+    // The emulation serves from a runtime of this process, inside the namespace.
+    let api = ServedApi::start();
     let mut cmd = Command::new(BINARY);
     cmd.arg("allocate")
         .arg(format!("--bgp-config={}", inputs.config_path().display()))
@@ -199,5 +194,4 @@ fn allocator_writes_a_new_services_address_and_bird_learns_it_from_both_speakers
         allocator.log_tail(30)
     );
     drop(api);
-    drop(runtime);
 }
