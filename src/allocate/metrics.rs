@@ -13,13 +13,15 @@ use prometheus::{Encoder, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts
 use serde::Serialize;
 
 use crate::alloc::{PoolUsage, Reason};
-use crate::metrics::server::{Answer, Response};
+use crate::metrics::liveness::Liveness;
+use crate::metrics::server::{Answer, Response, REFRESH_WAIT};
 use crate::sources::kube::events::{EventLoss, EventObserver};
 
 /// The prefix of every series.
 pub const NAMESPACE: &str = "podcidr_allocator";
 
-/// `/healthz` fails when the loop has not beaten for this long (it beats every second).
+/// `/healthz` fails when the loop has not beaten for this long. It beats when a probe
+/// asks it ([`Liveness`]: no tick of its own at idle) and during a long batch of writes.
 pub const ALIVE_WITHIN: Duration = Duration::from_secs(30);
 
 /// How a config reload ended.
@@ -128,7 +130,7 @@ pub struct AllocMetrics {
     writes: IntCounterVec,
     events_lost: IntCounterVec,
     board: Mutex<Board>,
-    beat: Mutex<Instant>,
+    liveness: Liveness,
 }
 
 impl std::fmt::Debug for AllocMetrics {
@@ -224,7 +226,7 @@ impl AllocMetrics {
                 identity: identity.to_owned(),
                 ..Board::default()
             }),
-            beat: Mutex::new(Instant::now()),
+            liveness: Liveness::new(ALIVE_WITHIN),
         };
         Ok(Arc::new(metrics))
     }
@@ -265,9 +267,18 @@ impl AllocMetrics {
 
     /// The loop is alive.
     pub fn beat(&self) {
-        if let Ok(mut b) = self.beat.lock() {
-            *b = Instant::now();
-        }
+        self.liveness.beat_at(Instant::now());
+    }
+
+    /// Completes when a probe asks the loop to turn; the loop then beats and calls
+    /// [`AllocMetrics::answered`].
+    pub async fn asked(&self) {
+        self.liveness.asked().await;
+    }
+
+    /// The loop answered a probe's ask.
+    pub fn answered(&self) {
+        self.liveness.answered();
     }
 
     pub fn encode(&self) -> String {
@@ -277,10 +288,19 @@ impl AllocMetrics {
         String::from_utf8(out).unwrap_or_default()
     }
 
-    /// The answers of `--metrics-addr`.
+    /// The answers of `--metrics-addr`. `/healthz` first asks the loop to turn (at most
+    /// [`REFRESH_WAIT`]), as the speaker's endpoint does.
     pub fn answer(self: &Arc<Self>) -> Answer {
         let metrics = Arc::clone(self);
-        Arc::new(move |path: &str| metrics.respond(path, Instant::now()))
+        Arc::new(move |path: String| {
+            let metrics = Arc::clone(&metrics);
+            Box::pin(async move {
+                if path == "/healthz" {
+                    metrics.liveness.refresh(REFRESH_WAIT).await;
+                }
+                metrics.respond(&path, Instant::now())
+            })
+        })
     }
 
     fn respond(&self, path: &str, now: Instant) -> Response {
@@ -292,8 +312,7 @@ impl AllocMetrics {
                 headers: Vec::new(),
             },
             "/healthz" => {
-                let beat = self.beat.lock().map(|b| *b).unwrap_or(now);
-                if now.saturating_duration_since(beat) <= ALIVE_WITHIN {
+                if self.liveness.alive_at(now) {
                     Response::text(200, "ok\n")
                 } else {
                     Response::text(503, "the allocator loop has not beaten for too long\n")
@@ -374,5 +393,30 @@ mod tests {
         assert_eq!(m.respond("/readyz", Instant::now()).status, 200);
         let later = Instant::now() + ALIVE_WITHIN + Duration::from_secs(1);
         assert_eq!(m.respond("/healthz", later).status, 503);
+    }
+
+    #[tokio::test]
+    async fn healthz_asks_the_loop_to_turn_instead_of_a_tick() {
+        let m = AllocMetrics::new("a").unwrap();
+        let created = Instant::now();
+        let looped = Arc::clone(&m);
+        let main_loop = tokio::spawn(async move {
+            loop {
+                looped.asked().await;
+                looped.beat();
+                looped.answered();
+            }
+        });
+        // The loop waits for asks (this test's runtime runs it during the sleep).
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let answer = m.answer();
+        assert_eq!(answer("/healthz".to_owned()).await.status, 200);
+        // Its beat is the ask's, not the creation's: alive past the creation's window.
+        let past_creation = created + ALIVE_WITHIN + Duration::from_millis(25);
+        assert!(m.liveness.alive_at(past_creation));
+        main_loop.abort();
+        let _ = main_loop.await;
+        // Other paths do not wait for the loop.
+        assert_eq!(answer("/readyz".to_owned()).await.status, 503);
     }
 }

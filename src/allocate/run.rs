@@ -52,9 +52,6 @@ use crate::sources::service_objects::is_load_balancer;
 use crate::sources::services::ObjectKey;
 use crate::sources::{self, Resource, ResourceStatus, SourceUpdate};
 
-/// How often the loop shows it is alive (`/healthz`).
-const BEAT: Duration = Duration::from_secs(1);
-
 /// The most often the per-Service figures (`/status`, pending, pool usage) are worked
 /// out again: each time walks every Service, and a burst of watch events (a leader
 /// writing 10,000 statuses hears 10,000 back) must not walk them 10,000 times.
@@ -159,7 +156,6 @@ pub async fn drive(
     runner.rewrite_wait = rewrite;
     let first = *leadership.borrow_and_update();
     runner.leadership(first).await;
-    let mut tick = tokio::time::interval(BEAT);
     let mut leadership_open = true;
     let mut config_open = true;
     loop {
@@ -192,7 +188,11 @@ pub async fn drive(
                 // The watcher never ends (kube-rs retries); if it did, nothing is left.
                 None => break,
             },
-            _ = tick.tick() => metrics.beat(),
+            // A probe asks the loop to turn (`/healthz`): no tick of its own at idle.
+            () = metrics.asked() => {
+                metrics.beat();
+                metrics.answered();
+            }
             // Armed only while figures wait: no wake-up when idle.
             () = tokio::time::sleep_until(runner.next_publish), if runner.dirty => runner.publish(),
             // Armed only while a write waits to be tried again.

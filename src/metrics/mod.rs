@@ -36,7 +36,8 @@
 //! tokio::spawn(server::serve(listener, Arc::clone(&metrics), async {
 //!     let _ = stopped.await;
 //! }));
-//! // Every turn of the main loop, and on an idle tick well inside DEFAULT_LIVENESS:
+//! // Every turn of the main loop; an idle loop also waits for `metrics.asked()` (each
+//! // probe, scrape or /status asks it to turn), beats and calls `metrics.answered()`:
 //! metrics.heartbeat();
 //! // Each config source event, after ConfigState::update_*:
 //! metrics.record_config_reload(update, &config.status(), SystemTime::now());
@@ -58,6 +59,7 @@
 pub mod board;
 mod families;
 pub mod labels;
+pub mod liveness;
 pub mod observer;
 pub mod readiness;
 mod registry;

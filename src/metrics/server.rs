@@ -19,6 +19,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
+use futures::future::BoxFuture;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
@@ -65,8 +66,9 @@ pub async fn serve(
 }
 
 /// What another role (`allocate`) answers on its endpoint: the response to a GET or
-/// HEAD of a path (the query left off), from memory.
-pub type Answer = Arc<dyn Fn(&str) -> Response + Send + Sync>;
+/// HEAD of a path (the query left off), from memory once its loop has been asked to
+/// turn where the path needs it (bounded by [`REFRESH_WAIT`]).
+pub type Answer = Arc<dyn Fn(String) -> BoxFuture<'static, Response> + Send + Sync>;
 
 /// Serves `answer` with the same framing and limits as [`serve`] until `shutdown`
 /// completes.
@@ -91,7 +93,7 @@ pub async fn serve_answers(
                 None => (Response::text(400, "bad request\n"), false),
                 Some((method, target)) if matches!(method, "GET" | "HEAD") => {
                     let path = target.split_once('?').map_or(target, |(p, _)| p);
-                    (answer(path), method == "HEAD")
+                    (answer(path.to_owned()).await, method == "HEAD")
                 }
                 Some(_) => {
                     let mut r = Response::text(405, "only GET and HEAD\n");

@@ -18,7 +18,6 @@ mod inputs;
 mod peers;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -29,11 +28,12 @@ use super::board::{
     ViewReport,
 };
 use super::families::Families;
+use super::liveness::Liveness;
 use super::readiness::{Readiness, ReadinessFacts, ReadinessRule, SessionFact};
 use crate::bfd::{Diag, State as BfdState};
 use crate::bgp::session::{Finding, State};
 use crate::config::PeerKey;
-use crate::peer::{Beat, RoutesQuery};
+use crate::peer::RoutesQuery;
 use crate::routes::cilium::ConflictDecision;
 use crate::routes::stop::StopKind;
 use crate::sources::kube::events::EventLoss;
@@ -52,14 +52,8 @@ pub struct Metrics {
     registry: Registry,
     families: Families,
     inner: Mutex<Inner>,
-    liveness: Duration,
     /// The main loop's last heartbeat, and the endpoint's asks to it.
-    beat: Beat,
-    /// Woken each time the main loop answers an ask ([`Metrics::answered`]).
-    answered: tokio::sync::Notify,
-    /// Whether a main loop waits for asks at all ([`Metrics::asked`]); without one
-    /// (tools, tests) [`Metrics::refresh`] does not wait.
-    listened: AtomicBool,
+    liveness: Liveness,
 }
 
 /// What the status document holds, plus which labelled series exist (so that removing
@@ -166,10 +160,7 @@ impl Metrics {
             registry,
             families,
             inner: Mutex::new(Inner::default()),
-            liveness,
-            beat: Beat::new(Instant::now()),
-            answered: tokio::sync::Notify::new(),
-            listened: AtomicBool::new(false),
+            liveness: Liveness::new(liveness),
         })
     }
 
@@ -194,26 +185,17 @@ impl Metrics {
     ///
     /// This is what wakes an idle daemon: it keeps no periodic tick for the endpoint.
     pub async fn refresh(&self, wait: Duration) -> bool {
-        if !self.listened.load(Ordering::Relaxed) {
-            return false;
-        }
-        let answered = self.answered.notified();
-        tokio::pin!(answered);
-        // Registered before the ask: an answer in between still counts.
-        answered.as_mut().enable();
-        self.beat.ask(Instant::now());
-        tokio::time::timeout(wait, answered).await.is_ok()
+        self.liveness.refresh(wait).await
     }
 
     /// Completes when the endpoint asks ([`Metrics::refresh`]): the main loop's wait.
     pub async fn asked(&self) {
-        self.listened.store(true, Ordering::Relaxed);
-        self.beat.asked().await;
+        self.liveness.asked().await;
     }
 
     /// The main loop answered an ask (after its heartbeat, when it gave one).
     pub fn answered(&self) {
-        self.answered.notify_waiters();
+        self.liveness.answered();
     }
 
     /// The daemon's main loop calls this on every turn.
@@ -223,13 +205,13 @@ impl Metrics {
 
     /// [`Metrics::heartbeat`] at a given instant (tests).
     pub fn beat_at(&self, now: Instant) {
-        self.beat.beat(now);
+        self.liveness.beat_at(now);
     }
 
     /// The main loop beat within the liveness window before `now`. A fresh process
     /// counts as having beaten at creation.
     pub fn alive_at(&self, now: Instant) -> bool {
-        self.beat.silent_for(now) <= self.liveness
+        self.liveness.alive_at(now)
     }
 
     /// `/readyz` now: see [`ReadinessRule::judge`].
