@@ -16,6 +16,7 @@ pub mod daemon;
 pub mod decode;
 pub mod gate;
 pub mod http;
+pub mod memory;
 pub mod metrics;
 pub mod peer;
 pub mod routes;

@@ -159,6 +159,8 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
         },
     ));
 
+    // Gives freed heap back once large work is done (sleeps until then).
+    tasks.spawn(crate::memory::run());
     let (tx, mut rx) = sources::channel(SOURCE_QUEUE);
     let started = start_sources(&settings, &metrics, tx, &mut tasks).await?;
     let grace = settings.graceful_shutdown;
@@ -224,6 +226,8 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
                     daemon.flush_lb(event);
                 }
                 daemon.retired.clear();
+                // The replaced snapshot and plan are freed.
+                crate::memory::after_work();
             }
             () = gate_changed(gate.as_mut()) => {
                 if let Some(g) = gate.as_mut() {

@@ -1020,6 +1020,8 @@ impl Task {
                 self.observer
                     .update_written(&self.key, now.saturating_duration_since(since));
                 self.changed_at = None;
+                // What the change queued (groups, builders) is freed now.
+                crate::memory::after_work();
             }
         }
         let session = &self.main.session;
