@@ -53,10 +53,13 @@ pub async fn run() {
         work().notified().await;
         // Each new piece of work restarts the quiet period.
         while tokio::time::timeout(QUIET, work().notified()).await.is_ok() {}
+        let start = std::time::Instant::now();
         if let Some((held, released)) = trim(HELD_AT_LEAST) {
             debug!(
                 held_mib = held >> 20,
-                released, "freed heap memory given back to the system"
+                released,
+                took_ms = start.elapsed().as_millis(),
+                "freed heap memory given back to the system"
             );
         }
     }
