@@ -13,6 +13,9 @@
 //!   facts stay, the resource is marked down in the status, kube-rs's backoff retries.
 //! - An object whose facts cannot be read is logged and skipped; it keeps its last good
 //!   facts; the watch goes on.
+//! - The daemon's source keeps only its own node's labels
+//!   ([`KubeSourceConfig::labels_of`], as the file source): in cluster scope no other
+//!   node's are kept, and a change to another node's labels alone is no change.
 //! - Nothing is sent before every resource completed its first list. A CiliumNode CRD
 //!   that is not installed (404 on the first list) counts as an empty, synced resource.
 //! - CiliumPodIPPools (multi-pool IPAM's ranges) are watched whole in both scopes: a
@@ -54,7 +57,7 @@ use tracing::{debug, info, warn};
 use super::error::SourceError;
 use super::model::{
     CiliumConfig, CiliumConfigMemory, CiliumNodeFacts, ClusterState, IpamOverride, KeptChange,
-    NodeFacts, PoolRanges, CILIUM_CONFIG_KEPT,
+    Labels, NodeFacts, PoolRanges, CILIUM_CONFIG_KEPT,
 };
 use super::objects::{self, CiliumNode, CiliumPodIpPool};
 use super::{
@@ -200,6 +203,11 @@ pub struct KubeSourceConfig {
     pub load_balancers: bool,
     /// Which EndpointSlices are watched when `load_balancers` is on.
     pub slices: SliceScope,
+    /// Keep the labels of this node only, the daemon's own (as the file source's
+    /// `labels_of`): the planner reads no other node's, and in cluster scope they are
+    /// most of a Node's facts; a change to another node's labels alone is then no
+    /// change. `None` keeps every node's (the one-shot commands, tests).
+    pub labels_of: Option<Arc<str>>,
 }
 
 /// Which EndpointSlices the LoadBalancer watchers follow.
@@ -423,6 +431,10 @@ struct WatchState {
     cilium_config_name: String,
     bgp_config: Option<BgpConfigMapRef>,
     nodes: Store<NodeFacts>,
+    /// See [`KubeSourceConfig::labels_of`].
+    labels_of: Option<Arc<str>>,
+    /// The one empty label map every other node's facts share.
+    no_labels: Labels,
     cilium_nodes: Store<CiliumNodeFacts>,
     pod_ip_pools: Store<PoolRanges>,
     /// The first list of CiliumPodIPPools was refused: their ranges are unknown.
@@ -448,6 +460,8 @@ impl WatchState {
             cilium_config_name: config.cilium_config.name.clone(),
             bgp_config: config.bgp_config.clone(),
             nodes: Store::new(),
+            labels_of: config.labels_of.clone(),
+            no_labels: Labels::default(),
             cilium_nodes: Store::new(),
             pod_ip_pools: Store::new(),
             pod_ip_pools_unreadable: false,
@@ -489,13 +503,21 @@ impl WatchState {
     fn handle(&mut self, input: Input, now: SystemTime) -> Resource {
         match input {
             Input::Node(item) => {
+                let (own, no_labels) = (self.labels_of.as_deref(), &self.no_labels);
                 let changed = step(
                     Resource::Nodes,
                     &mut self.nodes,
                     self.status.entry(Resource::Nodes).or_default(),
                     *item,
                     now,
-                    |n| objects::node_facts(n).map(|(_, facts)| facts),
+                    |n| {
+                        objects::node_facts(n).map(|(name, mut facts)| {
+                            if own.is_some_and(|own| own != name) {
+                                facts.labels = Arc::clone(no_labels);
+                            }
+                            facts
+                        })
+                    },
                 );
                 self.cluster_dirty |= changed;
                 Resource::Nodes
