@@ -81,7 +81,27 @@ pub const API_READ_TIMEOUT: Duration = Duration::from_secs(WATCH_TIMEOUT.as_secs
 pub async fn client(read_timeout: Duration) -> Result<Client, String> {
     let mut config = kube::Config::infer().await.map_err(|e| e.to_string())?;
     bound_reads(&mut config, read_timeout);
+    no_roots_without_tls(&mut config);
     Client::try_from(config).map_err(|e| e.to_string())
+}
+
+/// An API server reached over plain HTTP (`kubectl proxy`, a test's server) with no
+/// HTTPS proxy in between never has a certificate checked, yet kube builds the TLS
+/// config regardless, and without a CA in the config it loads every root of the
+/// system's store for it (about 80 KiB kept for the process's life, and the code that
+/// parses them). An empty CA list instead: nothing is loaded, and were TLS ever used
+/// it would trust nothing (fails closed). A config with a CA, an HTTPS URL or an HTTPS
+/// proxy is left as it is.
+pub fn no_roots_without_tls(config: &mut kube::Config) {
+    let plain = config.cluster_url.scheme_str() == Some("http");
+    let tls_proxy = config
+        .proxy_url
+        .as_ref()
+        .is_some_and(|p| p.scheme_str() == Some("https"));
+    if !plain || tls_proxy {
+        return;
+    }
+    config.root_cert.get_or_insert_with(Vec::new);
 }
 
 /// Sets the read timeout, counted from each request written (not from when a pooled
@@ -892,6 +912,41 @@ mod tests {
         for bad in ["bgp-config", "/x", "ns/", "ns/name:", "a/b/c", "ns/n:k:z"] {
             assert!(bad.parse::<BgpConfigMapRef>().is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn plain_http_loads_no_roots_and_tls_keeps_its_own() {
+        let config = |url: &str, proxy: Option<&str>, ca: Option<Vec<Vec<u8>>>| {
+            let mut c = kube::Config::new(url.parse().unwrap());
+            c.proxy_url = proxy.map(|p| p.parse().unwrap());
+            c.root_cert = ca;
+            no_roots_without_tls(&mut c);
+            c.root_cert
+        };
+        let ca = vec![vec![0x30, 0x82]];
+        assert_eq!(config("http://127.0.0.1:8001", None, None), Some(vec![]));
+        assert_eq!(
+            config(
+                "http://127.0.0.1:8001",
+                Some("socks5://127.0.0.1:1080"),
+                None
+            ),
+            Some(vec![])
+        );
+        assert_eq!(
+            config("http://127.0.0.1:8001", None, Some(ca.clone())),
+            Some(ca.clone())
+        );
+        // TLS to the API server or to the proxy: the system's roots as before.
+        assert_eq!(config("https://kubernetes.default.svc", None, None), None);
+        assert_eq!(
+            config("https://kubernetes.default.svc", None, Some(ca.clone())),
+            Some(ca)
+        );
+        assert_eq!(
+            config("http://127.0.0.1:8001", Some("https://proxy:3128"), None),
+            None
+        );
     }
 
     #[test]
