@@ -92,8 +92,6 @@ fn start_with(
     load_balancers: bool,
     slices: SliceScope,
 ) -> Running {
-    let (tx, rx) = channel(16);
-    let events = Arc::new(RecordingSink::default());
     let config = KubeSourceConfig {
         scope,
         cilium_config: ConfigMapRef::cilium_config(),
@@ -102,7 +100,14 @@ fn start_with(
         retry: Retry::Fixed(Duration::from_millis(20)),
         load_balancers,
         slices,
+        labels_of: None,
     };
+    start_config((client, api), config)
+}
+
+fn start_config((client, api): (kube::Client, MockApi), config: KubeSourceConfig) -> Running {
+    let (tx, rx) = channel(16);
+    let events = Arc::new(RecordingSink::default());
     let sink: Arc<dyn EventSink> = events.clone();
     let task = tokio::spawn(async move {
         let _ = kube_source::run(client, config, tx, sink).await;
@@ -570,6 +575,88 @@ async fn api_outage_keeps_the_last_state_and_recovers() {
     .await;
 }
 
+/// The daemon's cluster-scope source keeps only its own node's labels (the planner reads
+/// no other node's): every other fact of every node is what the Node says, another
+/// node's label change alone sends nothing, its other changes and the own node's label
+/// changes go through.
+#[tokio::test]
+async fn cluster_scope_keeps_only_its_own_nodes_labels() {
+    bounded(async {
+        let config = KubeSourceConfig {
+            scope: WatchScope::Cluster,
+            cilium_config: ConfigMapRef::cilium_config(),
+            bgp_config: None,
+            ipam: IpamOverride::Auto,
+            retry: Retry::Fixed(Duration::from_millis(20)),
+            load_balancers: false,
+            slices: SliceScope::All,
+            labels_of: Some("master1".into()),
+        };
+        let mut s = start_config(MockApi::start(), config);
+        let labelled = |name: &str, rv: &str, cidr: &str| {
+            node(name, rv, &[cidr], json!({"rack": format!("rack-{name}")}))
+        };
+        let (_, cilium) = outage_objects();
+        let nodes = vec![
+            labelled("master1", "100", "10.5.112.0/24"),
+            labelled("master2", "100", "10.5.113.0/24"),
+            labelled("master3", "100", "10.5.114.0/24"),
+            labelled("worker1", "100", "10.5.115.0/24"),
+        ];
+        let [n, _c, _cc] = sync_cluster(&mut s, nodes.clone(), cilium, "kubernetes").await;
+        let snapshot = s.cluster().await;
+        for object in &nodes {
+            let node: k8s_openapi::api::core::v1::Node =
+                serde_json::from_value(object.clone()).unwrap();
+            let (name, mut want) = podcidr_speaker::sources::objects::node_facts(&node).unwrap();
+            if name != "master1" {
+                want.labels = Default::default();
+            }
+            assert_eq!(snapshot.state.nodes[&name], want, "{name}");
+        }
+        let view = snapshot.view.clone().expect("view");
+        assert_eq!(view.nodes["master1"].labels["rack"], "rack-master1");
+        assert!(
+            view.nodes["master2"].labels.is_empty(),
+            "another node's labels kept"
+        );
+        assert_eq!(prefixes(&view, "worker1"), nets(&["10.5.115.0/24"]));
+
+        // Another node's labels alone: no change, nothing sent.
+        let events = s.status(Resource::Nodes, |st| st.events >= 4).await.events;
+        n.modified(node(
+            "master2",
+            "101",
+            &["10.5.113.0/24"],
+            json!({"rack": "r9"}),
+        ));
+        s.status(Resource::Nodes, |st| st.events > events).await;
+        s.no_update();
+
+        // Another node's pod CIDR: sent, its labels still not kept.
+        n.modified(node(
+            "worker1",
+            "102",
+            &["10.5.116.0/24"],
+            json!({"rack": "r9"}),
+        ));
+        let view = s.view().await;
+        assert_eq!(prefixes(&view, "worker1"), nets(&["10.5.116.0/24"]));
+        assert!(view.nodes["worker1"].labels.is_empty());
+
+        // The own node's labels: sent.
+        n.modified(node(
+            "master1",
+            "103",
+            &["10.5.112.0/24"],
+            json!({"rack": "r7"}),
+        ));
+        let view = s.view().await;
+        assert_eq!(view.nodes["master1"].labels["rack"], "r7");
+    })
+    .await;
+}
+
 /// One malformed object is skipped (keeping its last good facts); the rest of the list
 /// and the watch go on.
 #[tokio::test]
@@ -843,6 +930,7 @@ async fn source_ends_when_the_receiver_is_dropped() {
             retry: Retry::Fixed(Duration::from_millis(20)),
             load_balancers: false,
             slices: SliceScope::All,
+            labels_of: None,
         };
         let source = Source::new(
             rx,

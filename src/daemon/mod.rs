@@ -375,6 +375,7 @@ async fn start_sources(
                 } else {
                     kube_source::SliceScope::load_balancers(&settings.lb_classes)
                 },
+                labels_of: settings.node.as_deref().map(Arc::from),
             };
             let stop_client = client.clone();
             tasks.spawn(async move {

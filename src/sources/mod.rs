@@ -37,6 +37,7 @@
 //!     retry: Retry::KubeDefault,
 //!     load_balancers: true, // also watch Services and EndpointSlices
 //!     slices: SliceScope::load_balancers(&[]), // only those of LoadBalancer Services
+//!     labels_of: Some("node-a".into()), // the planner reads only its own node's labels
 //! };
 //! tokio::spawn(run(client, config, tx, Arc::new(events)));
 //! while let Some(update) = rx.updates.recv().await {

@@ -13,6 +13,9 @@
 //!   facts stay, the resource is marked down in the status, kube-rs's backoff retries.
 //! - An object whose facts cannot be read is logged and skipped; it keeps its last good
 //!   facts; the watch goes on.
+//! - The daemon's source keeps only its own node's labels
+//!   ([`KubeSourceConfig::labels_of`], as the file source): in cluster scope no other
+//!   node's are kept, and a change to another node's labels alone is no change.
 //! - Nothing is sent before every resource completed its first list. A CiliumNode CRD
 //!   that is not installed (404 on the first list) counts as an empty, synced resource.
 //! - CiliumPodIPPools (multi-pool IPAM's ranges) are watched whole in both scopes: a
@@ -54,7 +57,7 @@ use tracing::{debug, info, warn};
 use super::error::SourceError;
 use super::model::{
     CiliumConfig, CiliumConfigMemory, CiliumNodeFacts, ClusterState, IpamOverride, KeptChange,
-    NodeFacts, PoolRanges, CILIUM_CONFIG_KEPT,
+    Labels, NodeFacts, PoolRanges, CILIUM_CONFIG_KEPT,
 };
 use super::objects::{self, CiliumNode, CiliumPodIpPool};
 use super::{
@@ -78,7 +81,27 @@ pub const API_READ_TIMEOUT: Duration = Duration::from_secs(WATCH_TIMEOUT.as_secs
 pub async fn client(read_timeout: Duration) -> Result<Client, String> {
     let mut config = kube::Config::infer().await.map_err(|e| e.to_string())?;
     bound_reads(&mut config, read_timeout);
+    no_roots_without_tls(&mut config);
     Client::try_from(config).map_err(|e| e.to_string())
+}
+
+/// An API server reached over plain HTTP (`kubectl proxy`, a test's server) with no
+/// HTTPS proxy in between never has a certificate checked, yet kube builds the TLS
+/// config regardless, and without a CA in the config it loads every root of the
+/// system's store for it (about 80 KiB kept for the process's life, and the code that
+/// parses them). An empty CA list instead: nothing is loaded, and were TLS ever used
+/// it would trust nothing (fails closed). A config with a CA, an HTTPS URL or an HTTPS
+/// proxy is left as it is.
+pub fn no_roots_without_tls(config: &mut kube::Config) {
+    let plain = config.cluster_url.scheme_str() == Some("http");
+    let tls_proxy = config
+        .proxy_url
+        .as_ref()
+        .is_some_and(|p| p.scheme_str() == Some("https"));
+    if !plain || tls_proxy {
+        return;
+    }
+    config.root_cert.get_or_insert_with(Vec::new);
 }
 
 /// Sets the read timeout, counted from each request written (not from when a pooled
@@ -200,6 +223,11 @@ pub struct KubeSourceConfig {
     pub load_balancers: bool,
     /// Which EndpointSlices are watched when `load_balancers` is on.
     pub slices: SliceScope,
+    /// Keep the labels of this node only, the daemon's own (as the file source's
+    /// `labels_of`): the planner reads no other node's, and in cluster scope they are
+    /// most of a Node's facts; a change to another node's labels alone is then no
+    /// change. `None` keeps every node's (the one-shot commands, tests).
+    pub labels_of: Option<Arc<str>>,
 }
 
 /// Which EndpointSlices the LoadBalancer watchers follow.
@@ -423,6 +451,10 @@ struct WatchState {
     cilium_config_name: String,
     bgp_config: Option<BgpConfigMapRef>,
     nodes: Store<NodeFacts>,
+    /// See [`KubeSourceConfig::labels_of`].
+    labels_of: Option<Arc<str>>,
+    /// The one empty label map every other node's facts share.
+    no_labels: Labels,
     cilium_nodes: Store<CiliumNodeFacts>,
     pod_ip_pools: Store<PoolRanges>,
     /// The first list of CiliumPodIPPools was refused: their ranges are unknown.
@@ -448,6 +480,8 @@ impl WatchState {
             cilium_config_name: config.cilium_config.name.clone(),
             bgp_config: config.bgp_config.clone(),
             nodes: Store::new(),
+            labels_of: config.labels_of.clone(),
+            no_labels: Labels::default(),
             cilium_nodes: Store::new(),
             pod_ip_pools: Store::new(),
             pod_ip_pools_unreadable: false,
@@ -489,13 +523,21 @@ impl WatchState {
     fn handle(&mut self, input: Input, now: SystemTime) -> Resource {
         match input {
             Input::Node(item) => {
+                let (own, no_labels) = (self.labels_of.as_deref(), &self.no_labels);
                 let changed = step(
                     Resource::Nodes,
                     &mut self.nodes,
                     self.status.entry(Resource::Nodes).or_default(),
                     *item,
                     now,
-                    |n| objects::node_facts(n).map(|(_, facts)| facts),
+                    |n| {
+                        objects::node_facts(n).map(|(name, mut facts)| {
+                            if own.is_some_and(|own| own != name) {
+                                facts.labels = Arc::clone(no_labels);
+                            }
+                            facts
+                        })
+                    },
                 );
                 self.cluster_dirty |= changed;
                 Resource::Nodes
@@ -870,6 +912,41 @@ mod tests {
         for bad in ["bgp-config", "/x", "ns/", "ns/name:", "a/b/c", "ns/n:k:z"] {
             assert!(bad.parse::<BgpConfigMapRef>().is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn plain_http_loads_no_roots_and_tls_keeps_its_own() {
+        let config = |url: &str, proxy: Option<&str>, ca: Option<Vec<Vec<u8>>>| {
+            let mut c = kube::Config::new(url.parse().unwrap());
+            c.proxy_url = proxy.map(|p| p.parse().unwrap());
+            c.root_cert = ca;
+            no_roots_without_tls(&mut c);
+            c.root_cert
+        };
+        let ca = vec![vec![0x30, 0x82]];
+        assert_eq!(config("http://127.0.0.1:8001", None, None), Some(vec![]));
+        assert_eq!(
+            config(
+                "http://127.0.0.1:8001",
+                Some("socks5://127.0.0.1:1080"),
+                None
+            ),
+            Some(vec![])
+        );
+        assert_eq!(
+            config("http://127.0.0.1:8001", None, Some(ca.clone())),
+            Some(ca.clone())
+        );
+        // TLS to the API server or to the proxy: the system's roots as before.
+        assert_eq!(config("https://kubernetes.default.svc", None, None), None);
+        assert_eq!(
+            config("https://kubernetes.default.svc", None, Some(ca.clone())),
+            Some(ca)
+        );
+        assert_eq!(
+            config("http://127.0.0.1:8001", Some("https://proxy:3128"), None),
+            None
+        );
     }
 
     #[test]
