@@ -92,7 +92,19 @@ fn start_with(
     load_balancers: bool,
     slices: SliceScope,
 ) -> Running {
-    let config = KubeSourceConfig {
+    let config = source_config(scope, bgp_config, ipam, load_balancers, slices);
+    start_config((client, api), config)
+}
+
+/// The source's config as the tests start it: retries every 20 ms, every node's labels.
+fn source_config(
+    scope: WatchScope,
+    bgp_config: bool,
+    ipam: IpamOverride,
+    load_balancers: bool,
+    slices: SliceScope,
+) -> KubeSourceConfig {
+    KubeSourceConfig {
         scope,
         cilium_config: ConfigMapRef::cilium_config(),
         bgp_config: bgp_config.then(BgpConfigMapRef::default),
@@ -101,8 +113,7 @@ fn start_with(
         load_balancers,
         slices,
         labels_of: None,
-    };
-    start_config((client, api), config)
+    }
 }
 
 fn start_config((client, api): (kube::Client, MockApi), config: KubeSourceConfig) -> Running {
@@ -583,14 +594,14 @@ async fn api_outage_keeps_the_last_state_and_recovers() {
 async fn cluster_scope_keeps_only_its_own_nodes_labels() {
     bounded(async {
         let config = KubeSourceConfig {
-            scope: WatchScope::Cluster,
-            cilium_config: ConfigMapRef::cilium_config(),
-            bgp_config: None,
-            ipam: IpamOverride::Auto,
-            retry: Retry::Fixed(Duration::from_millis(20)),
-            load_balancers: false,
-            slices: SliceScope::All,
             labels_of: Some("master1".into()),
+            ..source_config(
+                WatchScope::Cluster,
+                false,
+                IpamOverride::Auto,
+                false,
+                SliceScope::All,
+            )
         };
         let mut s = start_config(MockApi::start(), config);
         let labelled = |name: &str, rv: &str, cidr: &str| {
@@ -922,16 +933,13 @@ async fn source_ends_when_the_receiver_is_dropped() {
     bounded(async {
         let (client, mut api) = MockApi::start();
         let (tx, rx) = channel(1);
-        let config = KubeSourceConfig {
-            scope: WatchScope::Cluster,
-            cilium_config: ConfigMapRef::cilium_config(),
-            bgp_config: None,
-            ipam: IpamOverride::Auto,
-            retry: Retry::Fixed(Duration::from_millis(20)),
-            load_balancers: false,
-            slices: SliceScope::All,
-            labels_of: None,
-        };
+        let config = source_config(
+            WatchScope::Cluster,
+            false,
+            IpamOverride::Auto,
+            false,
+            SliceScope::All,
+        );
         let source = Source::new(
             rx,
             tokio::spawn(kube_source::run(
