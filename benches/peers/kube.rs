@@ -199,7 +199,7 @@ async fn measure(n: usize, local: bool) -> Measured {
         load_balancers: false,
         slices: SliceScope::All,
         // As the daemon: only its own node's labels kept.
-        labels_of: Some("n000000".into()),
+        own_node: Some("n000000".into()),
     };
     let client = kube::Client::new(service, "default");
     let task = tokio::spawn(async move {

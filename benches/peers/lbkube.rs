@@ -178,7 +178,7 @@ async fn measure(services: usize, endpoints: usize, changes: usize) -> Measured 
         retry: Retry::Fixed(Duration::from_millis(20)),
         load_balancers: true,
         slices: SliceScope::All,
-        labels_of: Some("n000000".into()),
+        own_node: Some("n000000".into()),
     };
     let client = kube::Client::new(svc, "default");
     let task = tokio::spawn(async move {

@@ -283,7 +283,7 @@ async fn measure(cluster: Arc<Cluster>, scope: SliceScope, changes: usize) -> Me
         retry: Retry::Fixed(Duration::from_millis(20)),
         load_balancers: true,
         slices: scope,
-        labels_of: Some("n000000".into()),
+        own_node: Some("n000000".into()),
     };
     let client = kube::Client::new(svc, "default");
     let task = tokio::spawn(async move {

@@ -112,7 +112,7 @@ fn source_config(
         retry: Retry::Fixed(Duration::from_millis(20)),
         load_balancers,
         slices,
-        labels_of: None,
+        own_node: None,
     }
 }
 
@@ -587,14 +587,14 @@ async fn api_outage_keeps_the_last_state_and_recovers() {
 }
 
 /// The daemon's cluster-scope source keeps only its own node's labels (the planner reads
-/// no other node's): every other fact of every node is what the Node says, another
-/// node's label change alone sends nothing, its other changes and the own node's label
-/// changes go through.
+/// no other node's), and its snapshots only its own node's facts (what the Node says)
+/// beside the view of every node; another node's label change alone sends nothing, its
+/// other changes and the own node's label changes go through.
 #[tokio::test]
 async fn cluster_scope_keeps_only_its_own_nodes_labels() {
     bounded(async {
         let config = KubeSourceConfig {
-            labels_of: Some("master1".into()),
+            own_node: Some("master1".into()),
             ..source_config(
                 WatchScope::Cluster,
                 false,
@@ -616,16 +616,25 @@ async fn cluster_scope_keeps_only_its_own_nodes_labels() {
         ];
         let [n, _c, _cc] = sync_cluster(&mut s, nodes.clone(), cilium, "kubernetes").await;
         let snapshot = s.cluster().await;
-        for object in &nodes {
-            let node: k8s_openapi::api::core::v1::Node =
-                serde_json::from_value(object.clone()).unwrap();
-            let (name, mut want) = podcidr_speaker::sources::objects::node_facts(&node).unwrap();
-            if name != "master1" {
-                want.labels = Default::default();
-            }
-            assert_eq!(snapshot.state.nodes[&name], want, "{name}");
-        }
+        let own: k8s_openapi::api::core::v1::Node =
+            serde_json::from_value(nodes[0].clone()).unwrap();
+        let (name, want) = podcidr_speaker::sources::objects::node_facts(&own).unwrap();
+        assert_eq!(name, "master1");
+        assert_eq!(
+            snapshot.state.nodes.iter().collect::<Vec<_>>(),
+            [(&name, &want)],
+            "only the own node's facts are kept"
+        );
+        assert_eq!(
+            snapshot.state.cilium_nodes.keys().collect::<Vec<_>>(),
+            ["master1"]
+        );
+        assert!(snapshot.state.cilium_config.is_some());
         let view = snapshot.view.clone().expect("view");
+        assert_eq!(
+            view.nodes.keys().map(|k| &**k).collect::<Vec<_>>(),
+            ["master1", "master2", "master3", "worker1"]
+        );
         assert_eq!(view.nodes["master1"].labels["rack"], "rack-master1");
         assert!(
             view.nodes["master2"].labels.is_empty(),

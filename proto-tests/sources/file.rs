@@ -67,7 +67,7 @@ fn start_with(path: PathBuf, load_balancers: bool) -> Source {
         ipam: IpamOverride::Auto,
         poll: DEFAULT_POLL,
         load_balancers,
-        labels_of: None,
+        own_node: None,
     };
     let task = tokio::spawn(async move {
         let _ = file::run(config, tx).await;
@@ -207,11 +207,12 @@ async fn a_removed_cilium_config_stays_in_force() {
     .await;
 }
 
-/// The daemon's source (`labels_of`: its own node) keeps that node's labels only: the
-/// others arrive without theirs, a change to another node's labels alone sends
-/// nothing, and a change to its own is sent.
+/// The daemon's source (`own_node`) keeps that node's labels only, and its snapshots
+/// only that node's facts beside the view of every node: a change to another node's
+/// labels alone sends nothing, nor does one to its other facts that the view does not
+/// read (a taint); a change to its pod CIDRs and one to the own node's labels are sent.
 #[tokio::test]
-async fn labels_of_keeps_only_the_own_nodes_labels() {
+async fn own_node_keeps_only_the_own_nodes_labels_and_facts() {
     bounded(async {
         let dir = scratch("labels-of");
         let path = dir.join("cluster.yaml");
@@ -229,15 +230,25 @@ async fn labels_of_keeps_only_the_own_nodes_labels() {
             ipam: IpamOverride::Auto,
             poll: DEFAULT_POLL,
             load_balancers: false,
-            labels_of: Some("b".into()),
+            own_node: Some("b".into()),
         };
         let task = tokio::spawn(async move {
             let _ = file::run(config, tx).await;
         });
         let mut s = Source::new(rx, task);
         let first = s.cluster().await;
+        assert_eq!(
+            first.state.nodes.keys().collect::<Vec<_>>(),
+            ["b"],
+            "another node's facts kept"
+        );
+        let view = first.view.as_ref().expect("view");
+        assert_eq!(
+            view.nodes.keys().map(|k| &**k).collect::<Vec<_>>(),
+            ["a", "b"]
+        );
         assert!(
-            first.state.nodes["a"].labels.is_empty(),
+            view.nodes["a"].labels.is_empty(),
             "another node's labels kept"
         );
         assert_eq!(
@@ -264,14 +275,43 @@ async fn labels_of_keeps_only_the_own_nodes_labels() {
             .await;
         s.no_update();
 
-        // Its own: sent.
+        // Another node's taint (a fact the view does not read): nothing sent.
+        let tainted = labelled("z", "y").replacen(
+            "  labels: {role: z}\n",
+            "  labels: {role: z}\nspec:\n  taints: [{key: example.com/t, effect: NoSchedule}]\n",
+            1,
+        );
+        assert_ne!(tainted, labelled("z", "y"));
+        write_atomic(&path, &tainted);
+        s.status(Resource::ClusterStateFile, |st| st.relists == 3)
+            .await;
+        s.no_update();
+
+        // Another node's pod CIDRs: sent, in the view.
+        write_atomic(
+            &path,
+            &labelled("z", "y").replacen(
+                "  labels: {role: z}\n",
+                "  labels: {role: z}\nspec:\n  podCIDRs: [10.9.0.0/24]\n",
+                1,
+            ),
+        );
+        let next = s.cluster().await;
+        assert_eq!(next.state.nodes.keys().collect::<Vec<_>>(), ["b"]);
+        let a = &next.view.as_ref().expect("view").nodes["a"];
+        assert_eq!(
+            a.node_cidrs,
+            ["10.9.0.0/24".parse::<ipnet::IpNet>().unwrap()]
+        );
+
+        // Its own labels: sent.
         write_atomic(&path, &labelled("z", "w"));
         let next = s.cluster().await;
         assert_eq!(
             next.state.nodes["b"].labels.get("role").map(String::as_str),
             Some("w")
         );
-        assert!(next.state.nodes["a"].labels.is_empty());
+        assert_eq!(next.state.nodes.keys().collect::<Vec<_>>(), ["b"]);
     })
     .await;
 }

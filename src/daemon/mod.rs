@@ -341,7 +341,7 @@ async fn start_sources(
                 ipam: settings.ipam,
                 poll,
                 load_balancers: settings.follows_load_balancers(),
-                labels_of: settings.node.as_deref().map(Arc::from),
+                own_node: settings.node.as_deref().map(Arc::from),
             };
             tasks.spawn(async move {
                 let _ = sources::file::run(config, tx).await;
@@ -375,7 +375,7 @@ async fn start_sources(
                 } else {
                     kube_source::SliceScope::load_balancers(&settings.lb_classes)
                 },
-                labels_of: settings.node.as_deref().map(Arc::from),
+                own_node: settings.node.as_deref().map(Arc::from),
             };
             let stop_client = client.clone();
             tasks.spawn(async move {

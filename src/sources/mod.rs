@@ -37,7 +37,7 @@
 //!     retry: Retry::KubeDefault,
 //!     load_balancers: true, // also watch Services and EndpointSlices
 //!     slices: SliceScope::load_balancers(&[]), // only those of LoadBalancer Services
-//!     labels_of: Some("node-a".into()), // the planner reads only its own node's labels
+//!     own_node: Some("node-a".into()), // only its own node's labels and facts are kept
 //! };
 //! tokio::spawn(run(client, config, tx, Arc::new(events)));
 //! while let Some(update) = rx.updates.recv().await {
@@ -105,13 +105,23 @@ pub enum SourceUpdate {
 /// The facts and the view derived from them with the source's `--ipam` setting.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ClusterSnapshot {
+    /// The facts the view was made from; in a daemon's snapshot (`own` given to
+    /// [`ClusterSnapshot::new`]) only its own node's facts of the per-node ones.
     pub state: ClusterState,
     pub view: Result<NodeView, IpamError>,
 }
 
 impl ClusterSnapshot {
-    pub fn new(state: ClusterState, ipam: IpamOverride) -> Self {
+    /// The view of `state`. With `own` (the daemon's node), every other node's facts
+    /// are dropped once the view is made: the view holds what the planner reads of
+    /// every node, and the daemon reads no other node's facts (its own node's
+    /// lifecycle and uid, and cilium-config, are kept). At 50,000 nodes the dropped
+    /// facts are about 12 MB that would stay for as long as the snapshot is in force.
+    pub fn new(mut state: ClusterState, ipam: IpamOverride, own: Option<&str>) -> Self {
         let view = node_view(&state, ipam);
+        if let Some(own) = own {
+            state.keep_only_node(own);
+        }
         Self { state, view }
     }
 }
@@ -334,17 +344,23 @@ impl RefusedIngress {
     }
 }
 
-/// Computes the snapshot for `state`, logs and publishes what is new.
+/// Computes the snapshot for `state` (see [`ClusterSnapshot::new`] for `own`); unless it
+/// equals `last`, logs and publishes what is new and returns it.
 fn snapshot_and_report(
     state: ClusterState,
     ipam: IpamOverride,
+    own: Option<&str>,
+    last: Option<&ClusterSnapshot>,
     tracker: &mut ReportTracker,
     events: &dyn EventSink,
-) -> Arc<ClusterSnapshot> {
-    let snapshot = ClusterSnapshot::new(state, ipam);
+) -> Option<Arc<ClusterSnapshot>> {
+    let snapshot = ClusterSnapshot::new(state, ipam, own);
+    if last == Some(&snapshot) {
+        return None;
+    }
     for report in tracker.observe(&snapshot.view) {
         log_report(&report);
         events.publish(&report);
     }
-    Arc::new(snapshot)
+    Some(Arc::new(snapshot))
 }

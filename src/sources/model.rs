@@ -134,6 +134,20 @@ pub struct CiliumNodeFacts {
 
 impl ClusterState {
     /// Records what the CiliumNode `name` says, replacing what it said before.
+    /// Drops every node's facts but `own`'s (its Node's and CiliumNode's); the
+    /// cluster-wide facts (cilium-config, the pools' ranges) stay.
+    pub fn keep_only_node(&mut self, own: &str) {
+        fn keep<V>(map: &mut BTreeMap<String, V>, own: &str) {
+            *map = std::mem::take(map)
+                .into_iter()
+                .filter(|(name, _)| name == own)
+                .collect();
+        }
+        keep(&mut self.nodes, own);
+        keep(&mut self.cilium_nodes, own);
+        keep(&mut self.cilium_node_pools, own);
+    }
+
     pub fn insert_cilium_node(&mut self, name: String, facts: CiliumNodeFacts) {
         if facts.pools.is_empty() {
             self.cilium_node_pools.remove(&name);
@@ -912,6 +926,33 @@ mod tests {
 
     fn prefixes(view: &NodeView, name: &str) -> Vec<IpNet> {
         view.nodes[name].prefixes.clone()
+    }
+
+    #[test]
+    fn keep_only_node_drops_every_other_nodes_facts_and_keeps_the_cluster_wide_ones() {
+        let mut state = outage_state("multi-pool");
+        state.cilium_node_pools.insert(
+            "master2".into(),
+            vec![PoolAllocation {
+                pool: "default".into(),
+                cidrs: nets(&["10.6.0.0/24"]),
+            }],
+        );
+        state.pod_ip_pools = Some(BTreeMap::new());
+        let mut kept = state.clone();
+        kept.keep_only_node("master2");
+        assert_eq!(kept.nodes.keys().collect::<Vec<_>>(), ["master2"]);
+        assert_eq!(kept.nodes["master2"], state.nodes["master2"]);
+        assert_eq!(kept.cilium_nodes.keys().collect::<Vec<_>>(), ["master2"]);
+        assert_eq!(kept.cilium_node_pools, state.cilium_node_pools);
+        assert_eq!(kept.cilium_config, state.cilium_config);
+        assert_eq!(kept.pod_ip_pools, state.pod_ip_pools);
+
+        // A node the state does not hold: no node's facts.
+        state.keep_only_node("gone");
+        assert!(state.nodes.is_empty() && state.cilium_nodes.is_empty());
+        assert!(state.cilium_node_pools.is_empty());
+        assert!(state.cilium_config.is_some());
     }
 
     #[test]

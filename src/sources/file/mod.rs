@@ -19,10 +19,12 @@
 //!   when a file holding node-side objects changed.
 //! - Removing a Node from the files is that node's deletion.
 //! - The daemon's source keeps only its own node's labels
-//!   ([`FileSourceConfig::labels_of`]): no other node's are read, and they are most of
+//!   ([`FileSourceConfig::own_node`]): no other node's are read, and they are most of
 //!   the state's memory at 50,000 nodes; a change to another node's labels alone is
-//!   then no change.
-//! - Nothing is sent before the first good load; afterwards only changed states.
+//!   then no change. Its snapshots keep only that node's facts beside the view
+//!   ([`ClusterSnapshot::new`]).
+//! - Nothing is sent before the first good load; afterwards only changed snapshots (a
+//!   change to another node's facts that alters no view is none).
 //! - LoadBalancer facts (when [`FileSourceConfig::load_balancers`]): after the first
 //!   good load one [`SourceUpdate::Lb`] per Service and EndpointSlice, then
 //!   [`LbUpdate::Synced`]; after each later load exactly the objects whose facts differ
@@ -64,9 +66,10 @@ pub struct FileSourceConfig {
     pub poll: Duration,
     /// Also send the Services' and EndpointSlices' facts ([`SourceUpdate::Lb`]).
     pub load_balancers: bool,
-    /// Keep the labels of this node only, the daemon's own (the other nodes' are never
-    /// read, and at 50,000 nodes they are 27 MB); `None` keeps every node's.
-    pub labels_of: Option<Arc<str>>,
+    /// The daemon's own node: only its labels are read (the other nodes' are never
+    /// read, and at 50,000 nodes they are 27 MB), and only its facts are kept in the
+    /// snapshots sent ([`ClusterSnapshot::new`]). `None` keeps every node's.
+    pub own_node: Option<Arc<str>>,
 }
 
 /// Reads a cluster-state path once: its node facts (the `plan` and `doctor` commands).
@@ -117,8 +120,8 @@ pub async fn run(config: FileSourceConfig, out: SourceSender) -> Result<(), Clos
     let resource = Resource::ClusterStateFile;
     out.register(resource);
     let mut tracker = ReportTracker::new();
-    // The last snapshot sent (its state compared with each load): kept by reference,
-    // not as a copy of a state that may hold 50,000 nodes.
+    // The last snapshot sent (each load's snapshot is compared with it): kept by
+    // reference, not as a copy of a state that may hold 50,000 nodes.
     let mut last_sent: Option<Arc<ClusterSnapshot>> = None;
     let mut errors = ErrorLog::default();
     let mut memory = CiliumConfigMemory::default();
@@ -129,7 +132,7 @@ pub async fn run(config: FileSourceConfig, out: SourceSender) -> Result<(), Clos
     // panic while reading (none is known) leaves it as a failed reload does.
     let files = Arc::new(std::sync::Mutex::new((
         Poller::new(config.path.clone()),
-        reload::Loader::new(config.load_balancers).keep_labels_of(config.labels_of.clone()),
+        reload::Loader::new(config.load_balancers).keep_labels_of(config.own_node.clone()),
     )));
     let mut lb_synced = false;
     let mut refused = RefusedIngress::default();
@@ -176,9 +179,14 @@ pub async fn run(config: FileSourceConfig, out: SourceSender) -> Result<(), Clos
                         }
                         KeptChange::Unchanged => {}
                     }
-                    if last_sent.as_ref().is_none_or(|s| s.state != state) {
-                        let snapshot =
-                            snapshot_and_report(state, config.ipam, &mut tracker, &NoEvents);
+                    if let Some(snapshot) = snapshot_and_report(
+                        state,
+                        config.ipam,
+                        config.own_node.as_deref(),
+                        last_sent.as_deref(),
+                        &mut tracker,
+                        &NoEvents,
+                    ) {
                         last_sent = Some(Arc::clone(&snapshot));
                         out.send(SourceUpdate::Cluster(snapshot)).await?;
                     }

@@ -14,8 +14,9 @@
 //! - An object whose facts cannot be read is logged and skipped; it keeps its last good
 //!   facts; the watch goes on.
 //! - The daemon's source keeps only its own node's labels
-//!   ([`KubeSourceConfig::labels_of`], as the file source): in cluster scope no other
-//!   node's are kept, and a change to another node's labels alone is no change.
+//!   ([`KubeSourceConfig::own_node`], as the file source): in cluster scope no other
+//!   node's are kept, and a change to another node's labels alone is no change. Its
+//!   snapshots keep only that node's facts beside the view ([`super::ClusterSnapshot::new`]).
 //! - Nothing is sent before every resource completed its first list. A CiliumNode CRD
 //!   that is not installed (404 on the first list) counts as an empty, synced resource.
 //! - CiliumPodIPPools (multi-pool IPAM's ranges) are watched whole in both scopes: a
@@ -223,11 +224,12 @@ pub struct KubeSourceConfig {
     pub load_balancers: bool,
     /// Which EndpointSlices are watched when `load_balancers` is on.
     pub slices: SliceScope,
-    /// Keep the labels of this node only, the daemon's own (as the file source's
-    /// `labels_of`): the planner reads no other node's, and in cluster scope they are
-    /// most of a Node's facts; a change to another node's labels alone is then no
-    /// change. `None` keeps every node's (the one-shot commands, tests).
-    pub labels_of: Option<Arc<str>>,
+    /// The daemon's own node (as the file source's `own_node`): only its labels are
+    /// kept (the planner reads no other node's, and in cluster scope they are most of a
+    /// Node's facts; a change to another node's labels alone is then no change), and
+    /// only its facts in the snapshots sent ([`super::ClusterSnapshot::new`]). `None` keeps
+    /// every node's (the one-shot commands, tests).
+    pub own_node: Option<Arc<str>>,
 }
 
 /// Which EndpointSlices the LoadBalancer watchers follow.
@@ -451,8 +453,8 @@ struct WatchState {
     cilium_config_name: String,
     bgp_config: Option<BgpConfigMapRef>,
     nodes: Store<NodeFacts>,
-    /// See [`KubeSourceConfig::labels_of`].
-    labels_of: Option<Arc<str>>,
+    /// See [`KubeSourceConfig::own_node`].
+    own_node: Option<Arc<str>>,
     /// The one empty label map every other node's facts share.
     no_labels: Labels,
     cilium_nodes: Store<CiliumNodeFacts>,
@@ -480,7 +482,7 @@ impl WatchState {
             cilium_config_name: config.cilium_config.name.clone(),
             bgp_config: config.bgp_config.clone(),
             nodes: Store::new(),
-            labels_of: config.labels_of.clone(),
+            own_node: config.own_node.clone(),
             no_labels: Labels::default(),
             cilium_nodes: Store::new(),
             pod_ip_pools: Store::new(),
@@ -523,7 +525,7 @@ impl WatchState {
     fn handle(&mut self, input: Input, now: SystemTime) -> Resource {
         match input {
             Input::Node(item) => {
-                let (own, no_labels) = (self.labels_of.as_deref(), &self.no_labels);
+                let (own, no_labels) = (self.own_node.as_deref(), &self.no_labels);
                 let changed = step(
                     Resource::Nodes,
                     &mut self.nodes,
@@ -694,7 +696,16 @@ impl WatchState {
             return None;
         }
         self.last_cluster = Some(state.clone());
-        let snapshot = snapshot_and_report(state, self.ipam, &mut self.tracker, events);
+        // The states were compared above (the store's copy is kept anyway): no second
+        // comparison of the snapshots.
+        let snapshot = snapshot_and_report(
+            state,
+            self.ipam,
+            self.own_node.as_deref(),
+            None,
+            &mut self.tracker,
+            events,
+        )?;
         Some(SourceUpdate::Cluster(snapshot))
     }
 
