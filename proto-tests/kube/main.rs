@@ -259,8 +259,8 @@ async fn local_scope_watches_own_objects_and_follows_every_event() {
         assert_eq!(view.ipam, IpamMode::ClusterPool);
         assert_eq!(prefixes(&view, "master1"), nets(&["10.5.113.0/24"]));
         assert_eq!(
-            view.nodes["master1"].drift,
-            Some(Drift {
+            view.nodes["master1"].drift.as_deref(),
+            Some(&Drift {
                 node_cidrs: nets(&["10.5.112.0/24"]),
                 cilium_cidrs: nets(&["10.5.113.0/24"]),
             })

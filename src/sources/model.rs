@@ -437,8 +437,9 @@ pub struct NodeEntry {
     pub prefixes: Vec<IpNet>,
     /// CIDRs the object in force lists but that must not be announced.
     pub refused: Vec<(IpNet, CidrRefusal)>,
-    /// Set when the Node and the CiliumNode list different CIDRs.
-    pub drift: Option<Drift>,
+    /// Set when the Node and the CiliumNode list different CIDRs. Boxed: few nodes
+    /// drift, and inline it took a fifth of every entry (2 MB at 50,000 nodes).
+    pub drift: Option<Box<Drift>>,
     /// Multi-pool IPAM: the pools the node holds CIDRs of, as the CiliumNode lists them
     /// (refused CIDRs included); empty in other modes.
     pub pools: Vec<PoolAllocation>,
@@ -722,9 +723,11 @@ pub fn node_view(state: &ClusterState, ipam: IpamOverride) -> Result<NodeView, I
         let drift = (!node_side.is_empty()
             && !cilium_side.is_empty()
             && as_set(node_side) != as_set(cilium_side))
-        .then(|| Drift {
-            node_cidrs: node_side.to_vec(),
-            cilium_cidrs: cilium_side.to_vec(),
+        .then(|| {
+            Box::new(Drift {
+                node_cidrs: node_side.to_vec(),
+                cilium_cidrs: cilium_side.to_vec(),
+            })
         });
 
         let allocations = match mode {
@@ -965,8 +968,8 @@ mod tests {
         assert_eq!(prefixes(&view, "worker1"), nets(&["10.5.112.0/24"]));
         assert_eq!(view.drift_count(), 4);
         assert_eq!(
-            view.nodes["master1"].drift,
-            Some(Drift {
+            view.nodes["master1"].drift.as_deref(),
+            Some(&Drift {
                 node_cidrs: nets(&["10.5.112.0/24"]),
                 cilium_cidrs: nets(&["10.5.113.0/24"]),
             })
@@ -988,8 +991,8 @@ mod tests {
         assert_eq!(prefixes(&view, "worker1"), nets(&["10.5.115.0/24"]));
         assert_eq!(view.drift_count(), 4);
         assert_eq!(
-            view.nodes["worker1"].drift,
-            Some(Drift {
+            view.nodes["worker1"].drift.as_deref(),
+            Some(&Drift {
                 node_cidrs: nets(&["10.5.115.0/24"]),
                 cilium_cidrs: nets(&["10.5.112.0/24"]),
             })

@@ -92,7 +92,7 @@ impl ReportTracker {
         let mut drift = BTreeMap::new();
         let mut refused = BTreeMap::new();
         for (name, entry) in &view.nodes {
-            if let Some(d) = &entry.drift {
+            if let Some(d) = entry.drift.as_deref() {
                 let now = (d.clone(), view.ipam);
                 if self.drift.get(name) != Some(&now) {
                     reports.push(Report::Drift {
