@@ -408,6 +408,7 @@ pub enum IpamArg {
     Auto,
     Kubernetes,
     ClusterPool,
+    MultiPool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -457,6 +458,7 @@ impl RunArgs {
                 IpamArg::Auto => IpamOverride::Auto,
                 IpamArg::Kubernetes => IpamOverride::Kubernetes,
                 IpamArg::ClusterPool => IpamOverride::ClusterPool,
+                IpamArg::MultiPool => IpamOverride::MultiPool,
             },
             announce: match self.announce {
                 AnnounceArg::Local => AnnounceMode::Local,
@@ -485,11 +487,12 @@ impl RunArgs {
     }
 }
 
-/// A non-negative Go duration ("15s", "1m30s", "0"), as the bgp-config writes them.
+/// `--on-stop`: auto, restart or leave.
 fn on_stop_arg(text: &str) -> Result<StopPolicy, String> {
     text.parse()
 }
 
+/// A non-negative Go duration ("15s", "1m30s", "0"), as the bgp-config writes them.
 fn duration_arg(text: &str) -> Result<Duration, String> {
     let d = crate::config::duration::parse(text).map_err(|e| format!("{text:?} {e}"))?;
     d.to_std()
@@ -803,6 +806,24 @@ mod tests {
                 "{bad} accepted"
             );
         }
+    }
+
+    /// Every mode `plan` and `doctor` take (and the README documents for `run`).
+    #[test]
+    fn run_ipam_takes_every_mode() {
+        for (arg, want) in [
+            ("auto", IpamOverride::Auto),
+            ("kubernetes", IpamOverride::Kubernetes),
+            ("cluster-pool", IpamOverride::ClusterPool),
+            ("multi-pool", IpamOverride::MultiPool),
+        ] {
+            let cli = Cli::try_parse_from(["podcidr-speaker", "run", "--ipam", arg]).unwrap();
+            let Command::Run(args) = cli.command else {
+                panic!("not run");
+            };
+            assert_eq!(args.settings().ipam, want, "{arg}");
+        }
+        assert!(Cli::try_parse_from(["podcidr-speaker", "run", "--ipam", "crd"]).is_err());
     }
 
     fn decode_args(command: Command) -> DecodeArgs {
