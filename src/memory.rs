@@ -17,7 +17,7 @@
 //!
 //! Must not: run on the event path (it runs on a task of its own, after [`QUIET`]).
 //!
-//! With `peer/socket.rs`, the one other module allowed `unsafe`: two calls into glibc's
+//! With `peer/socket.rs` and `main.rs`'s `pow`, the only code allowed `unsafe`: two calls into glibc's
 //! malloc, which the libc crate declares and nothing safe wraps.
 #![allow(unsafe_code)]
 

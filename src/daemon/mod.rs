@@ -920,7 +920,8 @@ impl Daemon {
     }
 
     /// The conflict's gauges and report, with the planned sessions it holds back now
-    /// (a session let run that went down counts from the next tick).
+    /// (a session let run that went down counts from the endpoint's next ask or the next
+    /// hold change).
     fn record_held(&mut self) {
         let held = self.peers.held_back();
         if held > 0 && held != self.held_logged {

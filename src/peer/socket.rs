@@ -10,8 +10,8 @@
 //! control messages of `recvmsg`), and each session's sending socket is bound to a
 //! source port of 49152-65535 and sends with TTL (hop limit) 255.
 //!
-//! One of two modules with `unsafe` (Cargo.toml denies `unsafe_code` everywhere else;
-//! the other is `memory.rs`): the setsockopt and getsockopt calls socket2 does not offer, each with the reason it is
+//! One of three places with `unsafe` (Cargo.toml denies `unsafe_code` everywhere else;
+//! the others are `memory.rs` and `main.rs`'s `pow`): the setsockopt and getsockopt calls socket2 does not offer, each with the reason it is
 //! sound.
 #![allow(unsafe_code)]
 

@@ -134,7 +134,7 @@ impl Metrics {
 
     /// A BFD session's published status: the detection time in force, the remote's
     /// state and discriminator, the failures counted. The peer task's status carries
-    /// the same (read on the daemon's tick, so it may lag: it never goes back).
+    /// the same (read when the endpoint asks the main loop, `Peers::report`, so it may lag: it never goes back).
     pub fn record_bfd_status(&self, peer: PeerKey, status: &BfdStatus) {
         let mut inner = self.lock();
         let Some(entry) = self.peer_entry(&mut inner, peer, SystemTime::now()) else {
@@ -154,8 +154,8 @@ impl Metrics {
         bfd.local_discr = status.local_discr;
         bfd.remote_discr = status.remote_discr;
         bfd.detection_time = status.detection_time;
-        // The task's count lags behind the observer's (it is read on the daemon's
-        // tick): never go back.
+        // The task's count lags behind the observer's (it is read when the endpoint
+        // asks the main loop): never go back.
         bfd.failures = bfd.failures.max(status.failures);
         if status.last_detection.is_some() {
             bfd.last_detection = status.last_detection;

@@ -5,7 +5,8 @@
 //!
 //! One `select!` waits on everything: the connection readable, the connection writable
 //! when output is pending, the session's next deadline, a dial completing, an inbound
-//! connection, a new desired route set, and shutdown. State transitions are logged in
+//! connection, a new desired route set, LoadBalancer changes, a routes query, the BFD
+//! status, the hold on new sessions, an ask to turn (`Beat`), and shutdown. State transitions are logged in
 //! one place ([`Task::act`]), every NOTIFICATION sent or received with one warn!.
 //!
 //! Collisions (RFC 4271 section 6.8) follow the session's design: one `Session` per
