@@ -22,13 +22,15 @@ subjects:
 
 {{/*
 The image: always tagged (the schema refuses `latest` and empty); the listen variant is
-the "-listen" image, whose binary carries cap_net_bind_service (deploy/README.md).
+the "-listen" image, whose binary carries cap_net_bind_service (deploy/README.md), pinned
+by its own digest (image.listenDigest).
 */}}
 {{- define "podcidr-speaker.image" -}}
 {{- $tag := .Values.image.tag -}}
-{{- if .Values.listen.enabled }}{{ $tag = printf "%s-listen" $tag }}{{ end -}}
+{{- $digest := .Values.image.digest -}}
+{{- if .Values.listen.enabled }}{{ $tag = printf "%s-listen" $tag }}{{ $digest = .Values.image.listenDigest }}{{ end -}}
 {{- $ref := printf "%s:%s" .Values.image.repository $tag -}}
-{{- if .Values.image.digest }}{{ $ref = printf "%s@%s" $ref .Values.image.digest }}{{ end -}}
+{{- if $digest }}{{ $ref = printf "%s@%s" $ref $digest }}{{ end -}}
 {{- $ref -}}
 {{- end }}
 
