@@ -182,7 +182,7 @@ fn receive(rows: &[Value], out: &Path, md: &mut String) {
     let mut sizes: Vec<u64> = all.iter().filter_map(|r| r["n"].as_u64()).collect();
     sizes.sort_unstable();
     sizes.dedup();
-    let mut dat = String::from("# receiver seconds peak_rss_mib\n");
+    let mut largest = None;
     for n in &sizes {
         let rs: Vec<&Value> = all
             .iter()
@@ -197,7 +197,7 @@ fn receive(rows: &[Value], out: &Path, md: &mut String) {
             "### 4. Receiving a table ({n} /24s from the packed-UPDATE injector, 1,000 per UPDATE)\n"
         );
         md.push_str("| receiver | median time (runs) | peak RSS | time / speaker's | RSS / speaker's |\n|---|---|---|---|---|\n");
-        dat = String::from("# receiver seconds peak_rss_mib\n");
+        let mut dat = String::from("# receiver seconds peak_rss_mib\n");
         for r in &rs {
             let (m, cell) = time_of(r);
             let rss = r["peak_rss_kb"].as_f64();
@@ -219,8 +219,9 @@ fn receive(rows: &[Value], out: &Path, md: &mut String) {
             );
         }
         md.push('\n');
+        largest = Some(dat);
     }
-    if !sizes.is_empty() {
+    if let Some(dat) = largest {
         std::fs::write(out.join("receive.dat"), dat).expect("receive.dat");
     }
 }

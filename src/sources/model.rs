@@ -133,21 +133,18 @@ pub struct CiliumNodeFacts {
 }
 
 impl ClusterState {
-    /// Records what the CiliumNode `name` says, replacing what it said before.
     /// Drops every node's facts but `own`'s (its Node's and CiliumNode's); the
     /// cluster-wide facts (cilium-config, the pools' ranges) stay.
     pub fn keep_only_node(&mut self, own: &str) {
         fn keep<V>(map: &mut BTreeMap<String, V>, own: &str) {
-            *map = std::mem::take(map)
-                .into_iter()
-                .filter(|(name, _)| name == own)
-                .collect();
+            *map = map.remove_entry(own).into_iter().collect();
         }
         keep(&mut self.nodes, own);
         keep(&mut self.cilium_nodes, own);
         keep(&mut self.cilium_node_pools, own);
     }
 
+    /// Records what the CiliumNode `name` says, replacing what it said before.
     pub fn insert_cilium_node(&mut self, name: String, facts: CiliumNodeFacts) {
         if facts.pools.is_empty() {
             self.cilium_node_pools.remove(&name);
