@@ -599,6 +599,17 @@ pub struct DoctorArgs {
         conflicts_with = "cluster_state"
     )]
     pub lb_classes: Vec<String>,
+    /// In-cluster: the Lease `podcidr-speaker allocate` elects its leader on (its
+    /// `--lease`), read to say whether an allocator of ours runs. The chart puts it in
+    /// the release's namespace.
+    #[arg(
+        long,
+        env = "PODCIDR_ALLOCATOR_LEASE",
+        value_name = "NS/NAME",
+        default_value = "kube-system/podcidr-speaker-allocator",
+        conflicts_with = "cluster_state"
+    )]
+    pub allocator_lease: LeaseRef,
 }
 
 /// `decode`: exactly one input source.
@@ -696,6 +707,7 @@ impl DoctorArgs {
             bgp_config: self.bgp_config.clone(),
             bgp_config_map: self.bgp_config_map.clone(),
             lb_classes: self.lb_classes.clone(),
+            allocator_lease: self.allocator_lease.clone(),
         }
     }
 }

@@ -7,6 +7,7 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use ipnet::IpNet;
+use podcidr_speaker::allocate::lease::LeaseRef;
 use podcidr_speaker::commands::doctor::{self, diagnose, Diagnosis, ModeOrigin};
 use podcidr_speaker::sources::file;
 use podcidr_speaker::sources::kube::ConfigMapRef;
@@ -263,7 +264,7 @@ async fn in_cluster(client: kube::Client, ipam: IpamOverride) -> (u8, String, St
         client,
         &ConfigMapRef::cilium_config(),
         ipam,
-        &[],
+        doctor::Allocator { lb_classes: &[], lease: &LeaseRef::default() },
         None,
         &mut out,
         &mut err,
@@ -466,7 +467,7 @@ async fn in_cluster_lists_loadbalancer_services_against_the_bgp_config() {
             client,
             &ConfigMapRef::cilium_config(),
             IpamOverride::Kubernetes,
-            &[],
+            doctor::Allocator { lb_classes: &[], lease: &LeaseRef::default() },
             Some(&config),
             &mut out,
             &mut err,
@@ -627,7 +628,7 @@ async fn setup(case: SetupCase) -> (u8, String, String) {
             &ConfigMapRef::cilium_config(),
             &BgpConfigMapRef::default(),
             IpamOverride::Kubernetes,
-            &[],
+            doctor::Allocator { lb_classes: &[], lease: &LeaseRef::default() },
             &mut out,
             &mut err,
         )
@@ -733,8 +734,8 @@ async fn in_cluster_setup_checks_the_bgp_config_and_the_allocator() {
         "  bgp-config: kube-system/bgp-config:config.yaml: found and valid, 1 peer(s), 1 bgp address-pool(s)",
         "  loadbalancer ip allocation: 7 Service(s) pending an IP (see warnings); addresses in \
          use from scratch: public 8/256",
-        "  allocator: none of ours is running (no Lease kube-system/podcidr-speaker-allocator); \
-         Cilium LB-IPAM or MetalLB's controller may be the allocator instead",
+        "  allocator: none of ours is running (no Lease kube-system/podcidr-speaker-allocator; \
+         one in another namespace is named with --allocator-lease); Cilium LB-IPAM or MetalLB's controller may be the allocator instead",
         "  7 LoadBalancer Service(s) pending an IP (shop/p1: the allocator would give it \
          203.0.113.0 from pool public; shop/p2: the allocator would give it 203.0.113.1 from \
          pool public; shop/p3: the allocator would give it 203.0.113.2 from pool public; \
@@ -831,7 +832,20 @@ enum LeaseAnswer {
 /// Doctor in a cluster with a bgp-config, the allocator's Lease answered as `lease`:
 /// the live Services are real API objects; returns (exit code, stdout).
 async fn allocation_case(lease: LeaseAnswer, lb_classes: &[&str]) -> (u8, String) {
+    allocation_case_at(lease, lb_classes, LeaseRef::default()).await
+}
+
+/// [`allocation_case`] with doctor's `--allocator-lease` set to `at`.
+async fn allocation_case_at(
+    lease: LeaseAnswer,
+    lb_classes: &[&str],
+    at: LeaseRef,
+) -> (u8, String) {
     let lb_classes: Vec<String> = lb_classes.iter().map(|c| (*c).to_owned()).collect();
+    let path = format!(
+        "/apis/coordination.k8s.io/v1/namespaces/{}/leases/{}",
+        at.namespace, at.name
+    );
     let config = podcidr_speaker::config::parse(
         "peers:\n- peer-address: 10.0.0.1\n  peer-asn: 64512\n  my-asn: 64513\n\
          address-pools:\n- name: public\n  protocol: bgp\n  addresses: [203.0.113.0/29]\n\
@@ -845,7 +859,10 @@ async fn allocation_case(lease: LeaseAnswer, lb_classes: &[&str]) -> (u8, String
             client,
             &ConfigMapRef::cilium_config(),
             IpamOverride::Kubernetes,
-            &lb_classes,
+            doctor::Allocator {
+                lb_classes: &lb_classes,
+                lease: &at,
+            },
             Some(&config),
             &mut out,
             &mut err,
@@ -887,10 +904,7 @@ async fn allocation_case(lease: LeaseAnswer, lb_classes: &[&str]) -> (u8, String
         "20",
     );
     let call = api.next(Route::Leases).await;
-    assert_eq!(
-        call.request.uri().path(),
-        "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/podcidr-speaker-allocator"
-    );
+    assert_eq!(call.request.uri().path(), path);
     match lease {
         LeaseAnswer::Renewed(ago) => {
             let renewed = std::time::SystemTime::now()
@@ -979,6 +993,19 @@ async fn in_cluster_runs_the_allocator_and_reads_its_lease() {
     );
     assert_eq!(code, 1, "{out}");
 
+    // The chart runs the allocator in its release's namespace: --allocator-lease names
+    // that Lease, and it is the one read (the path is checked by `allocation_case_at`)
+    // and named.
+    let at: LeaseRef = "podcidr/podcidr-speaker-allocator".parse().unwrap();
+    let (_, out) = allocation_case_at(LeaseAnswer::Renewed(2), &[], at).await;
+    assert!(
+        out.contains(
+            "  allocator: podcidr-speaker allocate is running: allocator-0 holds Lease \
+             podcidr/podcidr-speaker-allocator (renewed "
+        ),
+        "{out}"
+    );
+
     // --lb-class as the allocator takes it: serving another class, none of these
     // Services (all without a class) is the allocator's: nothing pending, nothing
     // refused, nothing in use.
@@ -1007,7 +1034,7 @@ async fn in_cluster_without_the_services_makes_no_allocation_check() {
             client,
             &ConfigMapRef::cilium_config(),
             IpamOverride::Kubernetes,
-            &[],
+            doctor::Allocator { lb_classes: &[], lease: &LeaseRef::default() },
             Some(&config),
             &mut out,
             &mut err,

@@ -191,11 +191,10 @@ pub(super) async fn load_services(
     Ok((lb, Some(objects)))
 }
 
-/// The allocator's Lease (`LeaseRef::default()`, what `allocate --lease` defaults to),
-/// read once and judged at this moment. Never fatal: a Lease that cannot be read is
-/// said so, as doctor's user may lack the grant.
-pub(super) async fn load_allocator_lease(client: Client) -> LeaseCheck {
-    let at = LeaseRef::default();
+/// The allocator's Lease (`--allocator-lease`, as `allocate --lease` names it), read
+/// once and judged at this moment. Never fatal: a Lease that cannot be read is said so,
+/// as doctor's user may lack the grant.
+pub(super) async fn load_allocator_lease(client: Client, at: &LeaseRef) -> LeaseCheck {
     let name = at.to_string();
     match Api::<Lease>::namespaced(client, &at.namespace)
         .get_opt(&at.name)

@@ -338,7 +338,11 @@ impl fmt::Display for LeaseCheck {
                 )
             }
             LeaseCheck::Missing { lease } => {
-                write!(f, "none of ours is running (no Lease {lease}); {OTHERS}")
+                write!(
+                    f,
+                    "none of ours is running (no Lease {lease}; one in another namespace is \
+                     named with --allocator-lease); {OTHERS}"
+                )
             }
             LeaseCheck::Unreadable { lease, reason } => {
                 write!(f, "Lease {lease} cannot be read ({reason}): not checked")

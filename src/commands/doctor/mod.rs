@@ -34,6 +34,7 @@ use std::path::Path;
 use kube::Client;
 
 use super::allocation::AllocationView;
+use crate::allocate::lease::LeaseRef;
 use crate::config::Config;
 use crate::sources::file::load_files;
 use crate::sources::kube::{self as kube_source, BgpConfigMapRef, ConfigMapRef};
@@ -59,6 +60,8 @@ pub struct DoctorRequest {
     pub bgp_config_map: BgpConfigMapRef,
     /// `--lb-class`: the classes the allocator serves (empty: Services without one).
     pub lb_classes: Vec<String>,
+    /// `--allocator-lease`: the Lease read to say whether an allocator of ours runs.
+    pub allocator_lease: LeaseRef,
 }
 
 /// Diagnoses, writes the table to `out` and trouble to `err`; the exit status.
@@ -87,7 +90,10 @@ pub fn run(
             Ok(runtime) => runtime.block_on(command_in_cluster(
                 &request.cilium_config,
                 request.ipam,
-                &request.lb_classes,
+                Allocator {
+                    lb_classes: &request.lb_classes,
+                    lease: &request.allocator_lease,
+                },
                 match config {
                     Some(c) => BgpInput::Given(c),
                     None => BgpInput::ConfigMap(&request.bgp_config_map),
@@ -164,7 +170,7 @@ pub fn command_file(
 pub async fn command_in_cluster(
     cilium_config: &str,
     ipam: IpamOverride,
-    lb_classes: &[String],
+    allocator: Allocator<'_>,
     bgp: BgpInput<'_>,
     out: &mut (dyn Write + Send),
     err: &mut (dyn Write + Send),
@@ -193,7 +199,7 @@ pub async fn command_in_cluster(
                 client,
                 &cilium_config,
                 ipam,
-                lb_classes,
+                allocator,
                 Some(config),
                 out,
                 err,
@@ -201,9 +207,18 @@ pub async fn command_in_cluster(
             .await
         }
         BgpInput::ConfigMap(map) => {
-            diagnose_cluster_setup(client, &cilium_config, map, ipam, lb_classes, out, err).await
+            diagnose_cluster_setup(client, &cilium_config, map, ipam, allocator, out, err).await
         }
     }
+}
+
+/// What the in-cluster allocation check runs as: the Services of `lb_classes` (empty:
+/// those without a class), as `allocate --lb-class`, and the Lease that says whether an
+/// allocator of ours runs, as `allocate --lease`.
+#[derive(Debug, Clone, Copy)]
+pub struct Allocator<'a> {
+    pub lb_classes: &'a [String],
+    pub lease: &'a LeaseRef,
 }
 
 /// Where `doctor` in a cluster gets the bgp-config from.
@@ -223,7 +238,7 @@ pub async fn diagnose_cluster_setup(
     cilium_config: &ConfigMapRef,
     bgp_config_map: &BgpConfigMapRef,
     ipam: IpamOverride,
-    lb_classes: &[String],
+    allocator: Allocator<'_>,
     out: &mut (dyn Write + Send),
     err: &mut (dyn Write + Send),
 ) -> u8 {
@@ -255,7 +270,7 @@ pub async fn diagnose_cluster_setup(
         client,
         cilium_config,
         ipam,
-        lb_classes,
+        allocator,
         config.as_ref(),
         check,
         out,
@@ -265,13 +280,12 @@ pub async fn diagnose_cluster_setup(
 }
 
 /// Reads the cluster with `client`, prints the diagnosis; the exit status. The
-/// allocation check decides for the Services of `lb_classes` (empty: those without
-/// a class), as `allocate --lb-class`.
+/// allocation check runs as `allocator` says.
 pub async fn diagnose_in_cluster(
     client: Client,
     cilium_config: &ConfigMapRef,
     ipam: IpamOverride,
-    lb_classes: &[String],
+    allocator: Allocator<'_>,
     config: Option<&Config>,
     out: &mut (dyn Write + Send),
     err: &mut (dyn Write + Send),
@@ -284,7 +298,7 @@ pub async fn diagnose_in_cluster(
         client,
         cilium_config,
         ipam,
-        lb_classes,
+        allocator,
         config,
         check,
         out,
@@ -298,7 +312,7 @@ async fn read_and_report(
     client: Client,
     cilium_config: &ConfigMapRef,
     ipam: IpamOverride,
-    lb_classes: &[String],
+    run_as: Allocator<'_>,
     config: Option<&Config>,
     check: BgpConfigCheck,
     out: &mut (dyn Write + Send),
@@ -326,8 +340,8 @@ async fn read_and_report(
             if let (Some(c), Some(services)) =
                 (config.filter(|c| !c.pools.is_empty()), services.as_ref())
             {
-                let view = AllocationView::from_scratch(&c.pools, lb_classes, services);
-                let lease = load_allocator_lease(client).await;
+                let view = AllocationView::from_scratch(&c.pools, run_as.lb_classes, services);
+                let lease = load_allocator_lease(client, run_as.lease).await;
                 d.allocation = Some(AllocationCheck::new(view, lease));
             }
             report(&d, out, err)
