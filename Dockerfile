@@ -1,8 +1,9 @@
 # syntax=docker/dockerfile:1
 #
 # The podcidr-speaker image: compiled in the official Rust image, run from distroless
-# cc-debian12 (glibc and libgcc_s, which is all the binary links; no shell, no package
-# manager) as uid 65532. Build with BuildKit (the default builder since Docker 23):
+# cc-debian12 (glibc, which is all the binary links: GCC's unwinder is linked in; no
+# shell, no package manager) as uid 65532. Build with BuildKit (the default builder since
+# Docker 23):
 #
 #   docker build --build-arg GIT_SHA="$(git rev-parse --short=12 HEAD)" \
 #     -t ghcr.io/podcidr/podcidr-speaker:0.1.0 .

@@ -1052,6 +1052,31 @@ fn allocator_rbac_check_rejects_extra_missing_and_shared_rules() {
     assert!(allocator_grants(&docs).is_err());
 }
 
+/// The image's runtime (distroless cc) needs to give the binary only glibc:
+/// scripts/link/build.rs links GCC's unwinder in, and no dependency may bring in another
+/// shared library (libm came back once through a dependency calling `pow`).
+#[cfg(all(target_os = "linux", target_env = "gnu", target_arch = "x86_64"))]
+#[test]
+fn the_binary_loads_only_glibc() {
+    let binary = env!("CARGO_BIN_EXE_podcidr-speaker");
+    let out = Command::new("readelf")
+        .args(["-d", binary])
+        .output()
+        .expect("readelf (binutils) to read the binary's dynamic section");
+    assert!(out.status.success(), "readelf -d {binary} failed");
+    let needed: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.contains("(NEEDED)"))
+        .filter_map(|l| Some(l.split_once('[')?.1.trim_end_matches(']').to_owned()))
+        .collect();
+    assert!(!needed.is_empty(), "no NEEDED entry read from {binary}");
+    let extra: Vec<&String> = needed
+        .iter()
+        .filter(|n| !matches!(n.as_str(), "libc.so.6" | "ld-linux-x86-64.so.2"))
+        .collect();
+    assert!(extra.is_empty(), "{binary} loads {extra:?} besides glibc");
+}
+
 /// The DaemonSet's args, with the env expanded as the kubelet would, parse with the
 /// binary's own CLI: a renamed or removed flag fails here.
 #[test]
