@@ -84,6 +84,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 
 /// The runtime of `run` and `allocate`.
 fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    // Before any worker exists: every arena is made under the fixed threshold.
+    podcidr_speaker::memory::keep_large_apart();
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     // One worker per core by default: 64 threads (stacks, malloc arenas) on a 64-core
     // node for a few sessions. Two keep a busy replan from holding up the BGP and BFD

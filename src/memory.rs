@@ -13,12 +13,20 @@
 //! thousand nodes) holds less than that and never trims: its events keep their pages.
 //! An idle daemon is never woken: [`run`] sleeps on a notification.
 //!
+//! Large allocations are kept out of the arenas altogether ([`keep_large_apart`]): glibc
+//! maps each one of at least 128 KiB on its own, but raises that threshold every time it
+//! frees such a mapping, up to 32 MiB. After a 50,000-node cluster state was read and
+//! freed, every later allocation below its size (a table's UPDATE buffer, a vector of
+//! 50,000 routes growing) came from an arena, between allocations that last, and the
+//! pages it left when freed could not be returned: 57 MiB after the load, 39 MiB with
+//! the threshold fixed at [`MMAP_THRESHOLD`] (BENCHMARKS.md, "RSS at 50,000 nodes").
+//!
 //! Other C libraries and platforms: nothing to do (musl gives memory back itself).
 //!
 //! Must not: run on the event path (it runs on a task of its own, after [`QUIET`]).
 //!
-//! With `peer/socket.rs` and `main.rs`'s `pow`, the only code allowed `unsafe`: two calls into glibc's
-//! malloc, which the libc crate declares and nothing safe wraps.
+//! With `peer/socket.rs` and `main.rs`'s `pow`, the only code allowed `unsafe`: calls into
+//! glibc's malloc, which the libc crate declares and nothing safe wraps.
 #![allow(unsafe_code)]
 
 use std::sync::OnceLock;
@@ -38,6 +46,47 @@ pub const HELD_AT_LEAST: usize = 16 << 20;
 fn work() -> &'static Notify {
     static WORK: OnceLock<Notify> = OnceLock::new();
     WORK.get_or_init(Notify::new)
+}
+
+/// Allocations of this size or more get a mapping of their own, returned to the system
+/// when freed. 1 MiB: at 5,000 nodes an event's allocations stay below it (its latency
+/// is unchanged), and receiving 100,000 routes peaked lower than with 4 MiB, whose
+/// table-sized hash maps then came from the arena (BENCHMARKS.md).
+pub const MMAP_THRESHOLD: usize = 1 << 20;
+
+/// Fixes glibc's mmap threshold at [`MMAP_THRESHOLD`], which also stops glibc from
+/// raising it (see the module's comment). Called once, before the runtime starts its
+/// threads. Leaves glibc's own choice when the operator set one
+/// (`GLIBC_TUNABLES=glibc.malloc.mmap_threshold=...` or `MALLOC_MMAP_THRESHOLD_`):
+/// whether it set it.
+pub fn keep_large_apart() -> bool {
+    let tunables = std::env::var("GLIBC_TUNABLES").unwrap_or_default();
+    if operator_set(&tunables, std::env::var_os("MALLOC_MMAP_THRESHOLD_").is_some()) {
+        return false;
+    }
+    set_mmap_threshold(MMAP_THRESHOLD)
+}
+
+/// Whether the environment already says what the mmap threshold is.
+fn operator_set(glibc_tunables: &str, malloc_env: bool) -> bool {
+    malloc_env
+        || glibc_tunables
+            .split(':')
+            .any(|t| t.trim().starts_with("glibc.malloc.mmap_threshold="))
+}
+
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn set_mmap_threshold(bytes: usize) -> bool {
+    let Ok(bytes) = libc::c_int::try_from(bytes) else {
+        return false;
+    };
+    // SAFETY: mallopt takes malloc's locks itself; M_MMAP_THRESHOLD only sets a number.
+    unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, bytes) == 1 }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn set_mmap_threshold(_bytes: usize) -> bool {
+    false
 }
 
 /// Work that may have freed much memory has ended (a re-plan handed over, a peer's
@@ -103,6 +152,43 @@ fn release() -> bool {
 #[cfg(all(test, target_os = "linux", target_env = "gnu"))]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_operators_threshold_is_left_alone() {
+        assert!(!operator_set("", false));
+        assert!(!operator_set("glibc.malloc.arena_max=1", false));
+        assert!(operator_set(
+            "glibc.malloc.arena_max=1:glibc.malloc.mmap_threshold=65536",
+            false
+        ));
+        assert!(operator_set("", true));
+    }
+
+    /// glibc's own rule raises the threshold to the size of a freed mapping; fixed, a
+    /// large allocation after a larger one is freed still gets its own mapping.
+    #[test]
+    fn large_allocations_keep_their_own_mapping() {
+        // glibc's chunk header: the word before the pointer malloc returns is the
+        // chunk's size, whose bit 1 (IS_MMAPPED) says it has a mapping of its own.
+        // Read from the chunk itself, so other tests' allocations cannot disturb it.
+        let own_mapping = |v: &Vec<u8>| {
+            // SAFETY: a Vec<u8> of this size is one malloc'd chunk (the system
+            // allocator calls malloc for alignments up to 16); its header precedes it.
+            let size = unsafe { (v.as_ptr() as *const usize).sub(1).read() };
+            size & 2 != 0
+        };
+        assert!(set_mmap_threshold(MMAP_THRESHOLD));
+        let big = vec![1u8; 32 * MMAP_THRESHOLD];
+        assert!(own_mapping(&big));
+        drop(std::hint::black_box(big));
+        let large = vec![1u8; 2 * MMAP_THRESHOLD];
+        assert!(
+            own_mapping(&large),
+            "after a 32 MiB mapping was freed, a 2 MiB allocation came from an arena"
+        );
+        let small = vec![1u8; MMAP_THRESHOLD / 4];
+        assert!(!own_mapping(&small), "256 KiB is below the threshold");
+    }
 
     #[test]
     fn freed_memory_is_counted_then_given_back() {
