@@ -61,7 +61,10 @@ pub const MMAP_THRESHOLD: usize = 1 << 20;
 /// whether it set it.
 pub fn keep_large_apart() -> bool {
     let tunables = std::env::var("GLIBC_TUNABLES").unwrap_or_default();
-    if operator_set(&tunables, std::env::var_os("MALLOC_MMAP_THRESHOLD_").is_some()) {
+    if operator_set(
+        &tunables,
+        std::env::var_os("MALLOC_MMAP_THRESHOLD_").is_some(),
+    ) {
         return false;
     }
     set_mmap_threshold(MMAP_THRESHOLD)

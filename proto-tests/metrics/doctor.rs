@@ -264,7 +264,10 @@ async fn in_cluster(client: kube::Client, ipam: IpamOverride) -> (u8, String, St
         client,
         &ConfigMapRef::cilium_config(),
         ipam,
-        doctor::Allocator { lb_classes: &[], lease: &LeaseRef::default() },
+        doctor::Allocator {
+            lb_classes: &[],
+            lease: &LeaseRef::default(),
+        },
         None,
         &mut out,
         &mut err,
@@ -467,7 +470,10 @@ async fn in_cluster_lists_loadbalancer_services_against_the_bgp_config() {
             client,
             &ConfigMapRef::cilium_config(),
             IpamOverride::Kubernetes,
-            doctor::Allocator { lb_classes: &[], lease: &LeaseRef::default() },
+            doctor::Allocator {
+                lb_classes: &[],
+                lease: &LeaseRef::default(),
+            },
             Some(&config),
             &mut out,
             &mut err,
@@ -628,7 +634,10 @@ async fn setup(case: SetupCase) -> (u8, String, String) {
             &ConfigMapRef::cilium_config(),
             &BgpConfigMapRef::default(),
             IpamOverride::Kubernetes,
-            doctor::Allocator { lb_classes: &[], lease: &LeaseRef::default() },
+            doctor::Allocator {
+                lb_classes: &[],
+                lease: &LeaseRef::default(),
+            },
             &mut out,
             &mut err,
         )
@@ -836,11 +845,7 @@ async fn allocation_case(lease: LeaseAnswer, lb_classes: &[&str]) -> (u8, String
 }
 
 /// [`allocation_case`] with doctor's `--allocator-lease` set to `at`.
-async fn allocation_case_at(
-    lease: LeaseAnswer,
-    lb_classes: &[&str],
-    at: LeaseRef,
-) -> (u8, String) {
+async fn allocation_case_at(lease: LeaseAnswer, lb_classes: &[&str], at: LeaseRef) -> (u8, String) {
     let lb_classes: Vec<String> = lb_classes.iter().map(|c| (*c).to_owned()).collect();
     let path = format!(
         "/apis/coordination.k8s.io/v1/namespaces/{}/leases/{}",
@@ -1034,7 +1039,10 @@ async fn in_cluster_without_the_services_makes_no_allocation_check() {
             client,
             &ConfigMapRef::cilium_config(),
             IpamOverride::Kubernetes,
-            doctor::Allocator { lb_classes: &[], lease: &LeaseRef::default() },
+            doctor::Allocator {
+                lb_classes: &[],
+                lease: &LeaseRef::default(),
+            },
             Some(&config),
             &mut out,
             &mut err,

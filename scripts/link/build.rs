@@ -48,9 +48,9 @@ fn main() {
     }
     match static_unwinder() {
         Some(dir) => args.push(format!("-L{}", dir.display())),
-        None => println!(
-            "cargo:warning=the unwinder stays in libgcc_s.so.1 (no libgcc_eh.a from `cc`)"
-        ),
+        None => {
+            println!("cargo:warning=the unwinder stays in libgcc_s.so.1 (no libgcc_eh.a from `cc`)")
+        }
     }
     for arg in args {
         println!("cargo:rustc-link-arg-bin=podcidr-speaker={arg}");
