@@ -64,8 +64,12 @@ fn main() {
 /// relocations and about 90 KiB resident at idle (`-static-libgcc` cannot do this:
 /// rustc names `gcc_s` itself). A directory given with `-L` is searched before the
 /// system's, whatever its place on the command line. `None` when `cc` does not know
-/// where `libgcc_eh.a` is.
+/// where `libgcc_eh.a` is, or for a cross build.
 fn static_unwinder() -> Option<std::path::PathBuf> {
+    // A cross build's `cc` would name the build machine's archive, not the target's.
+    if env::var("HOST").ok() != env::var("TARGET").ok() {
+        return None;
+    }
     let cc = env::var("CC").unwrap_or_else(|_| "cc".into());
     let out = Command::new(cc)
         .arg("-print-file-name=libgcc_eh.a")
