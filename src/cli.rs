@@ -601,10 +601,10 @@ pub struct DoctorArgs {
     pub lb_classes: Vec<String>,
     /// In-cluster: the Lease `podcidr-speaker allocate` elects its leader on (its
     /// `--lease`), read to say whether an allocator of ours runs. The chart puts it in
-    /// the release's namespace.
+    /// the release's namespace. No environment variable: `allocate`'s
+    /// PODCIDR_ALLOCATOR_LEASE, set where it runs, would make `--cluster-state` a conflict.
     #[arg(
         long,
-        env = "PODCIDR_ALLOCATOR_LEASE",
         value_name = "NS/NAME",
         default_value = "kube-system/podcidr-speaker-allocator",
         conflicts_with = "cluster_state"
