@@ -19,7 +19,8 @@
 //! freed, every later allocation below its size (a table's UPDATE buffer, a vector of
 //! 50,000 routes growing) came from an arena, between allocations that last, and the
 //! pages it left when freed could not be returned: 57 MiB after the load, 39 MiB with
-//! the threshold fixed at [`MMAP_THRESHOLD`] (BENCHMARKS.md, "RSS at 50,000 nodes").
+//! the threshold fixed at [`MMAP_THRESHOLD`] (BENCHMARKS.md, "Large allocations kept out
+//! of the arenas").
 //!
 //! Other C libraries and platforms: nothing to do (musl gives memory back itself).
 //!
@@ -49,9 +50,10 @@ fn work() -> &'static Notify {
 }
 
 /// Allocations of this size or more get a mapping of their own, returned to the system
-/// when freed. 1 MiB: at 5,000 nodes an event's allocations stay below it (its latency
-/// is unchanged), and receiving 100,000 routes peaked lower than with 4 MiB, whose
-/// table-sized hash maps then came from the arena (BENCHMARKS.md).
+/// when freed. 1 MiB: receiving 100,000 routes peaks as low as before, where 2 and 4 MiB
+/// peaked 1.6 MiB higher (its 1-4 MiB maps then grew inside an arena). The price: a
+/// 5,000-node event's two buffers of 1-1.5 MiB are mapped afresh each time, about
+/// 0.6 ms more at the median (BENCHMARKS.md, "Large allocations kept out of the arenas").
 pub const MMAP_THRESHOLD: usize = 1 << 20;
 
 /// Fixes glibc's mmap threshold at [`MMAP_THRESHOLD`], which also stops glibc from
